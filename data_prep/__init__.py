@@ -1,0 +1,1 @@
+"""Text -> pretraining/fine-tuning TFRecords. Never imports `official_bert`."""

@@ -1,0 +1,131 @@
+"""`BertConfig`: the hyper-parameters of google-research `bert_config.json`."""
+
+import dataclasses
+import json
+import logging
+from typing import Any, Mapping
+
+logger = logging.getLogger(__name__)
+
+# Must stay in sync with `official_bert.activations.ACTIVATIONS`; duplicated
+# here so reading a config file does not import Keras/TensorFlow.
+_KNOWN_ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "tanh",
+                      "linear")
+
+
+@dataclasses.dataclass
+class BertConfig:
+  """Configuration of a BERT model; field names match `bert_config.json`.
+
+  `hidden_act="gelu"` is the ORIGINAL google-research tanh approximation;
+  use `"gelu_exact"` for the erf form (what Hugging Face calls "gelu").
+  """
+  vocab_size: int
+  hidden_size: int = 768
+  num_hidden_layers: int = 12
+  num_attention_heads: int = 12
+  intermediate_size: int = 3072
+  hidden_act: str = "gelu"
+  hidden_dropout_prob: float = 0.1
+  attention_probs_dropout_prob: float = 0.1
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 16
+  initializer_range: float = 0.02
+
+  def __post_init__(self):
+    self._coerce_floats()
+    self.validate()
+
+  def _coerce_floats(self):
+    # JSON writers emit `0` for a zero dropout rate; store it as a float.
+    for name, t in _FIELD_TYPES.items():
+      value = getattr(self, name)
+      if t is float and type(value) is int:  # pylint: disable=unidiomatic-typecheck
+        setattr(self, name, float(value))
+
+  def validate(self, source="BertConfig"):
+    """Checks types and ranges; raises ValueError naming `source` and key."""
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      expected = _FIELD_TYPES[field.name]
+      # bool is an int subclass; `"num_hidden_layers": true` is a typo.
+      if isinstance(value, bool) or not isinstance(value, expected):
+        raise ValueError(
+            f"{source}: key {field.name!r} must be of type "
+            f"{expected.__name__}, got {value!r} ({type(value).__name__}).")
+    for key in ("vocab_size", "hidden_size", "num_hidden_layers",
+                "num_attention_heads", "intermediate_size",
+                "max_position_embeddings", "type_vocab_size"):
+      if getattr(self, key) <= 0:
+        raise ValueError(f"{source}: key {key!r} must be positive, got "
+                         f"{getattr(self, key)!r}.")
+    for key in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+      if not 0.0 <= getattr(self, key) < 1.0:
+        raise ValueError(f"{source}: key {key!r} must be in [0, 1), got "
+                         f"{getattr(self, key)!r}.")
+    if self.initializer_range <= 0:
+      raise ValueError(f"{source}: key 'initializer_range' must be positive, "
+                       f"got {self.initializer_range!r}.")
+    if self.hidden_size % self.num_attention_heads:
+      raise ValueError(
+          f"{source}: key 'hidden_size' ({self.hidden_size}) must be a "
+          f"multiple of 'num_attention_heads' ({self.num_attention_heads}).")
+    if self.hidden_act not in _KNOWN_ACTIVATIONS:
+      raise ValueError(
+          f"{source}: key 'hidden_act' is {self.hidden_act!r}; expected one "
+          f"of {list(_KNOWN_ACTIVATIONS)}.")
+
+  @classmethod
+  def from_dict(cls, d: Mapping[str, Any], source: str = "<dict>"):
+    """Builds a config from a dict; unknown keys are ignored with a warning."""
+    if not isinstance(d, Mapping):
+      raise ValueError(f"{source}: expected a JSON object, got "
+                       f"{type(d).__name__}.")
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(d) - set(names))
+    if unknown:
+      logger.warning("%s: ignoring unknown BERT config keys %s.", source,
+                     unknown)
+    if "vocab_size" not in d:
+      raise ValueError(f"{source}: missing required key 'vocab_size'.")
+    # Bypass __init__/__post_init__ so that error messages name `source`.
+    config = cls.__new__(cls)
+    for f in dataclasses.fields(cls):
+      setattr(config, f.name, d[f.name] if f.name in d else f.default)
+    config._coerce_floats()  # pylint: disable=protected-access
+    config.validate(source)
+    return config
+
+  @classmethod
+  def from_json_file(cls, path):
+    with open(path, "r", encoding="utf-8") as f:
+      try:
+        d = json.load(f)
+      except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}") from e
+    return cls.from_dict(d, source=str(path))
+
+  def to_dict(self):
+    return dataclasses.asdict(self)
+
+  def to_json_string(self):
+    return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+  def to_json_file(self, path):
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(self.to_json_string())
+
+
+_FIELD_TYPES = {
+    "vocab_size": int,
+    "hidden_size": int,
+    "num_hidden_layers": int,
+    "num_attention_heads": int,
+    "intermediate_size": int,
+    "hidden_act": str,
+    "hidden_dropout_prob": float,
+    "attention_probs_dropout_prob": float,
+    "max_position_embeddings": int,
+    "type_vocab_size": int,
+    "initializer_range": float,
+}

@@ -1,0 +1,107 @@
+"""`BertSelfAttention`: multi-head self-attention exactly as original BERT."""
+
+import keras
+from keras import ops
+
+# The original adds -10000 (not -inf) to logits of padded keys. exp(-10000)
+# underflows to 0 in float32, so real positions match an -inf mask, and a row
+# with every key masked still yields a finite (uniform) distribution.
+_MASK_ADDER = -10000.0
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertSelfAttention(keras.layers.Layer):
+  """Scaled dot-product self-attention with [hidden, hidden] projections.
+
+  Separate `query`/`key`/`value` Dense layers (instead of
+  `keras.layers.MultiHeadAttention`'s [hidden, heads, head_size] kernels) keep
+  every variable shaped like the TF1 checkpoint's `attention/self/*/kernel`,
+  so checkpoint conversion is a plain copy. The output projection lives in
+  `TransformerBlock`, matching the checkpoint's `attention/output/dense`.
+
+  Call args:
+    x: float [batch, seq, hidden].
+    padding_mask: optional [batch, seq], 1 (or True) for real tokens.
+    training: enables dropout on attention probabilities.
+
+  Returns:
+    Context vectors, float [batch, seq, hidden].
+  """
+
+  def __init__(self,
+               hidden_size=768,
+               num_attention_heads=12,
+               attention_probs_dropout_prob=0.1,
+               initializer_range=0.02,
+               **kwargs):
+    super().__init__(**kwargs)
+    if hidden_size % num_attention_heads:
+      raise ValueError(
+          f"hidden_size ({hidden_size}) must be a multiple of "
+          f"num_attention_heads ({num_attention_heads}).")
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.attention_probs_dropout_prob = attention_probs_dropout_prob
+    self.initializer_range = initializer_range
+    self.head_size = hidden_size // num_attention_heads
+
+    def dense(name):
+      return keras.layers.Dense(
+          hidden_size,
+          kernel_initializer=keras.initializers.TruncatedNormal(
+              stddev=initializer_range),
+          dtype=self.dtype_policy,
+          name=name)
+
+    self.query = dense("query")
+    self.key = dense("key")
+    self.value = dense("value")
+    self.dropout = keras.layers.Dropout(
+        attention_probs_dropout_prob, dtype=self.dtype_policy, name="dropout")
+
+  def build(self, input_shape=None):
+    if self.built:  # Idempotent: a parent may rebuild a built child.
+      return
+    shape = (None, None, self.hidden_size)
+    self.query.build(shape)
+    self.key.build(shape)
+    self.value.build(shape)
+    self.built = True
+
+  def _split_heads(self, x):
+    # [batch, seq, hidden] -> [batch, heads, seq, head_size]
+    batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+    x = ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
+    return ops.transpose(x, (0, 2, 1, 3))
+
+  def call(self, x, padding_mask=None, training=None):
+    q = self._split_heads(self.query(x))  # [batch, heads, seq, head_size]
+    k = self._split_heads(self.key(x))  # [batch, heads, seq, head_size]
+    v = self._split_heads(self.value(x))  # [batch, heads, seq, head_size]
+
+    scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [b, h, s, s]
+    scores = scores * (1.0 / float(self.head_size) ** 0.5)
+    if padding_mask is not None:
+      # Only keys are masked; padded *queries* still produce (ignored) rows.
+      mask = ops.cast(padding_mask, scores.dtype)[:, None, None, :]  # [b,1,1,s]
+      scores = scores + (1.0 - mask) * _MASK_ADDER
+    probs = ops.softmax(scores, axis=-1)  # [batch, heads, seq, seq]
+    probs = self.dropout(probs, training=training)
+
+    context = ops.matmul(probs, v)  # [batch, heads, seq, head_size]
+    context = ops.transpose(context, (0, 2, 1, 3))  # [b, seq, heads, head]
+    batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+    return ops.reshape(context, (batch, seq, self.hidden_size))
+
+  def compute_output_shape(self, input_shape):
+    return tuple(input_shape)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "hidden_size": self.hidden_size,
+        "num_attention_heads": self.num_attention_heads,
+        "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+        "initializer_range": self.initializer_range,
+    })
+    return config
