@@ -43,22 +43,19 @@ def is_cjk(char):
   return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
 
 
-def _ranges(predicate):
-  """Sorted (lo, hi) code point ranges where `predicate(chr(cp))` holds."""
+def _ranges(flags, bit):
+  """Sorted (lo, hi) code point ranges whose flag has `bit` set."""
   out = []
   start = None
-  for cp in range(sys.maxunicode + 1):
-    if 0xD800 <= cp <= 0xDFFF:  # surrogates never occur in valid UTF-8
-      hit = False
-    else:
-      hit = predicate(chr(cp))
-    if hit and start is None:
-      start = cp
-    elif not hit and start is not None:
+  for cp, f in enumerate(flags):
+    if f & bit:
+      if start is None:
+        start = cp
+    elif start is not None:
       out.append((start, cp - 1))
       start = None
   if start is not None:
-    out.append((start, sys.maxunicode))
+    out.append((start, len(flags) - 1))
   return tuple(out)
 
 
@@ -82,19 +79,27 @@ def classes():
   splits on: the original maps `\\s`/Zs to " " and later splits on `str.split()`, which also
   breaks at U+2028/U+2029.
   """
-  def delete(c):
-    return ord(c) in (0, 0xFFFD) or is_control(c)
-
-  def space(c):
-    return not delete(c) and (is_whitespace(c) or c.isspace())
-
-  def mark(c):
-    return unicodedata.category(c) == "Mn"
-
+  delete, space, punct, mark = 1, 2, 4, 8
+  flags = bytearray(sys.maxunicode + 1)
+  for cp in range(sys.maxunicode + 1):
+    if 0xD800 <= cp <= 0xDFFF:  # surrogates never occur in valid UTF-8
+      continue
+    c = chr(cp)
+    cat = unicodedata.category(c)
+    if cat == "Cn":  # unassigned: none of the classes below (Cn is not Cc/Cf, P*, Zs, Mn)
+      continue
+    if cp in (0, 0xFFFD) or is_control(c):
+      flags[cp] = delete
+    elif is_whitespace(c) or c.isspace():
+      flags[cp] = space
+    elif is_punctuation(c):
+      flags[cp] = punct
+    elif cat == "Mn":
+      flags[cp] = mark
   return {
-      "delete": _re2_class(_ranges(delete)),
-      "space": _re2_class(_ranges(space)),
-      "punct": _re2_class(_ranges(is_punctuation)),
+      "delete": _re2_class(_ranges(flags, delete)),
+      "space": _re2_class(_ranges(flags, space)),
+      "punct": _re2_class(_ranges(flags, punct)),
       "cjk": _re2_class(CJK_RANGES),
-      "mark": _re2_class(_ranges(mark)),
+      "mark": _re2_class(_ranges(flags, mark)),
   }

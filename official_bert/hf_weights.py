@@ -135,6 +135,11 @@ def load_hf_weights(model, safetensors_path, require_heads=True):
   source = str(safetensors_path)
   state_dict = load_file(safetensors_path)
   tensors, source_names = hf_state_dict_to_canonical(state_dict, source)
+  # Name absent tensors the way this file would have named them.
+  prefix = "bert." if any(k.startswith("bert.") for k in state_dict) else ""
+  for tf1_name, _ in weight_names.model_weight_pairs(model):
+    if tf1_name not in source_names:
+      source_names[tf1_name] = weight_names.tf1_to_hf_name(tf1_name, prefix)
   return weight_loading.assign_canonical_weights(
       model, tensors, source, require_heads=require_heads,
       source_names=source_names)

@@ -1,0 +1,270 @@
+"""The original `create_pretraining_data` algorithm, on token-id arrays, vectorized where it can be.
+
+Worker processes run this module; it imports numpy only (no TensorFlow).
+
+A chunk is a set of documents already tokenized: `ids` (all tokens, flat), `line_splits`
+(offsets of each sentence in `ids`) and `doc_splits` (offsets of each document in the
+sentences). Because a document's sentences are contiguous in `ids`, every segment A or B of
+the original algorithm is one contiguous span (lo, length), and so is what truncation leaves.
+
+Per document, as google-research/bert (worked example with max_seq_length 128):
+  - target length 125 (= 128 - 3), or with prob. `short_seq_prob` a uniform one in [2, 125],
+    chosen once per document;
+  - sentences are gathered until the target is reached (or the document ends); A is the
+    first `a_end` of them (uniform in [1, n-1]), B the rest, or, with prob. 0.5 or when there is
+    only one sentence, a random span from another document of the chunk ("random next",
+    label 1); the unused sentences are put back;
+  - the longer side loses one token at a time from a random end until the pair fits.
+Then 15% of the tokens (capped at `max_predictions_per_seq`, [CLS]/[SEP] excluded) are chosen,
+each becoming [MASK] 80%, a random id 10%, itself 10%. The front/back coin flips of the
+truncation are drawn as one binomial per side, which has the same distribution.
+"""
+
+import dataclasses
+import random
+
+import numpy as np
+
+from data_prep import example_encoder
+from data_prep import schema
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceOptions:
+  max_seq_length: int = 128
+  max_predictions_per_seq: int = 20
+  masked_lm_prob: float = 0.15
+  short_seq_prob: float = 0.1
+  dupe_factor: int = 10
+  do_whole_word_mask: bool = False
+  random_seed: int = 12345
+  vocab_size: int = 30522
+  cls_id: int = 101
+  sep_id: int = 102
+  mask_id: int = 103
+  continuation_ids: tuple = ()  # ids of "##" tokens, for whole-word masking
+  use_v2_feature_names: bool = False  # input_word_ids/input_type_ids, as the Model Garden's
+
+  def validate(self):
+    if self.max_seq_length < 5:
+      raise ValueError(f"max_seq_length={self.max_seq_length} is too small for a sentence pair: "
+                       "[CLS] A [SEP] B [SEP] needs at least 5")
+    if self.max_predictions_per_seq < 1:
+      raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} must be >= 1")
+    if not 0.0 < self.masked_lm_prob <= 1.0:
+      raise ValueError(f"masked_lm_prob={self.masked_lm_prob} must be in (0, 1]")
+    if not 0.0 <= self.short_seq_prob <= 1.0:
+      raise ValueError(f"short_seq_prob={self.short_seq_prob} must be in [0, 1]")
+    if self.dupe_factor < 1:
+      raise ValueError(f"dupe_factor={self.dupe_factor} must be >= 1")
+
+
+@dataclasses.dataclass
+class Chunk:
+  index: int  # position in the run: seeds this chunk's random streams
+  ids: np.ndarray  # [tokens] int32
+  line_splits: np.ndarray  # [lines + 1] int64, offsets into ids
+  doc_splits: np.ndarray  # [docs + 1] int64, offsets into lines
+
+
+def chunk_rngs(seed, chunk_index):
+  """Independent, reproducible random streams for one chunk (any number of workers)."""
+  state = np.random.SeedSequence([seed, chunk_index]).generate_state(2)
+  return random.Random(int(state[0])), np.random.default_rng(int(state[1]))
+
+
+def _truncation_counts(la, lb, max_num_tokens):
+  """Tokens the original's loop removes from A and from B (ties cut B)."""
+  excess = la + lb - max_num_tokens
+  ka = kb = 0
+  if excess <= 0:
+    return 0, 0
+  if la > lb:
+    d = min(excess, la - lb)
+    ka, excess = d, excess - d
+  elif lb > la:
+    d = min(excess, lb - la)
+    kb, excess = d, excess - d
+  return ka + excess // 2, kb + (excess + 1) // 2
+
+
+def pair_spans(chunk, opts, rng):
+  """The sentence-pair decisions for every instance of a chunk, all dupe passes.
+
+  Returns int64 arrays: a_lo, a_len, b_lo, b_len (spans into chunk.ids before truncation),
+  cut_a, cut_b (tokens truncation removes) and label (1 = random next).
+  """
+  max_num_tokens = opts.max_seq_length - 3
+  splits = chunk.line_splits.tolist()
+  docs = chunk.doc_splits.tolist()
+  num_docs = len(docs) - 1
+  out = []
+  for _ in range(opts.dupe_factor):
+    for d in range(num_docs):
+      first, end = docs[d], docs[d + 1]
+      target = max_num_tokens
+      if rng.random() < opts.short_seq_prob:
+        target = rng.randint(2, max_num_tokens)
+      start = i = first
+      length = 0
+      while i < end:
+        length += splits[i + 1] - splits[i]
+        if i == end - 1 or length >= target:
+          n = i - start + 1
+          a_end = 1 if n < 2 else rng.randint(1, n - 1)
+          a_lo, a_hi = splits[start], splits[start + a_end]
+          if n == 1 or rng.random() < 0.5:
+            label = 1
+            target_b = target - (a_hi - a_lo)
+            for _ in range(10):
+              other = rng.randint(0, num_docs - 1)
+              if other != d:
+                break
+            j = rng.randint(docs[other], docs[other + 1] - 1)
+            b_lo, b_hi = splits[j], splits[j + 1]
+            while b_hi - b_lo < target_b and j + 1 < docs[other + 1]:
+              j += 1
+              b_hi = splits[j + 1]
+            i -= n - a_end  # the unused sentences start the next pair
+          else:
+            label = 0
+            b_lo, b_hi = a_hi, splits[i + 1]
+          la, lb = a_hi - a_lo, b_hi - b_lo
+          out.append((a_lo, la, b_lo, lb) + _truncation_counts(la, lb, max_num_tokens)
+                     + (label,))
+          start = i + 1
+          length = 0
+        i += 1
+  cols = np.array(out, dtype=np.int64).reshape(-1, 7)
+  names = ("a_lo", "a_len", "b_lo", "b_len", "cut_a", "cut_b", "label")
+  return {name: cols[:, k] for k, name in enumerate(names)}
+
+
+def assemble(ids, spans, opts, np_rng):
+  """Truncate, then lay out [CLS] A [SEP] B [SEP]: token matrix [n, L] and per-row lengths."""
+  front_a = np_rng.binomial(spans["cut_a"], 0.5)
+  front_b = np_rng.binomial(spans["cut_b"], 0.5)
+  a_lo = spans["a_lo"] + front_a
+  la = spans["a_len"] - spans["cut_a"]
+  b_lo = spans["b_lo"] + front_b
+  lb = spans["b_len"] - spans["cut_b"]
+  cols = np.arange(opts.max_seq_length)[None, :]  # [1, L]
+  b_start = (la + 2)[:, None]  # [n, 1]
+  in_a = (cols >= 1) & (cols <= la[:, None])  # [n, L]
+  in_b = (cols >= b_start) & (cols < b_start + lb[:, None])
+  src = np.where(in_a, a_lo[:, None] + cols - 1, b_lo[:, None] + cols - b_start)
+  tokens = np.where(in_a | in_b, ids[np.where(in_a | in_b, src, 0)], 0).astype(np.int64)
+  rows = np.arange(len(la))
+  tokens[:, 0] = opts.cls_id
+  tokens[rows, la + 1] = opts.sep_id
+  tokens[rows, la + lb + 2] = opts.sep_id
+  length = la + lb + 3
+  segment = ((cols >= b_start) & (cols < length[:, None])).astype(np.int64)
+  return tokens, length, segment, in_a | in_b
+
+
+def num_to_predict(length, opts):
+  """min(P, max(1, round(len * prob))): Python's round, half to even, as numpy's."""
+  return np.minimum(opts.max_predictions_per_seq,
+                    np.maximum(1, np.round(length * opts.masked_lm_prob).astype(np.int64)))
+
+
+def choose_positions(candidates, length, opts, np_rng):
+  """Token-level masking: a uniform random subset of the candidates per row.
+
+  Returns positions [n, P] (sorted, zero-padded) and count [n].
+  """
+  n, seq = candidates.shape
+  count = np.minimum(num_to_predict(length, opts), candidates.sum(axis=1))
+  scores = np.where(candidates, np_rng.random((n, seq)), 2.0)
+  order = np.argsort(scores, axis=1, kind="stable")[:, :opts.max_predictions_per_seq]
+  if order.shape[1] < opts.max_predictions_per_seq:  # P > L: pad
+    order = np.pad(order, [(0, 0), (0, opts.max_predictions_per_seq - order.shape[1])])
+  valid = np.arange(opts.max_predictions_per_seq)[None, :] < count[:, None]
+  positions = np.sort(np.where(valid, order, seq + 1), axis=1)
+  return np.where(valid, positions, 0), count
+
+
+def choose_whole_words(tokens, candidates, length, opts, np_rng):
+  """Whole-word masking: words ("##" pieces join the word before) in random order, a word
+  taken only if it fits in the budget, as the original."""
+  is_cont = np.zeros([opts.vocab_size], dtype=bool)
+  is_cont[list(opts.continuation_ids)] = True
+  budget = num_to_predict(length, opts)
+  n = tokens.shape[0]
+  positions = np.zeros([n, opts.max_predictions_per_seq], dtype=np.int64)
+  count = np.zeros([n], dtype=np.int64)
+  for r in range(n):
+    cand = np.flatnonzero(candidates[r])
+    starts = ~is_cont[tokens[r, cand]]
+    starts[0] = True  # the first candidate always opens a word
+    bounds = np.append(np.flatnonzero(starts), len(cand)).tolist()
+    chosen = []
+    for g in np_rng.permutation(len(bounds) - 1).tolist():
+      if len(chosen) >= budget[r]:
+        break
+      size = bounds[g + 1] - bounds[g]
+      if len(chosen) + size > budget[r]:
+        continue
+      chosen.extend(cand[bounds[g]:bounds[g + 1]].tolist())
+    chosen.sort()
+    positions[r, :len(chosen)] = chosen
+    count[r] = len(chosen)
+  return positions, count
+
+
+def mask_tokens(tokens, positions, count, opts, np_rng):
+  """80% [MASK], 10% random id (any id, as the original), 10% unchanged; in place."""
+  n, p = positions.shape
+  valid = np.arange(p)[None, :] < count[:, None]
+  rows = np.broadcast_to(np.arange(n)[:, None], positions.shape)
+  labels = np.where(valid, tokens[rows, positions], 0)
+  keep_draw = np_rng.random((n, p))
+  random_draw = np_rng.random((n, p))
+  random_ids = np_rng.integers(0, opts.vocab_size, (n, p))
+  new = np.where(keep_draw < 0.8, opts.mask_id, np.where(random_draw < 0.5, labels, random_ids))
+  tokens[rows[valid], positions[valid]] = new[valid]
+  return labels, valid.astype(np.float32)
+
+
+def create_instances(chunk, opts):
+  """All instances of a chunk, shuffled: a dict of feature name -> [n, length] arrays."""
+  py_rng, np_rng = chunk_rngs(opts.random_seed, chunk.index)
+  spans = pair_spans(chunk, opts, py_rng)
+  order = np_rng.permutation(len(spans["label"]))
+  spans = {k: v[order] for k, v in spans.items()}
+  tokens, length, segment, candidates = assemble(chunk.ids, spans, opts, np_rng)
+  if opts.do_whole_word_mask:
+    positions, count = choose_whole_words(tokens, candidates, length, opts, np_rng)
+  else:
+    positions, count = choose_positions(candidates, length, opts, np_rng)
+  labels, weights = mask_tokens(tokens, positions, count, opts, np_rng)
+  cols = np.arange(opts.max_seq_length)[None, :]
+  return {
+      "input_ids": tokens,
+      "input_mask": (cols < length[:, None]).astype(np.int64),
+      "segment_ids": segment,
+      "masked_lm_positions": positions,
+      "masked_lm_ids": labels,
+      "masked_lm_weights": weights,
+      "next_sentence_labels": spans["label"][:, None],
+  }
+
+
+def serialize_chunk(chunk, opts):
+  """Instances of a chunk as serialized tf.train.Examples, plus counts for the summary."""
+  if len(chunk.doc_splits) < 2:
+    return [], {"instances": 0, "masked": 0, "random_next": 0, "tokens": 0}
+  columns = create_instances(chunk, opts)
+  features = schema.pretraining_features(opts.max_seq_length, opts.max_predictions_per_seq,
+                                         v2_names=opts.use_v2_feature_names)
+  if opts.use_v2_feature_names:
+    columns = {schema.V2_NAMES.get(k, k): v for k, v in columns.items()}
+  records = example_encoder.ExampleEncoder(features).encode(columns)
+  stats = {
+      "instances": len(records),
+      "masked": int(columns["masked_lm_weights"].sum()),
+      "random_next": int(columns["next_sentence_labels"].sum()),
+      "tokens": int(columns["input_mask"].sum()),
+  }
+  return records, stats
