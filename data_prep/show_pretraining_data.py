@@ -1,0 +1,80 @@
+r"""Prints what pretraining TFRecords hold: counts, statistics and a few decoded instances.
+
+  python -m data_prep.show_pretraining_data --input_file='out/pretrain.tfrecord*' \
+    --vocab_file=vocab.txt --max_seq_length=128 --max_predictions_per_seq=20
+"""
+
+import glob
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+from data_prep import schema
+from data_prep import tokenization
+
+flags.DEFINE_string("input_file", None, "TFRecord file(s): comma-separated, globs allowed.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary the files were written with.")
+flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the files.")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
+flags.DEFINE_integer("num_examples", 2, "Instances to print decoded.")
+FLAGS = flags.FLAGS
+
+
+def read_instances(paths, max_seq_length, max_predictions_per_seq):
+  """All instances of the files as numpy arrays (either feature naming; gzip detected)."""
+  spec = schema.tf_feature_spec(
+      schema.pretraining_features(max_seq_length, max_predictions_per_seq))
+  v2_spec = {schema.V2_NAMES.get(k, k): v for k, v in spec.items()}
+  columns = {name: [] for name in spec}
+  for path in paths:
+    ds = tf.data.TFRecordDataset(path, compression_type=schema.compression_of(path))
+    for record in ds:
+      try:
+        parsed = tf.io.parse_single_example(record, spec)
+      except tf.errors.InvalidArgumentError:
+        parsed = tf.io.parse_single_example(record, v2_spec)
+        parsed = {k: parsed[schema.V2_NAMES.get(k, k)] for k in spec}
+      for name, value in parsed.items():
+        columns[name].append(value.numpy())
+  return {k: np.stack(v) for k, v in columns.items()}
+
+
+def describe(f, inv_vocab, num_examples):
+  """Human-readable lines: totals, statistics, decoded examples."""
+  lengths = f["input_mask"].sum(1)
+  valid = f["masked_lm_weights"] > 0
+  lines = [
+      f"instances: {len(lengths)}",
+      f"tokens per instance: mean {lengths.mean():.1f}, min {lengths.min()}, "
+      f"max {lengths.max()}",
+      f"masked: {valid.sum()} ({100 * valid.sum() / lengths.sum():.2f}% of tokens)",
+      f"random next sentence (label 1): {100 * f['next_sentence_labels'].mean():.1f}%",
+  ]
+  for i in range(min(num_examples, len(lengths))):
+    tokens = [inv_vocab[t] for t in f["input_ids"][i, :lengths[i]]]
+    count = int(valid[i].sum())
+    answers = {int(p): inv_vocab[int(t)] for p, t in
+               zip(f["masked_lm_positions"][i, :count], f["masked_lm_ids"][i, :count])}
+    shown = [f"{t}<{answers[k]}>" if k in answers else t for k, t in enumerate(tokens)]
+    label = "random next" if f["next_sentence_labels"][i, 0] else "actual next"
+    lines.append(f"--- instance {i} ({label}; masked token<original>):")
+    lines.append(" ".join(shown))
+  return lines
+
+
+def main(argv):
+  del argv
+  paths = sorted(p for pattern in FLAGS.input_file.split(",") for p in glob.glob(pattern))
+  if not paths:
+    raise app.UsageError(f"--input_file={FLAGS.input_file!r} matches no file")
+  inv_vocab = {i: t for i, t in enumerate(tokenization.load_vocab_tokens(FLAGS.vocab_file))}
+  f = read_instances(paths, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+  print(f"files: {', '.join(paths)}")
+  print("\n".join(describe(f, inv_vocab, FLAGS.num_examples)))
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["input_file", "vocab_file"])
+  app.run(main)

@@ -1,0 +1,110 @@
+"""Training checkpoints: resume everything, or warm-start weights only, and say which.
+
+Users of the original were unsure whether `--init_checkpoint` resumed a run or only loaded
+weights (google-research/bert #888). Here the rule is explicit and logged:
+  - a checkpoint in `--output_dir` resumes the model, optimizer (slots, step, so the learning
+    rate schedule) and the input position; `--init_checkpoint` is then ignored;
+  - otherwise `--init_checkpoint` loads model weights only (ours, or a google-research TF1
+    checkpoint by its variable names); the optimizer and the step start from zero.
+"""
+
+import os
+import tempfile
+
+from absl import logging
+import tensorflow as tf
+
+from official_bert import weight_loading
+
+
+def _shape_report(path, model):
+  """Variables whose checkpoint shape differs from the model's, one line each."""
+  with tempfile.TemporaryDirectory() as tmp:
+    fresh = tf.train.Checkpoint(model=model).write(os.path.join(tmp, "fresh"))
+    ours = dict(tf.train.list_variables(fresh))
+  theirs = dict(tf.train.list_variables(path))
+  lines = [f"  {name}: checkpoint {theirs[name]} vs model {shape}"
+           for name, shape in sorted(ours.items())
+           if name in theirs and list(theirs[name]) != list(shape)]
+  missing = [name for name in ours if name not in theirs and "ATTRIBUTES" in name]
+  if missing:
+    lines.append(f"  missing from the checkpoint: {', '.join(sorted(missing)[:10])}"
+                 + (" ..." if len(missing) > 10 else ""))
+  return lines
+
+
+def _raise_mismatch(path, model, error):
+  lines = _shape_report(path, model)
+  detail = "\n".join(lines) if lines else f"  {error}"
+  raise ValueError(f"checkpoint {path} does not fit the model (check --bert_config_file):\n"
+                   f"{detail}") from None
+
+
+def is_tf1_bert_checkpoint(path):
+  return any(name.startswith("bert/") for name, _ in tf.train.list_variables(path))
+
+
+def warm_start(model, path):
+  """Loads model weights only, from our checkpoint or a google-research/bert TF1 one."""
+  if tf.io.gfile.isdir(path):
+    path = tf.train.latest_checkpoint(path) or path
+  if is_tf1_bert_checkpoint(path):
+    reader = tf.train.load_checkpoint(path)
+    tensors = {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(path)
+               if not name.endswith(("adam_m", "adam_v")) and name != "global_step"}
+    weight_loading.assign_canonical_weights(model, tensors, source=path, require_heads=False)
+  else:
+    try:
+      tf.train.Checkpoint(model=model).read(path).expect_partial().assert_existing_objects_matched()
+    except (ValueError, tf.errors.InvalidArgumentError, AssertionError) as e:
+      _raise_mismatch(path, model, e)
+  logging.info("Warm-started model WEIGHTS ONLY from %s; optimizer, step and learning rate "
+               "schedule start from zero.", path)
+
+
+class CheckpointKeeper:
+  """A `tf.train.CheckpointManager` over model, optimizer, step (and an iterator, if given).
+
+  On multi-worker runs every worker saves (saving is collective); only the chief keeps its
+  files in `output_dir`.
+  """
+
+  def __init__(self, output_dir, model, optimizer, step, iterator=None, max_to_keep=5,
+               chief=True, worker_id=0):
+    objects = {"model": model, "optimizer": optimizer, "step": step}
+    if iterator is not None:
+      objects["iterator"] = iterator
+    self.model = model
+    self.step = step
+    self.checkpoint = tf.train.Checkpoint(**objects)
+    directory = output_dir if chief else os.path.join(output_dir, f".worker_{worker_id}_tmp")
+    self.chief = chief
+    self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep)
+
+  def restore_or_initialize(self, init_checkpoint=None):
+    """Returns what happened: "resumed", "warm_started" or "fresh"."""
+    latest = self.manager.latest_checkpoint
+    if latest:
+      try:
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+      except (ValueError, tf.errors.InvalidArgumentError, AssertionError) as e:
+        _raise_mismatch(latest, self.model, e)
+      logging.info("RESUMED from %s at step %d (model, optimizer, step, learning rate "
+                   "schedule; the input skips what was consumed)%s.", latest, int(self.step.numpy()),
+                   f"; --init_checkpoint={init_checkpoint} is ignored" if init_checkpoint else "")
+      return "resumed"
+    if init_checkpoint:
+      warm_start(self.model, init_checkpoint)
+      return "warm_started"
+    logging.info("No checkpoint in the output directory and no --init_checkpoint: training "
+                 "from random initialization.")
+    return "fresh"
+
+  def save(self, reason=""):
+    path = self.manager.save(checkpoint_number=int(self.step.numpy()))
+    if self.chief:
+      logging.info("Saved checkpoint %s%s", path, f" ({reason})" if reason else "")
+    else:
+      tf.io.gfile.rmtree(self.manager.directory)
+    return path
+

@@ -1,0 +1,63 @@
+"""`tf.distribute` strategies by name, one training loop for all of them."""
+
+import json
+import os
+
+from absl import logging
+import tensorflow as tf
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+
+
+def use_logical_cpus(count):
+  """Splits the host CPU into `count` logical devices (before TF initializes them), so a
+  MirroredStrategy over CPUs can be tested without GPUs."""
+  cpus = tf.config.list_physical_devices("CPU")
+  tf.config.set_logical_device_configuration(
+      cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+
+
+def get_strategy(name="one_device", num_gpus=None, tpu=None, num_cpus=None):
+  """A strategy by name.
+
+  Args:
+    name: one of STRATEGIES.
+    num_gpus: GPUs to use (default: all visible); 0 means CPU.
+    tpu: TPU address or name for `tpu` ("" or "local" for a local TPU VM).
+    num_cpus: with no GPU, mirror over this many logical CPU devices (testing).
+  """
+  if name not in STRATEGIES:
+    raise ValueError(f"--distribution_strategy={name!r}: expected one of {STRATEGIES}")
+  gpus = tf.config.list_logical_devices("GPU")
+  if num_gpus is not None:
+    if num_gpus > len(gpus):
+      raise ValueError(f"--num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible")
+    gpus = gpus[:num_gpus]
+  if name == "one_device":
+    return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+  if name == "mirrored":
+    devices = [d.name for d in gpus]
+    if not devices:
+      cpus = tf.config.list_logical_devices("CPU")
+      devices = [d.name for d in cpus[:num_cpus or len(cpus)]]
+    return tf.distribute.MirroredStrategy(devices)
+  if name == "multi_worker_mirrored":
+    config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    if not config.get("cluster"):
+      logging.warning("multi_worker_mirrored without TF_CONFIG: a single worker")
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+      tpu="" if tpu in (None, "local") else tpu)
+  if tpu not in (None, "", "local"):
+    tf.config.experimental_connect_to_cluster(resolver)
+  tf.tpu.experimental.initialize_tpu_system(resolver)
+  return tf.distribute.TPUStrategy(resolver)
+
+
+def is_chief(strategy):
+  """Whether this worker writes checkpoints and summaries (worker 0 / single host)."""
+  resolver = getattr(strategy, "cluster_resolver", None)
+  if resolver is None or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    return True
+  task_type, task_id = resolver.task_type, resolver.task_id
+  return task_type is None or (task_type in ("chief", "worker") and task_id == 0)

@@ -1,0 +1,255 @@
+"""tf.data input pipeline for BERT pretraining TFRecords (the `data_prep.schema` contract).
+
+    ds = pretraining_dataset("out/pretrain.tfrecord-*", seq_length=128,
+                             max_predictions_per_seq=20, batch_size=32)
+
+yields dicts of `input_word_ids`, `input_mask`, `input_type_ids` [batch, seq] int32,
+`masked_lm_positions`, `masked_lm_ids` [batch, P] int32, `masked_lm_weights` [batch, P]
+float32 and `next_sentence_labels` [batch] int32: the model's names, whichever of the v1
+(`input_ids`/`segment_ids`) or v2 (`input_word_ids`/`input_type_ids`) names the files use.
+
+Corrupt files: TensorFlow's `DataLossError` ("corrupted record at 0") does not name the
+file, and it surfaces deep inside `model.fit`. So `check_pretraining_files` (run by default)
+reads the first record of every file before training, which catches files that are not
+TFRecords, have the wrong compression, are empty or were written with other lengths. A
+file damaged further in still fails only when reached; `find_corrupt_files` then reads
+every file to the end and names the damaged ones.
+"""
+
+import os
+
+import tensorflow as tf
+
+from data_prep import schema
+
+_V1_TO_MODEL = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
+_MODEL_NAMES = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions",
+                "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
+
+
+def expand_patterns(input_patterns):
+  """Comma-separated paths/globs -> sorted, de-duplicated file list."""
+  paths = set()
+  patterns = [p.strip() for p in (input_patterns or "").split(",") if p.strip()]
+  if not patterns:
+    raise ValueError(f"no input files: empty pattern {input_patterns!r}")
+  for pattern in patterns:
+    matches = tf.io.gfile.glob(pattern)
+    if not matches:
+      raise ValueError(f"input pattern {pattern!r} matches no file")
+    paths.update(matches)
+  return sorted(paths)
+
+
+def _compression(path):
+  # schema.compression_of uses open(); remote paths (gs://) need gfile.
+  if os.path.exists(path):
+    return schema.compression_of(path)
+  with tf.io.gfile.GFile(path, "rb") as f:
+    return "GZIP" if f.read(2) == schema.GZIP_MAGIC else ""
+
+
+def _first_example(path, compression):
+  """The first record of `path` as a `tf.train.Example`; ValueError naming the file if bad."""
+  try:
+    records = list(tf.data.TFRecordDataset(path, compression_type=compression).take(1))
+  except (tf.errors.DataLossError, tf.errors.OutOfRangeError) as e:
+    kind = "GZIP-compressed " if compression else ""
+    raise ValueError(f"{path}: not a valid {kind}TFRecord file ({e.message.strip()})") from e
+  if not records:
+    raise ValueError(f"{path}: empty file, no records")
+  try:
+    return tf.train.Example.FromString(records[0].numpy())
+  except Exception as e:  # protobuf's DecodeError; its module path varies by implementation
+    raise ValueError(f"{path}: the first record is not a tf.train.Example ({e})") from e
+
+
+def check_pretraining_files(paths, seq_length, max_predictions_per_seq):
+  """Checks the first record of each file against the schema.
+
+  Returns (compression, v2_names) shared by all files. Raises ValueError naming the file
+  for a bad or empty file, mixed compression or feature names, or a feature whose length
+  is not the one the flags ask for.
+  """
+  if not paths:
+    raise ValueError("no input files")
+  compressions = {p: _compression(p) for p in paths}
+  if len(set(compressions.values())) > 1:
+    gz = [p for p, c in compressions.items() if c]
+    plain = [p for p, c in compressions.items() if not c]
+    raise ValueError(f"mixed compression: {len(gz)} GZIP file(s) (e.g. {gz[0]}) and "
+                     f"{len(plain)} uncompressed (e.g. {plain[0]}); use one kind")
+  compression = compressions[paths[0]]
+  v2_first = None
+  for path in paths:
+    feature = _first_example(path, compression).features.feature
+    v2 = "input_word_ids" in feature
+    if v2_first is None:
+      v2_first = v2
+    elif v2 != v2_first:
+      raise ValueError(f"{path}: uses {'v2' if v2 else 'v1'} feature names but {paths[0]} "
+                       f"uses {'v2' if v2_first else 'v1'}; files must share one naming")
+    for f in schema.pretraining_features(seq_length, max_predictions_per_seq, v2_names=v2):
+      if f.name not in feature:
+        raise ValueError(f"{path}: feature {f.name} is missing (found {sorted(feature)})")
+      kind = "float_list" if f.dtype == schema.FLOAT32 else "int64_list"
+      if feature[f.name].WhichOneof("kind") != kind:
+        raise ValueError(f"{path}: {f.name} is a {feature[f.name].WhichOneof('kind')}, "
+                         f"expected a {kind}")
+      found = len(getattr(feature[f.name], kind).value)
+      if found != f.length:
+        flag = ("--max_predictions_per_seq" if f.name.startswith("masked_lm") else
+                "--max_seq_length" if f.length == seq_length else "expected")
+        raise ValueError(f"{path}: {f.name} has length {found} but {flag}={f.length}")
+  return compression, v2_first
+
+
+def find_corrupt_files(input_patterns):
+  """Reads every record of every file: [(path, error message)] for the damaged ones.
+
+  Slow (a full pass); meant for attributing a `DataLossError` raised during training.
+  """
+  bad = []
+  for path in expand_patterns(input_patterns):
+    try:
+      for _ in tf.data.TFRecordDataset(path, compression_type=_compression(path)).batch(4096):
+        pass
+    except tf.errors.DataLossError as e:
+      bad.append((path, e.message.strip()))
+  return bad
+
+
+def _parse_batch(v2_names, seq_length, max_predictions_per_seq):
+  spec = schema.tf_feature_spec(
+      schema.pretraining_features(seq_length, max_predictions_per_seq, v2_names=v2_names))
+
+  def parse(serialized):  # [batch] strings
+    raw = tf.io.parse_example(serialized, spec)
+    out = {}
+    for name, value in raw.items():
+      name = _V1_TO_MODEL.get(name, name)
+      out[name] = tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+    out["next_sentence_labels"] = tf.squeeze(out["next_sentence_labels"], -1)  # [b, 1] -> [b]
+    return {name: out[name] for name in _MODEL_NAMES}
+
+  return parse
+
+
+def pretraining_dataset(input_patterns, seq_length, max_predictions_per_seq, batch_size,
+                        is_training=True, input_context=None, seed=None,
+                        shuffle_buffer_size=10000, cycle_length=None, drop_remainder=None,
+                        check_files=True, skip_examples=0):
+  """Batched pretraining examples from TFRecords (see the module docstring).
+
+  Args:
+    input_patterns: comma-separated files/globs; GZIP is detected from the bytes.
+    batch_size: the PER-REPLICA batch: with a `tf.distribute` strategy pass
+      `input_context.get_per_replica_batch_size(global_batch_size)`.
+    is_training: shuffle (files and records) and repeat forever; else one pass, in order.
+    input_context: a `tf.distribute.InputContext`. With at least `num_input_pipelines`
+      files, each pipeline reads a disjoint subset of the files; with fewer files, every
+      pipeline reads all of them and keeps every `num_input_pipelines`-th record (correct
+      but each pipeline does all the I/O).
+    seed: for the file and record shuffles; the same seed gives the same batches.
+    cycle_length: files read at once; default min(files, 8) for training, 1 for eval so
+      eval records come in file order.
+    drop_remainder: default `is_training`: TPUs and XLA want a static batch dimension.
+    check_files: run `check_pretraining_files` on every file first; if False only the
+      first file is read (for its compression and feature names).
+    skip_examples: drop this many records of this pipeline's (shuffled, repeated) stream
+      before batching: with the same seed, a restart at step s passes the records the
+      pipeline served before s and continues the same stream. The skipped records are
+      still read (not parsed), so this costs I/O.
+  """
+  paths = expand_patterns(input_patterns)
+  compression, v2_names = check_pretraining_files(
+      paths if check_files else paths[:1], seq_length, max_predictions_per_seq)
+  if drop_remainder is None:
+    drop_remainder = is_training
+
+  num_pipelines = input_context.num_input_pipelines if input_context else 1
+  pipeline_id = input_context.input_pipeline_id if input_context else 0
+  shard_files = num_pipelines > 1 and len(paths) >= num_pipelines
+  shard_records = num_pipelines > 1 and not shard_files
+  files = tf.data.Dataset.from_tensor_slices(paths)
+  if shard_files:
+    files = files.shard(num_pipelines, pipeline_id)
+  num_files = len(paths[pipeline_id::num_pipelines]) if shard_files else len(paths)
+  if is_training and not shard_records:
+    # Not when sharding records: every pipeline must read the same record stream.
+    files = files.shuffle(num_files, seed=seed)
+  if cycle_length is None:
+    cycle_length = min(num_files, 8) if is_training else 1
+
+  parallel = {"num_parallel_calls": tf.data.AUTOTUNE, "deterministic": True}
+  ds = files.interleave(
+      lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
+      cycle_length=cycle_length, block_length=1, **(parallel if cycle_length > 1 else {}))
+  if shard_records:
+    ds = ds.shard(num_pipelines, pipeline_id)  # record level: too few files to split
+  if is_training:
+    ds = ds.shuffle(shuffle_buffer_size, seed=seed).repeat()
+  if skip_examples:
+    ds = ds.skip(skip_examples)
+  # Batch the serialized strings, then parse a whole batch in one vectorized op.
+  ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+  ds = ds.map(_parse_batch(v2_names, seq_length, max_predictions_per_seq),
+              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+  options = tf.data.Options()
+  options.deterministic = True
+  if input_context is not None:
+    # We sharded ourselves; tf.distribute must not shard again.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+  return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def synthetic_pretraining_dataset(seq_length, max_predictions_per_seq, vocab_size, batch_size,
+                                  seed=0):
+  """An infinite stream of random, well-formed batches (benchmarks without files).
+
+  Each row has a random length; padding is zero; segment 1 starts at a random split;
+  the masked positions are distinct, sorted, inside the real tokens and never 0 ([CLS]),
+  and `masked_lm_ids` are the ids found there. Batch `i` depends only on (seed, i).
+  """
+  L, P = seq_length, max_predictions_per_seq  # pylint: disable=invalid-name
+  if L < 3:
+    raise ValueError(f"seq_length={L} must be >= 3")
+  P_real = min(P, L - 2)  # pylint: disable=invalid-name  (room for [CLS] and [SEP])
+
+  def make(step):
+    seeds = tf.random.experimental.stateless_split(tf.stack([tf.cast(seed, tf.int64), step]), 6)
+    b = batch_size
+    length = tf.random.stateless_uniform([b, 1], seeds[0], minval=min(P_real + 2, L),
+                                         maxval=L + 1, dtype=tf.int32)  # [b, 1]
+    pos = tf.range(L)[None, :]  # [1, seq]
+    input_mask = tf.cast(pos < length, tf.int32)  # [b, seq]
+    ids = tf.random.stateless_uniform([b, L], seeds[1], minval=1, maxval=vocab_size,
+                                      dtype=tf.int32)
+    input_word_ids = ids * input_mask
+    split = tf.random.stateless_uniform([b, 1], seeds[2], minval=1, maxval=L, dtype=tf.int32)
+    input_type_ids = tf.cast((pos >= tf.minimum(split, length - 1)), tf.int32) * input_mask
+    # Distinct positions: the top P of random scores over positions 1 .. length-1.
+    scores = tf.random.stateless_uniform([b, L], seeds[3])
+    scores = tf.where((pos >= 1) & (pos < length), scores, -1.0)
+    chosen = tf.math.top_k(scores, k=P_real).indices  # [b, P_real]
+    num_real = tf.random.stateless_uniform([b, 1], seeds[4], minval=1, maxval=P_real + 1,
+                                           dtype=tf.int32)
+    real = tf.range(P_real)[None, :] < num_real  # [b, P_real]
+    chosen = tf.sort(tf.where(real, chosen, L), axis=-1)  # padding sorts last
+    real = chosen < L
+    positions = tf.where(real, chosen, 0)
+    lm_ids = tf.where(real, tf.gather(input_word_ids, positions, batch_dims=1), 0)
+    pad = [[0, 0], [0, P - P_real]]
+    return {
+        "input_word_ids": input_word_ids,
+        "input_mask": input_mask,
+        "input_type_ids": input_type_ids,
+        "masked_lm_positions": tf.pad(positions, pad),  # [b, P]
+        "masked_lm_ids": tf.pad(lm_ids, pad),
+        "masked_lm_weights": tf.pad(tf.cast(real, tf.float32), pad),
+        "next_sentence_labels": tf.random.stateless_uniform(
+            [b], seeds[5], minval=0, maxval=2, dtype=tf.int32),  # [b]
+    }
+
+  return tf.data.Dataset.counter(dtype=tf.int64).map(make).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,217 @@
+"""Learning-rate schedule, AdamW/LAMB optimizers and gradient clipping for BERT.
+
+Mirrors google-research/bert `optimization.create_optimizer`:
+  * warmup then linear decay of the learning rate (`warmup_linear_decay`);
+  * decoupled weight decay, except on variables whose path matches
+    "LayerNorm", "layer_norm" or "bias";
+  * gradient clipping to global norm 1.0 -- done by the training loop with
+    `clip_by_global_norm` (it also logs the norm), never inside the optimizer.
+
+Known differences from the original `AdamWeightDecayOptimizer`, inherited from
+Keras 3: Adam here uses bias correction (the original has none) and adds
+epsilon as Keras' "epsilon hat" (`m * alpha / (sqrt(v) + eps)` with
+`alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`). Keras' `Lamb` applies
+the weight decay decoupled (`var -= lr * wd * var` before the step), outside
+the trust ratio, unlike the LAMB paper.
+"""
+
+import re
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+OPTIMIZERS = ("adamw", "lamb")
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+def warmup_linear_decay(step, peak_lr, num_warmup_steps, num_train_steps,
+                        end_lr=0.0):
+  """The original BERT learning rate at (0-based) global `step`.
+
+  Exactly google-research/bert `create_optimizer`:
+    decayed = (peak_lr - end_lr) * (1 - min(step, num_train_steps)
+                                     / num_train_steps) + end_lr
+      (`polynomial_decay`, power 1, of the GLOBAL step, not step - warmup);
+    warmup  = peak_lr * step / num_warmup_steps;
+    lr      = warmup if step < num_warmup_steps else decayed.
+  So lr(0) = 0, it climbs by peak_lr / num_warmup_steps per step, and at
+  step == num_warmup_steps it jumps onto the decay line at
+  peak_lr * (1 - num_warmup_steps / num_train_steps): peak_lr itself is never
+  used when num_warmup_steps > 0. It reaches end_lr at num_train_steps and
+  stays there. num_warmup_steps == 0 means no warmup (as `if
+  num_warmup_steps:` in the original), not a division by zero.
+
+  Args:
+    step: python/numpy number or array, or a tf tensor / Keras variable
+      (e.g. `optimizer.iterations`).
+    peak_lr, end_lr: python floats.
+    num_warmup_steps, num_train_steps: python ints, 0 <= warmup, 0 < train.
+
+  Returns:
+    a python float for a scalar python/numpy step, a float64 numpy array for
+    an array, a float32 tensor for a tensor step.
+  """
+  if num_train_steps <= 0:
+    raise ValueError(f"num_train_steps must be > 0, got {num_train_steps}.")
+  if num_warmup_steps < 0:
+    raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}.")
+  symbolic = ops.is_tensor(step) or isinstance(step, (keras.Variable,
+                                                      tf.Variable))
+  if symbolic:
+    # float32 counts integers exactly up to 2**24 steps, plenty for BERT.
+    step = ops.cast(step, "float32")
+    minimum, where = ops.minimum, ops.where
+  else:
+    step = np.asarray(step, dtype=np.float64)
+    minimum, where = np.minimum, np.where
+  decay_step = minimum(step, float(num_train_steps))
+  lr = (peak_lr - end_lr) * (1.0 - decay_step / num_train_steps) + end_lr
+  if num_warmup_steps > 0:
+    warmup_lr = peak_lr * step / num_warmup_steps
+    lr = where(step < num_warmup_steps, warmup_lr, lr)
+  if symbolic:
+    return ops.cast(lr, "float32")
+  return float(lr) if np.ndim(lr) == 0 else np.asarray(lr, np.float64)
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+  """`warmup_linear_decay` as a Keras schedule (called with `iterations`)."""
+
+  def __init__(self, peak_lr, num_warmup_steps, num_train_steps, end_lr=0.0):
+    self.peak_lr = float(peak_lr)
+    self.num_warmup_steps = int(num_warmup_steps)
+    self.num_train_steps = int(num_train_steps)
+    self.end_lr = float(end_lr)
+    # Validate now rather than at the first optimizer step.
+    warmup_linear_decay(0, self.peak_lr, self.num_warmup_steps,
+                        self.num_train_steps, self.end_lr)
+
+  def __call__(self, step):
+    return warmup_linear_decay(ops.convert_to_tensor(step), self.peak_lr,
+                               self.num_warmup_steps, self.num_train_steps,
+                               self.end_lr)
+
+  def get_config(self):
+    return {"peak_lr": self.peak_lr,
+            "num_warmup_steps": self.num_warmup_steps,
+            "num_train_steps": self.num_train_steps,
+            "end_lr": self.end_lr}
+
+
+def _variable_path(variable):
+  # Keras 3 `v.name` is only the leaf ("gamma", "kernel"); the layer part
+  # ("…/layer_norm/gamma") is only in `v.path`. Plain tf.Variables have no path.
+  return getattr(variable, "path", None) or variable.name
+
+
+def uses_weight_decay(variable,
+                      exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY):
+  """True unless some pattern `re.search`es the variable's path (as BERT)."""
+  return not any(re.search(p, _variable_path(variable))
+                 for p in exclude_from_weight_decay)
+
+
+class _ExcludeByPathMixin:
+  """Excludes variables from weight decay by regex on their full PATH.
+
+  Keras' own `exclude_from_weight_decay(var_names=...)` searches
+  `variable.name` of whatever reaches `_use_weight_decay`. For a Keras 3
+  variable that is only the leaf ("gamma", "kernel"), so "LayerNorm" /
+  "layer_norm" would not match a LayerNorm's gamma/beta; it happens to work
+  on the TF backend only because there the raw tf.Variable, named
+  "<path>:0", is what gets checked. Those patterns are also not saved by
+  `get_config`. So at build time, while we hold the Keras variables, we
+  resolve the patterns on `v.path` to an explicit list and hand it to
+  Keras' id-based `exclude_from_weight_decay(var_list=...)`, and we keep the
+  patterns in the config.
+  """
+
+  def __init__(self, *args, exclude_from_weight_decay_patterns=
+               DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.exclude_from_weight_decay_patterns = tuple(
+        exclude_from_weight_decay_patterns or ())
+
+  def build(self, var_list):
+    if not self.built:
+      excluded = [v for v in var_list if not uses_weight_decay(
+          v, self.exclude_from_weight_decay_patterns)]
+      self.exclude_from_weight_decay(var_list=excluded)
+    super().build(var_list)
+
+  def get_config(self):
+    config = super().get_config()
+    config["exclude_from_weight_decay_patterns"] = list(
+        self.exclude_from_weight_decay_patterns)
+    return config
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
+  """`keras.optimizers.AdamW` with path-based weight-decay exclusion."""
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertLamb(_ExcludeByPathMixin, keras.optimizers.Lamb):
+  """`keras.optimizers.Lamb` with path-based weight-decay exclusion."""
+
+
+_CLASSES = {"adamw": BertAdamW, "lamb": BertLamb}
+_CLIP_ARGS = ("clipnorm", "clipvalue", "global_clipnorm")
+
+
+def create_optimizer(name="adamw", learning_rate=1e-4, weight_decay=0.01,
+                     beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                     exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                     **kwargs):
+  """A Keras 3 optimizer configured like the original BERT one.
+
+  Args:
+    name: "adamw" or "lamb" (case-insensitive).
+    learning_rate: float or a `LearningRateSchedule` (e.g.
+      `WarmupLinearDecay`); the decay term is `lr * weight_decay * var`, so
+      it follows the schedule, as in the original.
+    weight_decay: decoupled decay rate (original BERT: 0.01).
+    beta_1, beta_2, epsilon: Adam moments (original BERT: 0.9, 0.999, 1e-6).
+    exclude_from_weight_decay: regexes; a variable whose `path` matches any
+      is not decayed. Defaults exclude LayerNorm gamma/beta and all biases.
+    **kwargs: other Keras optimizer args (e.g. `gradient_accumulation_steps`);
+      `optimizer_name` becomes the Keras `name` (`name` is taken above).
+
+  Raises:
+    ValueError: unknown `name`, or clipping args (clip in the training loop
+      with `clip_by_global_norm`, which also returns the norm to log).
+  """
+  key = str(name).lower()
+  if key not in _CLASSES:
+    raise ValueError(f"Unknown optimizer {name!r}; valid names: "
+                     f"{', '.join(OPTIMIZERS)}.")
+  clip = [k for k in _CLIP_ARGS if kwargs.get(k) is not None]
+  if clip:
+    raise ValueError(f"Do not pass {clip} to create_optimizer: the training "
+                     "loop clips with clip_by_global_norm (and logs the norm).")
+  if "optimizer_name" in kwargs:
+    kwargs["name"] = kwargs.pop("optimizer_name")
+  return _CLASSES[key](
+      learning_rate=learning_rate, weight_decay=weight_decay, beta_1=beta_1,
+      beta_2=beta_2, epsilon=epsilon,
+      exclude_from_weight_decay_patterns=exclude_from_weight_decay, **kwargs)
+
+
+def clip_by_global_norm(grads, clip_norm=1.0):
+  """Scales grads so their joint L2 norm is <= clip_norm (as BERT's loop).
+
+  Returns (clipped, global_norm): global_norm is the norm BEFORE clipping
+  (float32 scalar tensor), for logging. None grads stay None (variables the
+  loss does not touch); IndexedSlices (embedding gathers) are supported by
+  `tf.clip_by_global_norm`. A non-finite norm makes every clipped grad NaN,
+  as in TF, so a diverged step is visible rather than silently skipped.
+  """
+  grads = list(grads)
+  if all(g is None for g in grads):
+    return grads, tf.constant(0.0, tf.float32)
+  clipped, global_norm = tf.clip_by_global_norm(grads, clip_norm)
+  return list(clipped), tf.cast(global_norm, tf.float32)

@@ -1,0 +1,102 @@
+r"""BERT pretraining (masked LM + next sentence) on any tf.distribute strategy.
+
+  python -m official_bert.run_pretraining --bert_config_file=configs/base.json \
+    --input_file='data/pretrain-*' --output_dir=out --do_train --train_batch_size=256 \
+    --num_train_steps=100000 --num_warmup_steps=10000 --learning_rate=1e-4 \
+    --distribution_strategy=mirrored --dtype=bfloat16 --enable_xla
+
+Restarting with the same --output_dir resumes from its latest checkpoint; SIGTERM saves one
+before exiting. `tensorboard --logdir=OUTPUT_DIR` shows the losses, accuracies, learning rate,
+gradient norm and examples/s.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from official_bert import bert_config as bert_config_lib
+from official_bert import common_flags
+from official_bert import distribution
+from official_bert import optimization
+from official_bert import runner
+from official_bert import tasks
+from official_bert import training_loop
+
+flags.DEFINE_string("input_file", None, "Pretraining TFRecords: comma-separated globs.")
+flags.DEFINE_string("eval_input_file", None, "Held-out TFRecords (default: --input_file).")
+flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked LM predictions per sequence.")
+common_flags.define_common_flags(default_batch_size=32, default_lr=5e-5)
+FLAGS = flags.FLAGS
+
+
+def run(flag_values):
+  """Trains and/or evaluates; returns {"train": metrics, "eval": results}."""
+  if not (flag_values.do_train or flag_values.do_eval):
+    raise ValueError("at least one of --do_train and --do_eval must be set")
+  runner.setup_runtime(flag_values)
+  config = bert_config_lib.BertConfig.from_json_file(flag_values.bert_config_file)
+  if flag_values.max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={flag_values.max_seq_length} exceeds "
+                     f"max_position_embeddings={config.max_position_embeddings} of "
+                     f"{flag_values.bert_config_file}")
+  tasks.set_precision(flag_values.dtype)
+  strategy = distribution.get_strategy(flag_values.distribution_strategy, flag_values.num_gpus,
+                                       flag_values.tpu, flag_values.cpu_devices)
+  logging.info("Strategy %s with %d replica(s)", type(strategy).__name__,
+               strategy.num_replicas_in_sync)
+  task = tasks.PretrainingTask(config, flag_values.max_seq_length,
+                               flag_values.max_predictions_per_seq)
+  schedule = optimization.WarmupLinearDecay(flag_values.learning_rate,
+                                            flag_values.num_warmup_steps,
+                                            flag_values.num_train_steps)
+  trainer = training_loop.Trainer(
+      strategy, task,
+      lambda: optimization.create_optimizer(flag_values.optimizer, schedule,
+                                            weight_decay=flag_values.weight_decay),
+      flag_values.train_batch_size, flag_values.num_accumulation_steps,
+      clip_norm=flag_values.clip_norm, dtype=flag_values.dtype,
+      enable_xla=flag_values.enable_xla)
+  results = {}
+
+  def dataset_fn(patterns, global_batch, is_training):
+    def fn(ctx, start_step=0):
+      per_replica = ctx.get_per_replica_batch_size(global_batch)
+      consumed = start_step * per_replica * (ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+      return task.build_dataset(patterns, per_replica, is_training, input_context=ctx,
+                                seed=flag_values.random_seed, skip_examples=consumed)
+    return fn
+
+  if flag_values.do_train:
+    run_config = {"bert_config": config.to_dict(),
+                  "flags": common_flags.flags_dict(flag_values, sys.modules[__name__])}
+    results["train"] = runner.run_training(
+        trainer, dataset_fn(flag_values.input_file, flag_values.train_batch_size, True),
+        flag_values.output_dir, flag_values.num_train_steps,
+        common_flags.steps_per_loop(flag_values), flag_values.save_checkpoints_steps,
+        flag_values.init_checkpoint, flag_values.keep_checkpoint_max, run_config)
+  if flag_values.do_eval:
+    if not flag_values.do_train:
+      runner.restore_for_eval(trainer, flag_values.output_dir, flag_values.init_checkpoint)
+    eval_files = flag_values.eval_input_file or flag_values.input_file
+    results["eval"] = runner.run_evaluation(
+        trainer, dataset_fn(eval_files, flag_values.eval_batch_size, False),
+        flag_values.output_dir, flag_values.max_eval_steps)
+  return results
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  logging.set_verbosity(logging.INFO)
+  try:
+    run(FLAGS)
+  except (ValueError, FileNotFoundError, FloatingPointError) as e:
+    logging.error("%s", e)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"])
+  app.run(main)

@@ -1,0 +1,119 @@
+"""Training and evaluation runs around a `Trainer`: checkpoints, TensorBoard, SIGTERM, NaN.
+
+Shared by every run_*.py script so none repeats the loop bookkeeping.
+"""
+
+import json
+import math
+import os
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from official_bert import checkpointing
+from official_bert import distribution
+from official_bert import training_loop
+
+
+def setup_runtime(flag_values):
+  """Seeds, determinism and logical CPUs: before anything builds variables."""
+  if flag_values.cpu_devices:
+    distribution.use_logical_cpus(flag_values.cpu_devices)
+  keras.utils.set_random_seed(flag_values.random_seed)
+  if flag_values.deterministic:
+    tf.config.experimental.enable_op_determinism()
+
+
+def write_config_text(writer, config):
+  with writer.as_default(step=0):
+    tf.summary.text("config", "```\n" + json.dumps(config, indent=2, sort_keys=True) + "\n```")
+
+
+def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loop,
+                 save_checkpoints_steps, init_checkpoint=None, keep_checkpoint_max=5,
+                 config=None):
+  """Trains to `num_train_steps`, resuming from `output_dir` if it holds a checkpoint.
+
+  Args:
+    dataset_fn: (tf.distribute.InputContext, start_step) -> per-replica batched training
+      dataset that skips what `start_step` steps consumed. Distributed iterators cannot be
+      checkpointed in TF 2.20, so a resumed run re-reads the same seeded stream and skips
+      ahead (on serialized records, before parsing): the input order is the uninterrupted
+      run's on every strategy.
+    config: dict written to TensorBoard as text (the model config and the flags).
+  Returns:
+    The metrics of the last loop, or {} if there was nothing left to train.
+  """
+  strategy = trainer.strategy
+  chief = distribution.is_chief(strategy)
+  worker_id = getattr(getattr(strategy, "cluster_resolver", None), "task_id", 0) or 0
+  keeper = checkpointing.CheckpointKeeper(output_dir, trainer.model, trainer.optimizer,
+                                          trainer.step, None, keep_checkpoint_max,
+                                          chief=chief, worker_id=worker_id)
+  keeper.restore_or_initialize(init_checkpoint)
+  start_step = int(trainer.step.numpy())
+  iterator = iter(strategy.distribute_datasets_from_function(
+      lambda ctx: dataset_fn(ctx, start_step)))
+  writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief else None
+  if writer is not None and config:
+    write_config_text(writer, config)
+  step = int(trainer.step.numpy())
+  progress = training_loop.ProgressLog(trainer.global_batch_size, num_train_steps, step, writer)
+  stop = training_loop.StopRequest()
+  metrics = {}
+  try:
+    while step < num_train_steps and not stop.requested:
+      to_boundary = save_checkpoints_steps - step % save_checkpoints_steps
+      n = min(steps_per_loop, num_train_steps - step, to_boundary)
+      metrics = trainer.train_steps(iterator, n)
+      step = int(trainer.step.numpy())
+      if not all(math.isfinite(v) for v in metrics.values()) and not trainer.float16:
+        raise FloatingPointError(
+            f"non-finite loss at step {step}: {metrics}; stopping without saving (lower "
+            "--learning_rate, check the data, or use --dtype=float32)")
+      metrics["examples_per_second"] = progress.log(
+          step, metrics, training_loop.current_learning_rate(trainer.optimizer))
+      if step % save_checkpoints_steps == 0 or step >= num_train_steps:
+        keeper.save("step %d" % step)
+    if stop.requested and step % save_checkpoints_steps and step < num_train_steps:
+      keeper.save("stop requested by signal")
+  finally:
+    stop.restore()
+    if writer is not None:
+      writer.flush()
+  return metrics
+
+
+def restore_for_eval(trainer, output_dir, init_checkpoint=None):
+  """Weights to evaluate without training: the latest in `output_dir`, else init_checkpoint."""
+  latest = tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
+  if latest:
+    tf.train.Checkpoint(model=trainer.model, step=trainer.step).read(latest).expect_partial()
+    logging.info("Evaluating %s (step %d)", latest, int(trainer.step.numpy()))
+  elif init_checkpoint:
+    checkpointing.warm_start(trainer.model, init_checkpoint)
+  else:
+    raise ValueError(f"nothing to evaluate: no checkpoint in {output_dir} and no "
+                     "--init_checkpoint")
+
+
+def run_evaluation(trainer, dataset_fn, output_dir, max_eval_steps, name="eval"):
+  """Evaluates the current weights; writes summaries and `{name}_results.txt` (chief)."""
+  strategy = trainer.strategy
+  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+  results = trainer.evaluate(iterator, max_eval_steps)
+  results["global_step"] = int(trainer.step.numpy())
+  logging.info("%s results: %s", name, results)
+  if distribution.is_chief(strategy):
+    tf.io.gfile.makedirs(output_dir)
+    with tf.io.gfile.GFile(os.path.join(output_dir, f"{name}_results.txt"), "w") as f:
+      for key in sorted(results):
+        f.write(f"{key} = {results[key]}\n")
+    writer = tf.summary.create_file_writer(os.path.join(output_dir, name))
+    with writer.as_default(step=results["global_step"]):
+      for key, value in results.items():
+        if key != "global_step":
+          tf.summary.scalar(key, value)
+    writer.flush()
+  return results
