@@ -228,8 +228,11 @@ def write_corpus(path, max_bytes, root=None):
   return stats
 
 
-flags.DEFINE_string("output_file", None, "Where to write the corpus.")
-flags.DEFINE_float("max_mb", 3.0, "Stop adding documents at this many MB (2**20 bytes) of text.")
+def define_flags():
+  """Defined only when run as a program, so importing this module never clashes with other
+  modules' flags (create_pretraining_data also has --output_file)."""
+  flags.DEFINE_string("output_file", None, "Where to write the corpus.")
+  flags.DEFINE_float("max_mb", 3.0, "Stop adding documents at this many MB (2**20 bytes).")
 
 
 def main(argv):
@@ -251,4 +254,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

@@ -213,15 +213,20 @@ def write_vocab(tokens, path):
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input_file", None, "Corpus file(s): comma-separated, globs allowed.")
-flags.DEFINE_string("output_file", None, "Where to write the vocab (one token per line).")
-flags.DEFINE_integer("vocab_size", 8000, "Maximum vocab size, reserved tokens included.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-flags.DEFINE_integer("min_count", 2, "Words seen fewer times are not learner input.")
-flags.DEFINE_integer("min_char_count", 2, "Characters seen this often get c and ##c tokens.")
-flags.DEFINE_integer("max_unique_chars", 1000, "At most this many characters get tokens.")
-flags.DEFINE_integer("max_input_tokens", 100_000,
-                     "The learner sees at most this many distinct words (the most frequent).")
+
+
+def define_flags():
+  """Flags are defined only when run as a program: importing this module next to
+  create_pretraining_data (which also defines --input_file) must not clash."""
+  flags.DEFINE_string("input_file", None, "Corpus file(s): comma-separated, globs allowed.")
+  flags.DEFINE_string("output_file", None, "Where to write the vocab (one token per line).")
+  flags.DEFINE_integer("vocab_size", 8000, "Maximum vocab size, reserved tokens included.")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+  flags.DEFINE_integer("min_count", 2, "Words seen fewer times are not learner input.")
+  flags.DEFINE_integer("min_char_count", 2, "Characters seen this often get c and ##c tokens.")
+  flags.DEFINE_integer("max_unique_chars", 1000, "At most this many characters get tokens.")
+  flags.DEFINE_integer("max_input_tokens", 100_000,
+                       "The learner sees at most this many distinct words (the most frequent).")
 
 
 def main(argv):
@@ -245,4 +250,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)

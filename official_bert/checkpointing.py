@@ -12,15 +12,38 @@ import os
 import tempfile
 
 from absl import logging
+import keras
 import tensorflow as tf
 
 from official_bert import weight_loading
 
 
+def trackable_variables(variables):
+  """{variable path: tf.Variable}, for `tf.train.Checkpoint`.
+
+  TensorFlow's object tracking does not see Keras 3 sublayers held in lists or created in
+  `build()`, so `tf.train.Checkpoint(model=model)` would silently save only some variables.
+  Naming every variable explicitly (model weights, dropout seed states, optimizer slots)
+  saves all of them under readable keys.
+  """
+  out = {}
+  for v in variables:
+    key = v.path if isinstance(v, keras.Variable) else v.name
+    if key in out:
+      raise ValueError(f"two variables share the path {key!r}: name the layers uniquely")
+    out[key] = v.value if isinstance(v, keras.Variable) else v
+  return out
+
+
+def model_checkpoint(model, **extra):
+  """A `tf.train.Checkpoint` holding every variable of `model` under "model"."""
+  return tf.train.Checkpoint(model=trackable_variables(model.variables), **extra)
+
+
 def _shape_report(path, model):
   """Variables whose checkpoint shape differs from the model's, one line each."""
   with tempfile.TemporaryDirectory() as tmp:
-    fresh = tf.train.Checkpoint(model=model).write(os.path.join(tmp, "fresh"))
+    fresh = model_checkpoint(model).write(os.path.join(tmp, "fresh"))
     ours = dict(tf.train.list_variables(fresh))
   theirs = dict(tf.train.list_variables(path))
   lines = [f"  {name}: checkpoint {theirs[name]} vs model {shape}"
@@ -55,7 +78,7 @@ def warm_start(model, path):
     weight_loading.assign_canonical_weights(model, tensors, source=path, require_heads=False)
   else:
     try:
-      tf.train.Checkpoint(model=model).read(path).expect_partial().assert_existing_objects_matched()
+      model_checkpoint(model).read(path).expect_partial().assert_existing_objects_matched()
     except (ValueError, tf.errors.InvalidArgumentError, AssertionError) as e:
       _raise_mismatch(path, model, e)
   logging.info("Warm-started model WEIGHTS ONLY from %s; optimizer, step and learning rate "
@@ -71,19 +94,20 @@ class CheckpointKeeper:
 
   def __init__(self, output_dir, model, optimizer, step, iterator=None, max_to_keep=5,
                chief=True, worker_id=0):
-    objects = {"model": model, "optimizer": optimizer, "step": step}
+    objects = {"optimizer": trackable_variables(optimizer.variables), "step": step}
     if iterator is not None:
       objects["iterator"] = iterator
     self.model = model
     self.step = step
-    self.checkpoint = tf.train.Checkpoint(**objects)
+    self.checkpoint = model_checkpoint(model, **objects)
     directory = output_dir if chief else os.path.join(output_dir, f".worker_{worker_id}_tmp")
     self.chief = chief
+    self.output_dir = output_dir  # every worker restores the chief's checkpoints
     self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep)
 
   def restore_or_initialize(self, init_checkpoint=None):
     """Returns what happened: "resumed", "warm_started" or "fresh"."""
-    latest = self.manager.latest_checkpoint
+    latest = tf.train.latest_checkpoint(self.output_dir)
     if latest:
       try:
         self.checkpoint.restore(latest).assert_existing_objects_matched()

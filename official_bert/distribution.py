@@ -28,6 +28,12 @@ def get_strategy(name="one_device", num_gpus=None, tpu=None, num_cpus=None):
   """
   if name not in STRATEGIES:
     raise ValueError(f"--distribution_strategy={name!r}: expected one of {STRATEGIES}")
+  if name == "multi_worker_mirrored":
+    # Before anything initializes the TF context: collectives are configured at start-up.
+    config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+    if not config.get("cluster"):
+      logging.warning("multi_worker_mirrored without TF_CONFIG: a single worker")
+    return tf.distribute.MultiWorkerMirroredStrategy()
   gpus = tf.config.list_logical_devices("GPU")
   if num_gpus is not None:
     if num_gpus > len(gpus):
@@ -41,11 +47,6 @@ def get_strategy(name="one_device", num_gpus=None, tpu=None, num_cpus=None):
       cpus = tf.config.list_logical_devices("CPU")
       devices = [d.name for d in cpus[:num_cpus or len(cpus)]]
     return tf.distribute.MirroredStrategy(devices)
-  if name == "multi_worker_mirrored":
-    config = json.loads(os.environ.get("TF_CONFIG", "{}"))
-    if not config.get("cluster"):
-      logging.warning("multi_worker_mirrored without TF_CONFIG: a single worker")
-    return tf.distribute.MultiWorkerMirroredStrategy()
   resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
       tpu="" if tpu in (None, "local") else tpu)
   if tpu not in (None, "", "local"):

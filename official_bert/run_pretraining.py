@@ -18,7 +18,6 @@ from absl import logging
 
 from official_bert import bert_config as bert_config_lib
 from official_bert import common_flags
-from official_bert import distribution
 from official_bert import optimization
 from official_bert import runner
 from official_bert import tasks
@@ -27,6 +26,7 @@ from official_bert import training_loop
 flags.DEFINE_string("input_file", None, "Pretraining TFRecords: comma-separated globs.")
 flags.DEFINE_string("eval_input_file", None, "Held-out TFRecords (default: --input_file).")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked LM predictions per sequence.")
+flags.DEFINE_integer("shuffle_buffer_size", 10000, "Training examples shuffled together.")
 common_flags.define_common_flags(default_batch_size=32, default_lr=5e-5)
 FLAGS = flags.FLAGS
 
@@ -35,19 +35,16 @@ def run(flag_values):
   """Trains and/or evaluates; returns {"train": metrics, "eval": results}."""
   if not (flag_values.do_train or flag_values.do_eval):
     raise ValueError("at least one of --do_train and --do_eval must be set")
-  runner.setup_runtime(flag_values)
+  strategy = runner.setup_runtime(flag_values)
   config = bert_config_lib.BertConfig.from_json_file(flag_values.bert_config_file)
   if flag_values.max_seq_length > config.max_position_embeddings:
     raise ValueError(f"--max_seq_length={flag_values.max_seq_length} exceeds "
                      f"max_position_embeddings={config.max_position_embeddings} of "
                      f"{flag_values.bert_config_file}")
   tasks.set_precision(flag_values.dtype)
-  strategy = distribution.get_strategy(flag_values.distribution_strategy, flag_values.num_gpus,
-                                       flag_values.tpu, flag_values.cpu_devices)
-  logging.info("Strategy %s with %d replica(s)", type(strategy).__name__,
-               strategy.num_replicas_in_sync)
   task = tasks.PretrainingTask(config, flag_values.max_seq_length,
-                               flag_values.max_predictions_per_seq)
+                               flag_values.max_predictions_per_seq,
+                               flag_values.shuffle_buffer_size)
   schedule = optimization.WarmupLinearDecay(flag_values.learning_rate,
                                             flag_values.num_warmup_steps,
                                             flag_values.num_train_steps)

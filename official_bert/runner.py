@@ -17,12 +17,21 @@ from official_bert import training_loop
 
 
 def setup_runtime(flag_values):
-  """Seeds, determinism and logical CPUs: before anything builds variables."""
+  """Logical CPUs, the strategy, then seeds and determinism; returns the strategy.
+
+  The order matters: logical devices and multi-worker collectives must be configured before
+  anything initializes the TF context, and seeds before any variable exists.
+  """
   if flag_values.cpu_devices:
     distribution.use_logical_cpus(flag_values.cpu_devices)
+  strategy = distribution.get_strategy(flag_values.distribution_strategy, flag_values.num_gpus,
+                                       flag_values.tpu, flag_values.cpu_devices)
   keras.utils.set_random_seed(flag_values.random_seed)
   if flag_values.deterministic:
     tf.config.experimental.enable_op_determinism()
+  logging.info("Strategy %s with %d replica(s)", type(strategy).__name__,
+               strategy.num_replicas_in_sync)
+  return strategy
 
 
 def write_config_text(writer, config):
@@ -89,7 +98,7 @@ def restore_for_eval(trainer, output_dir, init_checkpoint=None):
   """Weights to evaluate without training: the latest in `output_dir`, else init_checkpoint."""
   latest = tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
   if latest:
-    tf.train.Checkpoint(model=trainer.model, step=trainer.step).read(latest).expect_partial()
+    checkpointing.model_checkpoint(trainer.model, step=trainer.step).read(latest).expect_partial()
     logging.info("Evaluating %s (step %d)", latest, int(trainer.step.numpy()))
   elif init_checkpoint:
     checkpointing.warm_start(trainer.model, init_checkpoint)

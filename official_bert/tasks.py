@@ -56,10 +56,12 @@ class PretrainingTask(Task):
 
   loss_epsilons = {"masked_lm_loss": 1e-5, "next_sentence_loss": 0.0}
 
-  def __init__(self, bert_config, seq_length, max_predictions_per_seq):
+  def __init__(self, bert_config, seq_length, max_predictions_per_seq,
+               shuffle_buffer_size=10000):
     self.bert_config = bert_config
     self.seq_length = seq_length
     self.max_predictions_per_seq = max_predictions_per_seq
+    self.shuffle_buffer_size = shuffle_buffer_size
 
   def build_model(self):
     encoder = BertEncoder.from_bert_config(self.bert_config)
@@ -72,7 +74,7 @@ class PretrainingTask(Task):
     return input_pipeline.pretraining_dataset(
         input_patterns, self.seq_length, self.max_predictions_per_seq,
         per_replica_batch_size, is_training=is_training, input_context=input_context,
-        seed=seed, skip_examples=skip_examples)
+        seed=seed, skip_examples=skip_examples, shuffle_buffer_size=self.shuffle_buffer_size)
 
   def loss_normalizers(self, features):
     weights = tf.cast(features["masked_lm_weights"], tf.float32)

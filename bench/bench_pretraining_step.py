@@ -1,0 +1,252 @@
+r"""Pretraining-step throughput on CPU: ours (official_bert Trainer) vs the peer (Model Garden).
+
+  python bench/bench_pretraining_step.py [--configs=tiny,mini,small,base] [--batch=32]
+      [--seq=128] [--preds=20] [--steps=20,base=5] [--warmup=3,base=1] [--xla=both|on|off]
+      [--repeats=3] [--peer_xla_scope=step|grads]
+
+One step = forward + backward + global-norm clip (1.0) + AdamW (wd 0.01, eps 1e-6, warmup /
+linear-decay LR), MLM (weighted mean over masked slots) + NSP losses, on the same synthetic
+batches (`input_pipeline.synthetic_pretraining_dataset`), float32, TF default threads.
+  ours  training_loop.Trainer(OneDeviceStrategy("/cpu:0"), PretrainingTask, create_optimizer
+        ("adamw")).train_steps(iterator, steps): the real training path (steps in one
+        tf.function, tf.range loop); XLA on = Trainer(enable_xla=True) (forward/backward only).
+  peer  tf_keras official.nlp.modeling.networks.BertEncoder + models.BertPretrainer (the V1
+        pretrainer: NSP = Dense(2) on the encoder's pooled output, like ours and the original),
+        official.modeling.optimization.legacy_adamw.AdamWeightDecay (Model Garden's "adamw";
+        its own clip disabled, we clip in the step), custom step tape.gradient ->
+        tf.clip_by_global_norm -> apply_gradients, steps run by a tf.range loop in one
+        tf.function. XLA on = jit_compile on the whole step (--peer_xla_scope=step) or on the
+        forward/backward only (=grads, like ours).
+Reported: sequences/s = batch * steps / wall seconds of one call (median over --repeats; the two
+sides alternate within each repeat), after --warmup steps (the first call traces/compiles).
+--steps / --warmup take a default plus per-config overrides: "20,base=5".
+"""
+
+import argparse
+import datetime
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+
+_REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, _REPO)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import keras  # noqa: E402
+import tf_keras  # noqa: E402
+from official.modeling.optimization import legacy_adamw  # noqa: E402
+from official.nlp.modeling import models as peer_models  # noqa: E402
+from official.nlp.modeling import networks as peer_networks  # noqa: E402
+
+from official_bert import input_pipeline, optimization, tasks, training_loop  # noqa: E402
+from official_bert.bert_config import BertConfig  # noqa: E402
+
+PEAK_LR, WARMUP_STEPS, TRAIN_STEPS = 1e-4, 10000, 1000000
+
+
+def per_config(spec, name):
+  """"20,base=5" -> 5 for base, 20 otherwise."""
+  value = None
+  for item in spec.split(","):
+    key, _, val = item.strip().rpartition("=")
+    if key in ("", name):
+      value = int(val) if key or value is None else value
+  if value is None:
+    raise ValueError(f"no default in {spec!r}")
+  return value
+
+
+def machine_info():
+  model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.processor() or "?")
+  return (f"command : python {' '.join(sys.argv)}\n"
+          f"date    : {datetime.datetime.now().isoformat(timespec='seconds')}\n"
+          f"machine : nproc={len(os.sched_getaffinity(0))} (cpu_count={os.cpu_count()}), "
+          f"CPU: {model}, {platform.platform()}\n"
+          f"versions: python {platform.python_version()}, tensorflow {tf.__version__}, "
+          f"keras {keras.__version__}, tf_keras {tf_keras.__version__}, numpy {np.__version__}")
+
+
+def dataset(args, cfg):
+  return input_pipeline.synthetic_pretraining_dataset(args.seq, args.preds, cfg.vocab_size,
+                                                      args.batch, seed=0)
+
+
+def n_params(variables):
+  return int(sum(np.prod(v.shape) for v in variables))
+
+
+# ---- ours -------------------------------------------------------------------------------------
+
+def build_ours(args, cfg, xla):
+  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  task = tasks.PretrainingTask(cfg, args.seq, args.preds)
+  trainer = training_loop.Trainer(
+      strategy, task,
+      lambda: optimization.create_optimizer(
+          "adamw", optimization.WarmupLinearDecay(PEAK_LR, WARMUP_STEPS, TRAIN_STEPS),
+          weight_decay=0.01),
+      global_batch_size=args.batch, clip_norm=1.0, enable_xla=xla)
+  iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: dataset(args, cfg)))
+
+  def run(steps):
+    return trainer.train_steps(iterator, steps)["loss"]
+  return run, n_params(trainer.model.trainable_variables), trainer
+
+
+# ---- peer -------------------------------------------------------------------------------------
+
+class PeerWarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
+  """The original BERT schedule (same as ours), for a tf_keras optimizer."""
+
+  def __call__(self, step):
+    step = tf.cast(step, tf.float32)
+    decayed = PEAK_LR * (1.0 - tf.minimum(step, TRAIN_STEPS) / TRAIN_STEPS)
+    return tf.where(step < WARMUP_STEPS, PEAK_LR * step / WARMUP_STEPS, decayed)
+
+  def get_config(self):
+    return {}
+
+
+def build_peer(args, cfg, xla, scope):
+  init = tf_keras.initializers.TruncatedNormal(stddev=cfg.initializer_range)
+  gelu = lambda x: tf_keras.activations.gelu(x, approximate=True)  # noqa: E731 (BERT "gelu")
+  encoder = peer_networks.BertEncoder(
+      vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size,
+      num_layers=cfg.num_hidden_layers, num_attention_heads=cfg.num_attention_heads,
+      inner_dim=cfg.intermediate_size, inner_activation=gelu,
+      max_sequence_length=cfg.max_position_embeddings, type_vocab_size=cfg.type_vocab_size,
+      output_dropout=cfg.hidden_dropout_prob, attention_dropout=cfg.attention_probs_dropout_prob,
+      initializer=init)
+  model = peer_models.BertPretrainer(encoder, num_classes=2, num_token_predictions=args.preds,
+                                     activation=gelu, initializer=init, output="logits")
+  optimizer = legacy_adamw.AdamWeightDecay(
+      learning_rate=PeerWarmupLinearDecay(), weight_decay_rate=0.01, epsilon=1e-6,
+      exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"], gradient_clip_norm=0.0)
+  variables = model.trainable_variables
+
+  def grads_fn(f):
+    with tf.GradientTape() as tape:
+      out = model([f["input_word_ids"], f["input_mask"], f["input_type_ids"],
+                   f["masked_lm_positions"]], training=True)
+      mlm_logits = tf.cast(out["masked_lm"], tf.float32)
+      nll = tf_keras.losses.sparse_categorical_crossentropy(f["masked_lm_ids"], mlm_logits,
+                                                            from_logits=True)
+      w = f["masked_lm_weights"]
+      mlm = tf.reduce_sum(nll * w) / (tf.reduce_sum(w) + 1e-5)
+      nsp = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+          f["next_sentence_labels"], tf.cast(out["classification"], tf.float32),
+          from_logits=True))
+      loss = mlm + nsp
+    mlm_hit = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32),
+                               f["masked_lm_ids"]), tf.float32)
+    nsp_hit = tf.cast(tf.equal(tf.argmax(out["classification"], -1, output_type=tf.int32),
+                               f["next_sentence_labels"]), tf.float32)
+    acc = tf.reduce_sum(mlm_hit * w) / tf.reduce_sum(w) + tf.reduce_mean(nsp_hit)
+    return tape.gradient(loss, variables), loss, acc
+
+  def step_fn(f):
+    grads, loss, acc = grads_fn(f)
+    grads, _ = tf.clip_by_global_norm(grads, 1.0)
+    optimizer.apply_gradients(zip(grads, variables))
+    return loss, acc
+
+  if xla and scope == "grads":
+    grads_fn = tf.function(grads_fn, jit_compile=True)
+  elif xla:
+    step_fn = tf.function(step_fn, jit_compile=True)
+  iterator = iter(dataset(args, cfg))
+
+  @tf.function
+  def loop(num_steps):
+    total, acc_total = tf.constant(0.0), tf.constant(0.0)
+    for _ in tf.range(num_steps):
+      loss, acc = step_fn(next(iterator))
+      total, acc_total = total + loss, acc_total + acc
+    return total / tf.cast(num_steps, tf.float32), acc_total
+
+  def run(steps):
+    return float(loop(tf.constant(steps, tf.int32))[0].numpy())
+  return run, n_params(variables), model
+
+
+# ---- driver -----------------------------------------------------------------------------------
+
+def timed(run, steps):
+  start = time.perf_counter()
+  loss = run(steps)
+  return time.perf_counter() - start, loss
+
+
+def bench_one(args, name, xla):
+  cfg = BertConfig.from_json_file(os.path.join(_REPO, "configs", name + ".json"))
+  steps, warmup = per_config(args.steps, name), per_config(args.warmup, name)
+  ours, ours_params, ours_keep = build_ours(args, cfg, xla)
+  peer, peer_params, peer_keep = build_peer(args, cfg, xla, args.peer_xla_scope)
+  row = {"config": name, "xla": "on" if xla else "off", "steps": steps,
+         "ours_params": ours_params, "peer_params": peer_params}
+  for side, run in (("ours", ours), ("peer", peer)):
+    row[side + "_compile_s"], _ = timed(run, warmup)
+  times = {"ours": [], "peer": []}
+  for _ in range(args.repeats):
+    for side, run in (("ours", ours), ("peer", peer)):
+      seconds, row[side + "_loss"] = timed(run, steps)
+      times[side].append(seconds)
+  for side in ("ours", "peer"):
+    row[side + "_sps"] = args.batch * steps / statistics.median(times[side])
+    row[side + "_all"] = " ".join(f"{args.batch * steps / t:.1f}" for t in times[side])
+  row["ratio"] = row["ours_sps"] / row["peer_sps"]
+  del ours, peer, ours_keep, peer_keep
+  keras.backend.clear_session()
+  tf_keras.backend.clear_session()
+  gc.collect()
+  return row
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--configs", default="tiny,mini,small,base")
+  parser.add_argument("--batch", type=int, default=32)
+  parser.add_argument("--seq", type=int, default=128)
+  parser.add_argument("--preds", type=int, default=20)
+  parser.add_argument("--steps", default="20,base=5", help='timed steps per call: "20,base=5"')
+  parser.add_argument("--warmup", default="3,base=1", help="steps of the first (compile) call")
+  parser.add_argument("--xla", choices=("both", "on", "off"), default="both")
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--peer_xla_scope", choices=("step", "grads"), default="step",
+                      help="peer XLA: jit the whole step, or only the forward/backward (ours)")
+  args = parser.parse_args()
+  print(machine_info())
+  print(f"setup   : batch={args.batch} seq={args.seq} preds={args.preds} steps={args.steps} "
+        f"warmup={args.warmup} repeats={args.repeats} peer_xla_scope={args.peer_xla_scope} "
+        f"intra/inter threads={tf.config.threading.get_intra_op_parallelism_threads()}/"
+        f"{tf.config.threading.get_inter_op_parallelism_threads()} (0 = TF default)", flush=True)
+  modes = {"both": (False, True), "on": (True,), "off": (False,)}[args.xla]
+  rows = []
+  for name in [c.strip() for c in args.configs.split(",") if c.strip()]:
+    for xla in modes:
+      row = bench_one(args, name, xla)
+      rows.append(row)
+      print(f"  done {name} xla={row['xla']}: ours {row['ours_all']} | peer {row['peer_all']} "
+            f"seq/s; compile(warmup) ours {row['ours_compile_s']:.1f}s peer "
+            f"{row['peer_compile_s']:.1f}s; last loss ours {row['ours_loss']:.3f} "
+            f"peer {row['peer_loss']:.3f}", flush=True)
+  header = (f"{'config':<7}{'xla':<5}{'steps':>6}{'params ours':>13}{'params peer':>13}"
+            f"{'ours seq/s':>12}{'peer seq/s':>12}{'ours/peer':>11}")
+  print("\n" + header + "\n" + "-" * len(header))
+  for r in rows:
+    print(f"{r['config']:<7}{r['xla']:<5}{r['steps']:>6}{r['ours_params']:>13,}"
+          f"{r['peer_params']:>13,}{r['ours_sps']:>12.1f}{r['peer_sps']:>12.1f}"
+          f"{r['ratio']:>11.2f}")
+  mismatched = [r["config"] for r in rows if r["ours_params"] != r["peer_params"]]
+  if mismatched:
+    print(f"WARNING: parameter counts differ for {sorted(set(mismatched))}")
+
+
+if __name__ == "__main__":
+  main()
