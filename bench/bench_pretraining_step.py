@@ -61,13 +61,17 @@ def per_config(spec, name):
   return value
 
 
+def load():
+  return " ".join(open("/proc/loadavg").read().split()[:3])
+
+
 def machine_info():
   model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
                 if line.startswith("model name")), platform.processor() or "?")
   return (f"command : python {' '.join(sys.argv)}\n"
           f"date    : {datetime.datetime.now().isoformat(timespec='seconds')}\n"
           f"machine : nproc={len(os.sched_getaffinity(0))} (cpu_count={os.cpu_count()}), "
-          f"CPU: {model}, {platform.platform()}\n"
+          f"CPU: {model}, {platform.platform()}, loadavg {load()}\n"
           f"versions: python {platform.python_version()}, tensorflow {tf.__version__}, "
           f"keras {keras.__version__}, tf_keras {tf_keras.__version__}, numpy {np.__version__}")
 
@@ -243,6 +247,8 @@ def main():
     print(f"{r['config']:<7}{r['xla']:<5}{r['steps']:>6}{r['ours_params']:>13,}"
           f"{r['peer_params']:>13,}{r['ours_sps']:>12.1f}{r['peer_sps']:>12.1f}"
           f"{r['ratio']:>11.2f}")
+  print(f"loadavg at the end: {load()} (other busy processes on a {os.cpu_count()}-core machine "
+        "skew both sides)")
   mismatched = [r["config"] for r in rows if r["ours_params"] != r["peer_params"]]
   if mismatched:
     print(f"WARNING: parameter counts differ for {sorted(set(mismatched))}")

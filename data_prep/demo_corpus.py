@@ -205,14 +205,7 @@ def render(corpus):
   return "\n\n".join("\n".join(doc) for doc in corpus) + "\n" if corpus else ""
 
 
-def write_corpus(path, max_bytes, root=None):
-  """Builds the corpus and writes it atomically; returns a stats dict."""
-  t0 = time.time()
-  stats = {}
-  corpus = build_corpus(max_bytes, root=root, stats=stats)
-  if not corpus:
-    raise ValueError(f"no documents found in the standard library at {stats['stdlib']}")
-  data = render(corpus).encode("utf-8")
+def _write_atomically(path, data):
   if os.path.dirname(path):
     os.makedirs(os.path.dirname(path), exist_ok=True)
   tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
@@ -223,8 +216,28 @@ def write_corpus(path, max_bytes, root=None):
   finally:
     if os.path.exists(tmp):
       os.remove(tmp)
+
+
+def write_corpus(path, max_bytes, root=None, heldout_path=None, heldout_every=20):
+  """Builds the corpus and writes it atomically; returns a stats dict.
+
+  With `heldout_path`, every `heldout_every`-th document goes there instead, so a model can
+  be evaluated on modules it never saw.
+  """
+  t0 = time.time()
+  stats = {}
+  corpus = build_corpus(max_bytes, root=root, stats=stats)
+  if not corpus:
+    raise ValueError(f"no documents found in the standard library at {stats['stdlib']}")
+  heldout = []
+  if heldout_path:
+    heldout = corpus[heldout_every - 1::heldout_every]
+    corpus = [d for i, d in enumerate(corpus) if (i + 1) % heldout_every]
+    _write_atomically(heldout_path, render(heldout).encode("utf-8"))
+  data = render(corpus).encode("utf-8")
+  _write_atomically(path, data)
   stats.update(documents=len(corpus), sentences=sum(len(d) for d in corpus), bytes=len(data),
-               output_file=path, seconds=time.time() - t0)
+               output_file=path, heldout_documents=len(heldout), seconds=time.time() - t0)
   return stats
 
 
@@ -233,6 +246,7 @@ def define_flags():
   modules' flags (create_pretraining_data also has --output_file)."""
   flags.DEFINE_string("output_file", None, "Where to write the corpus.")
   flags.DEFINE_float("max_mb", 3.0, "Stop adding documents at this many MB (2**20 bytes).")
+  flags.DEFINE_string("heldout_file", None, "If set, every 20th document goes here instead.")
 
 
 def main(argv):
@@ -243,14 +257,16 @@ def main(argv):
     logging.error("--output_file is required")
     sys.exit(2)
   try:
-    s = write_corpus(FLAGS.output_file, int(FLAGS.max_mb * 2**20))
+    s = write_corpus(FLAGS.output_file, int(FLAGS.max_mb * 2**20),
+                     heldout_path=FLAGS.heldout_file)
   except (ValueError, OSError) as e:
     logging.error("%s", e)
     sys.exit(1)
   logging.info("Wrote %s: %d documents, %d sentences, %.2f MB from %d parsed modules of %s "
-               "(%d unparsable, %d with < %d sentences) in %.1fs", s["output_file"],
-               s["documents"], s["sentences"], s["bytes"] / 2**20, s["modules"], s["stdlib"],
-               s["unparsable"], s["too_short"], MIN_SENTENCES, s["seconds"])
+               "(%d unparsable, %d with < %d sentences; %d documents held out) in %.1fs",
+               s["output_file"], s["documents"], s["sentences"], s["bytes"] / 2**20,
+               s["modules"], s["stdlib"], s["unparsable"], s["too_short"], MIN_SENTENCES,
+               s["heldout_documents"], s["seconds"])
 
 
 if __name__ == "__main__":

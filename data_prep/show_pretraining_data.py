@@ -14,12 +14,16 @@ import tensorflow as tf
 from data_prep import schema
 from data_prep import tokenization
 
-flags.DEFINE_string("input_file", None, "TFRecord file(s): comma-separated, globs allowed.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary the files were written with.")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the files.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
-flags.DEFINE_integer("num_examples", 2, "Instances to print decoded.")
 FLAGS = flags.FLAGS
+
+
+def define_flags():
+  """Only when run as a program: importing the module must not claim --input_file etc."""
+  flags.DEFINE_string("input_file", None, "TFRecord file(s): comma-separated, globs allowed.")
+  flags.DEFINE_string("vocab_file", None, "The vocabulary the files were written with.")
+  flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the files.")
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
+  flags.DEFINE_integer("num_examples", 2, "Instances to print decoded.")
 
 
 def read_instances(paths, max_seq_length, max_predictions_per_seq):
@@ -76,5 +80,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  define_flags()
   flags.mark_flags_as_required(["input_file", "vocab_file"])
   app.run(main)

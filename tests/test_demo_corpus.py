@@ -106,3 +106,13 @@ def test_sentences_from_a_docstring():
 def test_write_corpus_fails_clearly_without_sources(tmp_path):
   with pytest.raises(ValueError, match="no documents"):
     demo_corpus.write_corpus(str(tmp_path / "c.txt"), DEFAULT_BYTES, root=str(tmp_path))
+
+
+def test_heldout_documents_are_disjoint_from_training(tmp_path):
+  train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
+  stats = demo_corpus.write_corpus(str(train), 400_000, heldout_path=str(heldout),
+                                   heldout_every=10)
+  train_docs = set(train.read_text(encoding="utf-8").strip().split("\n\n"))
+  heldout_docs = set(heldout.read_text(encoding="utf-8").strip().split("\n\n"))
+  assert stats["heldout_documents"] == len(heldout_docs) > 3
+  assert not train_docs & heldout_docs
