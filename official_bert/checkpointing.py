@@ -16,18 +16,23 @@ import keras
 import tensorflow as tf
 
 from official_bert import weight_loading
+from official_bert import weight_names
 
 
-def trackable_variables(variables):
-  """{variable path: tf.Variable}, for `tf.train.Checkpoint`.
+def trackable_variables(variables, names=None):
+  """{name: tf.Variable}, for `tf.train.Checkpoint`.
 
   TensorFlow's object tracking does not see Keras 3 sublayers held in lists or created in
   `build()`, so `tf.train.Checkpoint(model=model)` would silently save only some variables.
   Naming every variable explicitly (model weights, dropout seed states, optimizer slots)
-  saves all of them under readable keys.
+  saves all of them. `names` maps id(variable) -> a preferred name; others use their path.
   """
+  names = names or {}
   out = {}
   for v in variables:
+    if id(v) in names:
+      out[names[id(v)]] = v.value if isinstance(v, keras.Variable) else v
+      continue
     key = v.path if isinstance(v, keras.Variable) else v.name
     if key in out:
       raise ValueError(f"two variables share the path {key!r}: name the layers uniquely")
@@ -36,8 +41,40 @@ def trackable_variables(variables):
 
 
 def model_checkpoint(model, **extra):
-  """A `tf.train.Checkpoint` holding every variable of `model` under "model"."""
-  return tf.train.Checkpoint(model=trackable_variables(model.variables), **extra)
+  """A `tf.train.Checkpoint` holding every variable of `model` under "model".
+
+  BERT weights are keyed by their canonical google-research names (`bert/encoder/layer_0/...`,
+  `cls/predictions/...`), which every model type shares, so a classifier can warm-start from a
+  pretraining checkpoint; other variables (dropout seed states) by their Keras path.
+  """
+  names = {id(v): name for name, v in weight_names.model_weight_pairs(model)}
+  return tf.train.Checkpoint(model=trackable_variables(model.variables, names), **extra)
+
+
+def _unescape(key):
+  """Object-graph key segment -> name (tf.train.Checkpoint writes "/" as ".S", "." as "..")."""
+  out, i = [], 0
+  while i < len(key):
+    if key[i] == "." and i + 1 < len(key):
+      out.append("/" if key[i + 1] == "S" else key[i + 1])
+      i += 2
+    else:
+      out.append(key[i])
+      i += 1
+  return "".join(out)
+
+
+def read_model_tensors(path):
+  """{name: array} of the model weights in one of our checkpoints (canonical names)."""
+  reader = tf.train.load_checkpoint(path)
+  tensors = {}
+  for key, _ in tf.train.list_variables(path):
+    parts = key.split("/")
+    if len(parts) == 4 and parts[0] == "model" and parts[2] == ".ATTRIBUTES":
+      name = _unescape(parts[1])
+      if "seed_generator" not in name:
+        tensors[name] = reader.get_tensor(key)
+  return tensors
 
 
 def _shape_report(path, model):
@@ -75,12 +112,11 @@ def warm_start(model, path):
     reader = tf.train.load_checkpoint(path)
     tensors = {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(path)
                if not name.endswith(("adam_m", "adam_v")) and name != "global_step"}
-    weight_loading.assign_canonical_weights(model, tensors, source=path, require_heads=False)
   else:
-    try:
-      model_checkpoint(model).read(path).expect_partial().assert_existing_objects_matched()
-    except (ValueError, tf.errors.InvalidArgumentError, AssertionError) as e:
-      _raise_mismatch(path, model, e)
+    tensors = read_model_tensors(path)
+  # Checks every name and shape before assigning; a head absent from the file (a new
+  # fine-tuning head) keeps its initialization.
+  weight_loading.assign_canonical_weights(model, tensors, source=path, require_heads=False)
   logging.info("Warm-started model WEIGHTS ONLY from %s; optimizer, step and learning rate "
                "schedule start from zero.", path)
 

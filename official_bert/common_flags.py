@@ -53,3 +53,22 @@ def flags_dict(flag_values, main_module):
   """This script's and the common flags' values, for the run's record in TensorBoard."""
   return {f.name: f.value for module in (main_module, __name__)
           for f in flag_values.get_flags_for_module(module)}
+
+
+def define_finetuning_flags(default_batch_size=32, default_lr=5e-5, default_seq=128):
+  """The common flags plus google-research/bert's fine-tuning ones."""
+  define_common_flags(default_batch_size=default_batch_size, default_lr=default_lr)
+  flags.FLAGS.set_default("max_seq_length", default_seq)
+  flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with.")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models).")
+  flags.DEFINE_bool("do_predict", False, "Write predictions for the test/predict data.")
+  flags.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.")
+  flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training data.")
+  flags.DEFINE_float("warmup_proportion", 0.1,
+                     "Fraction of the training steps with linear warmup.")
+
+
+def finetuning_steps(num_examples, num_train_epochs, train_batch_size, warmup_proportion):
+  """(num_train_steps, num_warmup_steps) as the original run_classifier/run_squad count them."""
+  num_train_steps = max(1, int(num_examples / train_batch_size * num_train_epochs))
+  return num_train_steps, int(num_train_steps * warmup_proportion)

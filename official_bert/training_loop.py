@@ -179,6 +179,35 @@ class Trainer:
     return summarize(totals, steps)
 
 
+def predict(strategy, model, dataset_fn, keep_features=()):
+  """Model outputs for every example of a finite dataset, in input order, as numpy arrays.
+
+  Args:
+    dataset_fn: (tf.distribute.InputContext) -> per-replica batched, finite dataset.
+    keep_features: feature names to pass through next to the outputs (e.g. "unique_ids").
+  Returns:
+    dict name -> np.ndarray [num_examples, ...] with the model outputs and kept features.
+  """
+  def replica_fn(features):
+    outputs = dict(model(features, training=False))
+    outputs.update({name: features[name] for name in keep_features})
+    return outputs
+
+  step = tf.function(lambda f: strategy.run(replica_fn, args=(f,)))
+  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+  chunks = {}
+  while True:
+    optional = iterator.get_next_as_optional()
+    if not optional.has_value():
+      break
+    out = step(optional.get_value())
+    for name, value in out.items():
+      # Replicas took consecutive batches of the stream: their concatenation is input order.
+      for local in strategy.experimental_local_results(value):
+        chunks.setdefault(name, []).append(np.asarray(local))
+  return {name: np.concatenate(parts) for name, parts in chunks.items()}
+
+
 def summarize(totals, steps):
   """Mean of per-step losses; metric numerators over denominators."""
   totals = {k: float(np.asarray(v)) for k, v in totals.items()}

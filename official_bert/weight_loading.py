@@ -17,10 +17,13 @@ _HEAD_SCOPES = (weight_names.MLM_SCOPE, weight_names.NSP_SCOPE)
 
 
 def _head_scope(tf1_name):
+  """The head a variable belongs to (None for the encoder): heads load all or nothing."""
   for scope in _HEAD_SCOPES:
     if tf1_name.startswith(scope):
       return scope
-  return None
+  if tf1_name.startswith("bert/"):
+    return None
+  return tf1_name.rsplit("/", 1)[0] + "/" if "/" in tf1_name else "<top-level>"
 
 
 def _file_layout(shape, transposed):
@@ -59,10 +62,9 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
   pairs = weight_names.model_weight_pairs(model)
   skipped_scopes = set()
   if not require_heads:
-    for scope in _HEAD_SCOPES:
-      in_model = any(n.startswith(scope) for n, _ in pairs)
-      in_file = any(n.startswith(scope) for n in tensors)
-      if in_model and not in_file:
+    file_scopes = {_head_scope(n) for n in tensors}
+    for scope in sorted({_head_scope(n) for n, _ in pairs} - {None}):
+      if scope not in file_scopes:
         skipped_scopes.add(scope)
         logger.warning("%s: no %s* tensors; that head keeps its random "
                        "initialization.", source, scope)

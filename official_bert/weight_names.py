@@ -99,8 +99,14 @@ def pretraining_weight_pairs(model):
 
 
 def model_weight_pairs(model):
-  """Dispatches on the model type; builds it first so variables exist."""
+  """Dispatches on the model type; builds it first so variables exist.
+
+  A fine-tuning model declares its own names with a `tf1_weight_pairs()` method (its encoder's
+  pairs plus its head's, e.g. `cls/squad/output_weights`).
+  """
   model.build()
+  if hasattr(model, "tf1_weight_pairs"):
+    return list(model.tf1_weight_pairs())
   if hasattr(model, "masked_lm_head"):
     return list(pretraining_weight_pairs(model))
   return list(encoder_weight_pairs(model))
