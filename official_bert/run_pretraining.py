@@ -15,6 +15,7 @@ import sys
 from absl import app
 from absl import flags
 from absl import logging
+import tensorflow as tf
 
 from official_bert import bert_config as bert_config_lib
 from official_bert import common_flags
@@ -68,11 +69,14 @@ def run(flag_values):
   if flag_values.do_train:
     run_config = {"bert_config": config.to_dict(),
                   "flags": common_flags.flags_dict(flag_values, sys.modules[__name__])}
-    results["train"] = runner.run_training(
-        trainer, dataset_fn(flag_values.input_file, flag_values.train_batch_size, True),
-        flag_values.output_dir, flag_values.num_train_steps,
-        common_flags.steps_per_loop(flag_values), flag_values.save_checkpoints_steps,
-        flag_values.init_checkpoint, flag_values.keep_checkpoint_max, run_config)
+    try:
+      results["train"] = runner.run_training(
+          trainer, dataset_fn(flag_values.input_file, flag_values.train_batch_size, True),
+          flag_values.output_dir, flag_values.num_train_steps,
+          common_flags.steps_per_loop(flag_values), flag_values.save_checkpoints_steps,
+          flag_values.init_checkpoint, flag_values.keep_checkpoint_max, run_config)
+    except tf.errors.DataLossError as e:
+      raise runner.corrupt_input_error(flag_values.input_file, e) from None
   if flag_values.do_eval:
     if not flag_values.do_train:
       runner.restore_for_eval(trainer, flag_values.output_dir, flag_values.init_checkpoint)

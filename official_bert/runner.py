@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from official_bert import checkpointing
 from official_bert import distribution
+from official_bert import input_pipeline
 from official_bert import training_loop
 
 
@@ -126,3 +127,10 @@ def run_evaluation(trainer, dataset_fn, output_dir, max_eval_steps, name="eval")
           tf.summary.scalar(key, value)
     writer.flush()
   return results
+
+
+def corrupt_input_error(input_patterns, error):
+  """A ValueError naming the damaged file(s) behind a DataLossError (which names none)."""
+  bad = input_pipeline.find_corrupt_files(input_patterns)
+  where = "; ".join(f"{path}: {message}" for path, message in bad)
+  return ValueError(f"corrupt input data: {where or error.message}")

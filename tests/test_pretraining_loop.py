@@ -236,6 +236,34 @@ def test_bad_input_names_the_problem(data, tmp_path, extra, message):
   assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
 
 
+def test_a_record_corrupted_mid_file_is_named(data, tmp_path):
+  good = open(data["records"], "rb").read()
+  bad = tmp_path / "damaged.tfrecord"
+  middle = len(good) // 2
+  bad.write_bytes(good[:middle] + bytes(b ^ 0xFF for b in good[middle:middle + 64])
+                  + good[middle + 64:])
+  proc = _cli(_args(data, tmp_path / "o", input_file=str(bad), num_train_steps=200),
+              check=False)
+  assert proc.returncode != 0
+  assert "corrupt input data" in proc.stderr and "damaged.tfrecord" in proc.stderr, \
+      proc.stderr[-2000:]
+
+
+def test_predict_returns_outputs_in_input_order(data):
+  trainer = _trainer(data["configs"]["nodrop"], 8, 1)
+  ds_fn = lambda ctx: input_pipeline.pretraining_dataset(data["records"], SEQ, PREDS, 5,
+                                                         is_training=False)
+  out = training_loop.predict(trainer.strategy, trainer.model, ds_fn,
+                              keep_features=("input_word_ids",))
+  records = [r for r in tf.data.TFRecordDataset(data["records"])]
+  assert out["masked_lm_logits"].shape == (len(records), PREDS, 30522)
+  first = next(iter(input_pipeline.pretraining_dataset(data["records"], SEQ, PREDS, 1,
+                                                       is_training=False)))
+  np.testing.assert_array_equal(out["input_word_ids"][0], first["input_word_ids"][0])
+  direct = trainer.model(first, training=False)["next_sentence_logits"]
+  np.testing.assert_allclose(out["next_sentence_logits"][0], direct[0], atol=1e-5)
+
+
 def test_nan_loss_stops_with_a_message(data, tmp_path, monkeypatch):
   trainer = _trainer(data["configs"]["tiny"], 8, 1)
   monkeypatch.setattr(trainer, "train_steps", lambda it, n: {"loss": float("nan")})
