@@ -32,6 +32,7 @@ import numpy as np
 
 from data_prep import corpus
 from data_prep import pretraining_instances as instances_lib
+from data_prep import tfrecord_io
 
 FLAGS = flags.FLAGS
 
@@ -81,32 +82,30 @@ def output_paths(output_file, num_output_shards):
 
 
 class ShardedWriter:
-  """Round-robin TFRecord writers on temporary names; `commit` renames, `abort` deletes."""
+  """Round-robin TFRecord shards on temporary names; `commit` renames, `abort` deletes."""
 
   def __init__(self, paths, gzip_compress):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    self._tf = tf
     self.paths = paths
     self.tmp_paths = [os.path.join(os.path.dirname(p), f".{os.path.basename(p)}.tmp-{os.getpid()}")
                       for p in paths]
-    options = tf.io.TFRecordOptions(compression_type="GZIP" if gzip_compress else "")
-    self._writers = []
+    self._files = []
     for path in self.tmp_paths:
       if os.path.dirname(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
-      self._writers.append(tf.io.TFRecordWriter(path, options))
+      self._files.append(tfrecord_io.RecordFile(path, gzip_compress))
     self.written = 0
 
-  def write(self, records):
-    writers, n = self._writers, len(self._writers)
-    for record in records:
-      writers[self.written % n].write(record)
-      self.written += 1
+  def write(self, framed):
+    """framed: TFRecord-framed records; record i of the run goes to shard i % num_shards."""
+    n = len(self._files)
+    for shard, f in enumerate(self._files):
+      f.write(b"".join(framed[(shard - self.written) % n::n]))
+    self.written += len(framed)
 
   def _close(self):
-    for w in self._writers:
-      w.close()
-    self._writers = []
+    for f in self._files:
+      f.close()
+    self._files = []
 
   def commit(self):
     self._close()

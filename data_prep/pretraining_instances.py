@@ -27,6 +27,7 @@ import numpy as np
 
 from data_prep import example_encoder
 from data_prep import schema
+from data_prep import tfrecord_io
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,7 +253,7 @@ def create_instances(chunk, opts):
 
 
 def serialize_chunk(chunk, opts):
-  """Instances of a chunk as serialized tf.train.Examples, plus counts for the summary."""
+  """Instances of a chunk as TFRecord-framed tf.train.Examples, plus counts for the summary."""
   if len(chunk.doc_splits) < 2:
     return [], {"instances": 0, "masked": 0, "random_next": 0, "tokens": 0}
   columns = create_instances(chunk, opts)
@@ -260,7 +261,8 @@ def serialize_chunk(chunk, opts):
                                          v2_names=opts.use_v2_feature_names)
   if opts.use_v2_feature_names:
     columns = {schema.V2_NAMES.get(k, k): v for k, v in columns.items()}
-  records = example_encoder.ExampleEncoder(features).encode(columns)
+  records = [tfrecord_io.frame(r)
+             for r in example_encoder.ExampleEncoder(features).encode(columns)]
   stats = {
       "instances": len(records),
       "masked": int(columns["masked_lm_weights"].sum()),
