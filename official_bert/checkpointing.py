@@ -77,16 +77,22 @@ def read_model_tensors(path):
   return tensors
 
 
+def _readable(key):
+  """"model/bert.Sembeddings.Sword_embeddings/.ATTRIBUTES/VARIABLE_VALUE" -> the name."""
+  parts = key.split("/")
+  return _unescape(parts[1]) if len(parts) == 4 and parts[2] == ".ATTRIBUTES" else key
+
+
 def _shape_report(path, model):
   """Variables whose checkpoint shape differs from the model's, one line each."""
   with tempfile.TemporaryDirectory() as tmp:
     fresh = model_checkpoint(model).write(os.path.join(tmp, "fresh"))
     ours = dict(tf.train.list_variables(fresh))
   theirs = dict(tf.train.list_variables(path))
-  lines = [f"  {name}: checkpoint {theirs[name]} vs model {shape}"
+  lines = [f"  {_readable(name)}: checkpoint {list(theirs[name])} vs model {list(shape)}"
            for name, shape in sorted(ours.items())
            if name in theirs and list(theirs[name]) != list(shape)]
-  missing = [name for name in ours if name not in theirs and "ATTRIBUTES" in name]
+  missing = [_readable(name) for name in ours if name not in theirs and "ATTRIBUTES" in name]
   if missing:
     lines.append(f"  missing from the checkpoint: {', '.join(sorted(missing)[:10])}"
                  + (" ..." if len(missing) > 10 else ""))

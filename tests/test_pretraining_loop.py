@@ -217,6 +217,11 @@ def test_warm_start_resume_mismatch_tensorboard_and_eval(data, tmp_path):
   assert "cannot load BERT weights" in bad.stderr
   assert "bert/embeddings/word_embeddings: file has (30522, 32), model expects (30522, 48)" \
       in bad.stderr
+  # Resuming with another config: the variable and both shapes are named.
+  resume_bad = _cli(_args(data, first, "wider", num_train_steps=8), check=False)
+  assert resume_bad.returncode != 0 and "does not fit the model" in resume_bad.stderr
+  assert "bert/embeddings/word_embeddings: checkpoint [30522, 32] vs model [30522, 48]" in \
+      resume_bad.stderr, resume_bad.stderr[-2000:]
   # TensorBoard: every scalar the issue lists, and the config as text.
   tags = set()
   for path in glob.glob(str(first / "train" / "events*")):
