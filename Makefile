@@ -27,7 +27,8 @@ test: venv
 
 # The main job on an embedded default corpus (no ../shared, no network): stdlib docstrings ->
 # learned WordPiece vocab -> pretraining TFRecords -> a few minutes of pretraining on CPU ->
-# held-out masked-LM accuracy against the most-frequent-token baseline.
+# held-out masked-LM accuracy against the most-frequent-token baseline -> a SavedModel that
+# serves raw text, queried with a [MASK] sentence.
 DATA_FLAGS := --vocab_file=$(DEMO)/vocab.txt --do_lower_case=True --max_seq_length=128 \
   --max_predictions_per_seq=20 --masked_lm_prob=0.15 --dupe_factor=5
 demo: venv
@@ -53,6 +54,11 @@ demo: venv
 	$(PY) -m official_bert.demo --stage=report --vocab_file=$(DEMO)/vocab.txt \
 	  --output_dir=$(DEMO)/model --train_input_file='$(DEMO)/pretrain.tfrecord-*' \
 	  --eval_input_file=$(DEMO)/heldout.tfrecord
+	$(PY) -m official_bert.export --bert_config_file=$(DEMO)/bert_config.json \
+	  --checkpoint=$(DEMO)/model --vocab_file=$(DEMO)/vocab.txt --do_lower_case=True \
+	  --model_type=pretraining --max_seq_length=128 --export_dir=$(DEMO)/export
+	$(PY) official_bert/demo_query.py --export_dir=$(DEMO)/export \
+	  --text="The [MASK] module provides functions for working with regular expressions."
 
 bench: venv
 	$(PY) bench/bench_tokenizer.py

@@ -1,0 +1,202 @@
+r"""Converts BERT weights between google-research TF1 checkpoints, Hugging Face and ours.
+
+  python -m official_bert.convert_checkpoint --input=PATH --input_format=tf1|hf|ours \
+    --output=PATH --output_format=tf1|hf|ours [--bert_config_file=FILE] \
+    [--model_type=pretraining|encoder|classifier|squad|tagger] [--num_labels=N]
+
+Paths:
+  tf1   a checkpoint prefix (`DIR/bert_model.ckpt`) or a directory (its latest checkpoint);
+        as output, a directory gets `DIR/bert_model.ckpt`.
+  ours  a prefix or a directory (as written by run_pretraining; latest checkpoint); as output,
+        a directory gets `DIR/ckpt-0`.
+  hf    a `.safetensors` file or a directory holding `model.safetensors` + `config.json`; as
+        output, a directory gets both.
+
+Every conversion goes through our Keras model, so the weights are checked against the config
+on the way: a missing or mis-shaped tensor stops with a message listing names and shapes, an
+extra one is listed in a warning. `bert_config.json` (our format: `"gelu"` is the original's
+tanh approximation, `"gelu_exact"` the erf form that HF calls `"gelu"`) is written next to
+every output, and HF's `config.json` next to an HF output. A `vocab.txt` next to the input is
+copied along. TF1 optimizer slots (`adam_m`, `adam_v`) and `global_step` are ignored.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
+import tensorflow as tf
+
+from official_bert import checkpointing
+from official_bert import hf_weights
+from official_bert import model_types
+from official_bert import tf1_checkpoint
+from official_bert import weight_loading
+from official_bert import weight_names
+from official_bert.bert_config import BertConfig
+
+FORMATS = ("tf1", "hf", "ours")
+
+
+def define_flags():
+  """Defines the flags; called only when run as a program, so importing this module
+  (tests, other tools) never clashes with flags of the same name elsewhere."""
+  flags.DEFINE_string("input", None, "Input checkpoint (see the module doc for each format).")
+  flags.DEFINE_enum("input_format", None, FORMATS, "Format of --input.")
+  flags.DEFINE_string("output", None, "Where to write the converted weights.")
+  flags.DEFINE_enum("output_format", None, FORMATS, "Format of --output.")
+  flags.DEFINE_string("bert_config_file", None,
+                      "bert_config.json of the model (our format). Default: bert_config.json "
+                      "next to --input, or HF config.json for --input_format=hf.")
+  flags.DEFINE_enum("model_type", None, list(model_types.MODEL_TYPES),
+                    "Which weights to convert. Default: inferred from the input's names "
+                    "(pretraining when it has cls/predictions, else encoder, ...).")
+  flags.DEFINE_integer("num_labels", None,
+                       "Labels of a classifier/tagger head (default: read from the input).")
+  flags.DEFINE_string("hf_prefix", None,
+                      "Prefix of the bert/* tensors in an HF output, e.g. 'bert.' "
+                      "(default: the HF input's, else 'bert.' for pretraining, '' for encoder).")
+
+
+FLAGS = flags.FLAGS
+
+_HF_ARCHITECTURES = {"encoder": "BertModel", "pretraining": "BertForPreTraining"}
+_OUR_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
+                         "relu": "relu", "tanh": "tanh"}
+
+
+def _input_dir(path):
+  return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+
+
+def _hf_file(path):
+  if tf.io.gfile.isdir(path):
+    return os.path.join(path, "model.safetensors")
+  return path
+
+
+def read_input(path, input_format, bert_config_file=None):
+  """Returns (tensors by canonical name, BertConfig, source_names, hf_prefix or None)."""
+  if input_format == "hf":
+    file = _hf_file(path)
+    if not os.path.isfile(file):
+      raise FileNotFoundError(f"no safetensors file at {file}")
+    state = load_file(file)
+    tensors, source_names = hf_weights.hf_state_dict_to_canonical(state, file)
+    prefix = "bert." if any(k.startswith("bert.") for k in state) else ""
+    if bert_config_file:
+      config = BertConfig.from_json_file(bert_config_file)
+    else:
+      hf_config = os.path.join(os.path.dirname(file), "config.json")
+      if not os.path.isfile(hf_config):
+        raise FileNotFoundError(f"no config.json next to {file}; pass --bert_config_file")
+      config = hf_weights.load_hf_config(hf_config)
+    return tensors, config, source_names, prefix
+  checkpoint = tf1_checkpoint.resolve_checkpoint(path)
+  is_tf1 = checkpointing.is_tf1_bert_checkpoint(checkpoint)
+  if is_tf1 != (input_format == "tf1"):
+    found = "a google-research TF1 checkpoint" if is_tf1 else "not a TF1 BERT checkpoint"
+    raise ValueError(f"{checkpoint} is {found}, but --input_format={input_format}")
+  if is_tf1:
+    tensors = tf1_checkpoint.read_tf1_checkpoint(checkpoint)
+  else:
+    tensors = checkpointing.read_model_tensors(checkpoint)
+    if not any(weight_names.is_canonical_name(n) for n in tensors):
+      raise ValueError(f"{checkpoint} holds no BERT weights under canonical names "
+                       f"(found {sorted(tensors)[:3]}); is it one of our checkpoints?")
+  config_file = bert_config_file or os.path.join(_input_dir(path), "bert_config.json")
+  if not os.path.isfile(config_file):
+    raise FileNotFoundError(f"no bert_config.json next to {path}; pass --bert_config_file")
+  return tensors, BertConfig.from_json_file(config_file), {}, None
+
+
+def hf_config_dict(bert_config, model_type):
+  """Our config as an HF `config.json` (activation names translated)."""
+  d = bert_config.to_dict()
+  d["hidden_act"] = _OUR_TO_HF_ACTIVATION[bert_config.hidden_act]
+  d.update(architectures=[_HF_ARCHITECTURES[model_type]], model_type="bert",
+           layer_norm_eps=1e-12, pad_token_id=0, position_embedding_type="absolute")
+  return d
+
+
+def write_output(model, model_type, bert_config, path, output_format, hf_prefix=""):
+  """Writes the model's weights; returns (the path written, the directory it is in)."""
+  if output_format == "hf":
+    if model_type not in _HF_ARCHITECTURES:
+      raise ValueError(f"HF output supports --model_type=encoder or pretraining (HF names "
+                       f"for our {model_type} head are not defined); use tf1 or ours")
+    if path.endswith(".safetensors"):
+      file, directory = path, os.path.dirname(path) or "."
+    else:
+      file, directory = os.path.join(path, "model.safetensors"), path
+    os.makedirs(directory, exist_ok=True)
+    tensors = weight_loading.export_canonical_weights(model)
+    save_file(hf_weights.canonical_to_hf_state_dict(tensors, prefix=hf_prefix), file,
+              metadata={"format": "pt"})  # what HF's loader expects of a safetensors file
+    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
+      json.dump(hf_config_dict(bert_config, model_type), f, indent=2, sort_keys=True)
+    return file, directory
+  is_dir = tf.io.gfile.isdir(path) or path.endswith("/")
+  default = "bert_model.ckpt" if output_format == "tf1" else "ckpt-0"
+  prefix = os.path.join(path, default) if is_dir else path
+  directory = os.path.dirname(prefix) or "."
+  tf.io.gfile.makedirs(directory)
+  if output_format == "tf1":
+    written = tf1_checkpoint.write_tf1_checkpoint(
+        weight_loading.export_canonical_weights(model), prefix)
+  else:
+    written = checkpointing.model_checkpoint(model).write(prefix)
+    # So that `tf.train.latest_checkpoint(directory)` (and --init_checkpoint=DIR) finds it.
+    tf1_checkpoint.write_checkpoint_state(written)
+  return written, directory
+
+
+def convert(input_path, input_format, output_path, output_format, bert_config_file=None,
+            model_type=None, num_labels=None, hf_prefix=None):
+  """The whole conversion; returns (model_type, path written)."""
+  tensors, config, source_names, input_prefix = read_input(input_path, input_format,
+                                                           bert_config_file)
+  model_type = model_type or model_types.infer_model_type(tensors)
+  num_labels = num_labels or model_types.num_labels_in(tensors, model_type)
+  logging.info("Converting a %s model (%d layers, hidden %d, %s)", model_type,
+               config.num_hidden_layers, config.hidden_size, config.hidden_act)
+  model = model_types.build_model(model_type, config, num_labels)
+  # Strict: every variable of the model must come from the input (no random head).
+  weight_loading.assign_canonical_weights(model, tensors, source=input_path,
+                                          require_heads=True, source_names=source_names)
+  if hf_prefix is None:
+    hf_prefix = input_prefix if input_prefix is not None else (
+        "bert." if model_type == "pretraining" else "")
+  written, directory = write_output(model, model_type, config, output_path, output_format,
+                                    hf_prefix)
+  config.to_json_file(os.path.join(directory, "bert_config.json"))
+  vocab = os.path.join(_input_dir(input_path), "vocab.txt")
+  target = os.path.join(directory, "vocab.txt")
+  if os.path.isfile(vocab) and not os.path.exists(target):
+    shutil.copyfile(vocab, target)
+  return model_type, written
+
+
+def main(argv):
+  del argv
+  for name in ("input", "input_format", "output", "output_format"):
+    if getattr(FLAGS, name) is None:
+      raise app.UsageError(f"--{name} is required")
+  try:
+    model_type, written = convert(FLAGS.input, FLAGS.input_format, FLAGS.output,
+                                  FLAGS.output_format, FLAGS.bert_config_file,
+                                  FLAGS.model_type, FLAGS.num_labels, FLAGS.hf_prefix)
+  except (ValueError, FileNotFoundError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+  print(f"Wrote {model_type} weights ({FLAGS.output_format}) to {written}")
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

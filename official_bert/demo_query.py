@@ -1,0 +1,64 @@
+r"""Queries an exported pretraining SavedModel with raw text: top tokens at every [MASK].
+
+  python -m official_bert.demo_query --export_dir=build/demo/export \
+    --text="The [MASK] module provides functions for working with regular expressions."
+
+This is what a serving client sees: it imports only TensorFlow and tensorflow-text (whose
+ops the in-graph tokenizer uses; importing it registers them), never this repository's code,
+and needs no vocabulary file: the SavedModel tokenizes the text and returns the predicted
+tokens as strings (`official_bert.export_signatures` documents the outputs).
+"""
+
+from absl import app
+from absl import flags
+import tensorflow as tf
+import tensorflow_text  # pylint: disable=unused-import  # registers the tokenizer's ops
+
+
+def define_flags():
+  """Defines the flags; called only when run as a program, so importing this module
+  (tests, other tools) never clashes with flags of the same name elsewhere."""
+  flags.DEFINE_string("export_dir", None, "A SavedModel from `export --model_type=pretraining`.")
+  flags.DEFINE_multi_string(
+      "text", ["The [MASK] module provides functions for working with regular expressions."],
+      "Sentences with [MASK] tokens (repeat the flag for several).")
+
+
+FLAGS = flags.FLAGS
+
+
+def query(export_dir, texts):
+  """Returns, per text, [(position, [(token, probability), ...]), ...] for each [MASK]."""
+  serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+  out = serve(text=tf.constant(texts))
+  positions = out["masked_lm_positions"].numpy()
+  tokens = out["masked_lm_top_tokens"].numpy()
+  probabilities = out["masked_lm_top_probabilities"].numpy()
+  results = []
+  for row in range(len(texts)):
+    masks = []
+    for slot, position in enumerate(positions[row]):
+      if position < 0:  # padding: this text has fewer [MASK]s than the longest one
+        continue
+      masks.append((int(position), [(t.decode("utf-8"), float(p)) for t, p in
+                                    zip(tokens[row, slot], probabilities[row, slot])]))
+    results.append(masks)
+  return results
+
+
+def main(argv):
+  del argv
+  if not FLAGS.export_dir:
+    raise app.UsageError("--export_dir is required")
+  for text, masks in zip(FLAGS.text, query(FLAGS.export_dir, FLAGS.text)):
+    print(f"\n{text}")
+    if not masks:
+      print("  (no [MASK] in the text)")
+    for i, (position, top) in enumerate(masks, start=1):
+      shown = "  ".join(f"{token} {p:.3f}" for token, p in top)
+      print(f"  [MASK] #{i} (position {position}): {shown}")
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)

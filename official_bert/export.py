@@ -1,0 +1,150 @@
+r"""Exports a BERT model as a SavedModel that serves raw text (TensorFlow Serving, tf.saved_model).
+
+  python -m official_bert.export --bert_config_file=FILE --checkpoint=PATH --vocab_file=FILE \
+    --do_lower_case=BOOL --model_type=encoder|pretraining|classifier|squad|tagger \
+    --export_dir=DIR [--max_seq_length=128] [--num_labels=N] [--label_names=a,b,c] \
+    [--export_format=single|hub_pair] [--top_k=5]
+
+--checkpoint is ours or a google-research TF1 checkpoint (prefix or directory). Every variable
+of the exported model must be in it: a classifier/squad/tagger head missing from the file is
+an error (`--allow_random_head` exports a random head anyway, for tests only).
+
+single (default): one SavedModel with signatures `serving_default` (text), `serving_pair`
+(text, text_b) and `serve_ids` (input_word_ids, input_mask, input_type_ids); outputs in
+`export_signatures`. hub_pair (--model_type=encoder): like the Model Garden's export_tfhub,
+DIR/preprocessor (text -> input_word_ids, input_mask, input_type_ids) and DIR/encoder (those
+-> pooled_output, sequence_output, encoder_outputs).
+
+Loading needs tensorflow-text's ops registered (`import tensorflow_text`; TensorFlow Serving
+builds include them); nothing from this repository. The vocabulary is saved in `assets/`,
+the config and export settings in `assets.extra/`.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+from data_prep import tokenization
+from official_bert import export_signatures
+from official_bert import model_types
+from official_bert import tf1_checkpoint
+from official_bert.bert_config import BertConfig
+
+
+def define_flags():
+  """Defines the flags; called only when run as a program, so importing this module
+  (tests, other tools) never clashes with flags of the same name elsewhere."""
+  flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model.")
+  flags.DEFINE_string("checkpoint", None, "Checkpoint (ours or TF1): a prefix or a directory.")
+  flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with.")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models).")
+  flags.DEFINE_enum("model_type", None, list(model_types.MODEL_TYPES), "What to export.")
+  flags.DEFINE_string("export_dir", None, "Output directory (e.g. models/bert/1 for Serving).")
+  flags.DEFINE_integer("max_seq_length", 128, "Text signatures pad/truncate to this length.")
+  flags.DEFINE_integer("num_labels", None, "Labels of a classifier/tagger head.")
+  flags.DEFINE_list("label_names", None, "Label strings in id order (classifier, tagger).")
+  flags.DEFINE_enum("export_format", "single", ["single", "hub_pair"],
+                    "One SavedModel, or a TF-Hub-style preprocessor + encoder pair.")
+  flags.DEFINE_integer("top_k", 5, "Predictions per [MASK] (pretraining).")
+  flags.DEFINE_bool("allow_random_head", False,
+                    "Export even if the checkpoint lacks the head (random head; tests only).")
+  flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.")
+
+
+FLAGS = flags.FLAGS
+
+
+def _display_vocab(vocab, vocab_size, vocab_file):
+  """The token list, one entry per model id (some checkpoints pad the vocabulary)."""
+  if len(vocab) > vocab_size:
+    raise ValueError(f"{vocab_file} has {len(vocab)} tokens but the model's vocab_size is "
+                     f"{vocab_size}")
+  if len(vocab) < vocab_size:
+    logging.warning("%s has %d tokens, the model %d ids: the extra ids show as [id N].",
+                    vocab_file, len(vocab), vocab_size)
+  return list(vocab) + [f"[id {i}]" for i in range(len(vocab), vocab_size)]
+
+
+def _save(module, directory, signatures, vocab_file, extra):
+  module.vocab_file = tf.saved_model.Asset(vocab_file)
+  tf.saved_model.save(module, directory, signatures=signatures)
+  extra_dir = os.path.join(directory, "assets.extra")
+  os.makedirs(extra_dir, exist_ok=True)
+  for name, content in extra.items():
+    with open(os.path.join(extra_dir, name), "w", encoding="utf-8") as f:
+      f.write(content)
+
+
+def export(bert_config_file, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
+           max_seq_length=128, num_labels=None, label_names=None, export_format="single",
+           top_k=5, allow_random_head=False, overwrite=False):
+  """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks)."""
+  config = BertConfig.from_json_file(bert_config_file)
+  vocab = tokenization.load_vocab_tokens(vocab_file)
+  if not 3 <= max_seq_length <= config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={max_seq_length} must be in [3, "
+                     f"max_position_embeddings={config.max_position_embeddings}]")
+  if label_names:
+    if num_labels and num_labels != len(label_names):
+      raise ValueError(f"--num_labels={num_labels} but {len(label_names)} --label_names")
+    num_labels = len(label_names)
+  if export_format == "hub_pair" and model_type != "encoder":
+    raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")
+  if os.path.exists(export_dir) and os.listdir(export_dir):
+    if not overwrite:
+      raise ValueError(f"{export_dir} exists and is not empty (pass --overwrite)")
+    shutil.rmtree(export_dir)
+
+  model = model_types.build_model(model_type, config, num_labels)
+  resolved = tf1_checkpoint.load_weights(model, checkpoint, require_heads=not allow_random_head)
+  if allow_random_head:
+    logging.warning("--allow_random_head: a head absent from %s is exported with random "
+                    "weights.", resolved)
+  tokenizer = tokenization.TextTokenizer(vocab, lower_case=do_lower_case)
+  preprocessor = export_signatures.make_preprocessor(tokenizer, vocab, max_seq_length)
+  info = {"model_type": model_type, "checkpoint": resolved, "max_seq_length": max_seq_length,
+          "do_lower_case": bool(do_lower_case), "top_k": top_k, "label_names": label_names,
+          "export_format": export_format}
+  extra = {"bert_config.json": config.to_json_string(),
+           "export_info.json": json.dumps(info, indent=2) + "\n"}
+
+  if export_format == "single":
+    module = export_signatures.ServingModule(
+        model, model_type, preprocessor, _display_vocab(vocab, config.vocab_size, vocab_file),
+        top_k=top_k, label_names=label_names)
+    _save(module, export_dir, module.signatures(), vocab_file, extra)
+    return module
+  hub_pre = export_signatures.HubPreprocessor(preprocessor)
+  hub_encoder = export_signatures.HubEncoder(model)
+  _save(hub_pre, os.path.join(export_dir, "preprocessor"), hub_pre.signatures(), vocab_file,
+        extra)
+  _save(hub_encoder, os.path.join(export_dir, "encoder"), hub_encoder.signatures(),
+        vocab_file, extra)
+  return hub_pre, hub_encoder
+
+
+def main(argv):
+  del argv
+  for name in ("bert_config_file", "checkpoint", "vocab_file", "model_type", "export_dir"):
+    if getattr(FLAGS, name) is None:
+      raise app.UsageError(f"--{name} is required")
+  try:
+    export(FLAGS.bert_config_file, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.do_lower_case,
+           FLAGS.model_type, FLAGS.export_dir, FLAGS.max_seq_length, FLAGS.num_labels,
+           FLAGS.label_names, FLAGS.export_format, FLAGS.top_k, FLAGS.allow_random_head,
+           FLAGS.overwrite)
+  except (ValueError, FileNotFoundError) as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+  print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(main)
