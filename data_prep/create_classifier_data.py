@@ -1,0 +1,104 @@
+r"""Writes GLUE classifier features to TFRecords (offline; run_classifier also caches them).
+
+  python -m data_prep.create_classifier_data --task_name=MRPC \
+    --data_dir=glue_data/MRPC --vocab_file=vocab.txt --do_lower_case=True \
+    --max_seq_length=128 --output_dir=out/mrpc_data
+
+writes `OUTPUT_DIR/<split>.tf_record` for train, the dev split(s) and the test split(s) (MNLI:
+`dev_matched`, `dev_mismatched`, `test_matched`, `test_mismatched`), each with a
+`<split>.tf_record.json` holding the example count, labels and guids (test guids end with
+the GLUE submission index). `--data_dir` is a `glue_data/<TASK>` folder, or a TFDS data dir
+holding `glue/<config>`; `--tfds_data_dir` forces TFDS.
+"""
+
+import logging
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+from data_prep import classifier_features
+from data_prep import glue_processors
+
+logger = logging.getLogger(__name__)
+
+
+def task_splits(processor, splits=("train", "dev", "test")):
+  """Split names to write: "dev"/"test" expand to the task's (MNLI has two of each)."""
+  out = []
+  for split in splits:
+    out.extend({"dev": processor.eval_splits, "test": processor.predict_splits}.get(
+        split, (split,)))
+  return out
+
+
+def write_split(processor, split, output_dir, vocab_file, do_lower_case, max_seq_length,
+                data_dir=None, tfds_data_dir=None, max_examples=0, seed=12345):
+  """Writes (or reuses, if written with the same settings) `output_dir/<split>.tf_record`.
+
+  Args:
+    max_examples: keep a seeded random subset of this many examples (0: all).
+  Returns:
+    (path, meta): meta has "num_examples", "labels", "guids", "is_regression".
+  """
+  path = os.path.join(output_dir, f"{split}.tf_record")
+  key = {"task": processor.name, "split": split, "data_dir": data_dir,
+         "tfds_data_dir": tfds_data_dir, "vocab_file": os.path.abspath(vocab_file),
+         "do_lower_case": bool(do_lower_case), "max_seq_length": max_seq_length,
+         "max_examples": max_examples, "seed": seed}
+
+  def build():
+    examples = glue_processors.load_examples(processor, split, data_dir, tfds_data_dir)
+    examples = classifier_features.subsample(examples, max_examples, seed)
+    if not examples:
+      raise ValueError(f"{processor.name} {split}: no examples")
+    tokenizer = classifier_features.cached_tokenizer(vocab_file, do_lower_case)
+    columns = classifier_features.convert_examples(examples, processor.get_labels(),
+                                                   max_seq_length, tokenizer)
+    features = classifier_features.classifier_schema(max_seq_length, processor.is_regression)
+    meta = {"labels": processor.get_labels(), "is_regression": processor.is_regression,
+            "guids": [e.guid for e in examples]}
+    return features, columns, meta
+
+  return path, classifier_features.cached_tfrecord(path, key, build)
+
+
+FLAGS = flags.FLAGS
+
+
+def define_flags():
+  flags.DEFINE_string("task_name", None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, "
+                      "QNLI, RTE, WNLI.")
+  flags.DEFINE_string("data_dir", None, "glue_data/<TASK> folder, or a TFDS data dir.")
+  flags.DEFINE_string("tfds_data_dir", None, "Read TFDS glue/<config> from this data dir.")
+  flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with.")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models).")
+  flags.DEFINE_integer("max_seq_length", 128, "Tokens per example, [CLS] and [SEP] included.")
+  flags.DEFINE_string("output_dir", None, "Where the TFRecords go.")
+  flags.DEFINE_list("splits", ["train", "dev", "test"], "Splits to write.")
+  flags.DEFINE_integer("max_train_examples", 0,
+                       "Keep a seeded random subset of the training set (0: all).")
+  flags.DEFINE_integer("random_seed", 12345, "Seed of --max_train_examples.")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  logging.basicConfig(level=logging.INFO, format="%(message)s")
+  try:
+    processor = glue_processors.get_processor(FLAGS.task_name)
+    for split in task_splits(processor, FLAGS.splits):
+      path, meta = write_split(
+          processor, split, FLAGS.output_dir, FLAGS.vocab_file, FLAGS.do_lower_case,
+          FLAGS.max_seq_length, FLAGS.data_dir, FLAGS.tfds_data_dir,
+          FLAGS.max_train_examples if split == "train" else 0, FLAGS.random_seed)
+      print(f"{path}: {meta['num_examples']} examples")
+  except (ValueError, FileNotFoundError) as e:
+    sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+  define_flags()
+  flags.mark_flags_as_required(["task_name", "vocab_file", "output_dir"])
+  app.run(main)

@@ -1,0 +1,139 @@
+r"""The feature-based approach: per-token activations of chosen encoder layers, no fine-tuning.
+
+  python -m official_bert.extract_features --input_file=input.txt --output_file=out.jsonl \
+    --vocab_file=vocab.txt --bert_config_file=bert_config.json \
+    --init_checkpoint=bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128 \
+    --batch_size=8
+
+Input: one text per line, or a pair `text a ||| text b`. Output, as google-research/bert's
+extract_features.py, one JSON object per line:
+  {"linex_index": 0, "features": [{"token": "[CLS]", "layers": [{"index": -1,
+                                   "values": [0.1, ...]}, ...]}, ...]}
+(`index` counts from the last layer, -1; values rounded to 6 decimals), or with
+`--output_file=*.npz` arrays `values` [lines, seq, layers, hidden] (float32), `tokens`,
+`input_ids`, `input_mask` [lines, seq] and `layers`. `--pooling=concat` or `sum` replaces the
+chosen layers by their concatenation or (`--layer_weights`-)weighted sum, the paper's best
+feature-based NER variants; the JSON then has one layer entry, its `index` naming the layers.
+--init_checkpoint: ours, google-research TF1, or a Hugging Face model folder.
+"""
+
+import json
+import re
+
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+from data_prep import classifier_features
+from official_bert import finetuning_runner
+from official_bert.encoder import BertEncoder
+
+flags.DEFINE_string("input_file", None, "Text, one example per line (`a ||| b` for pairs).")
+flags.DEFINE_string("output_file", None, "JSON lines, or .npz arrays.")
+flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Layers to output, -1 = last.")
+flags.DEFINE_enum("pooling", "none", ["none", "concat", "sum"],
+                  "Keep the layers apart, concatenate them, or add them (weighted).")
+flags.DEFINE_list("layer_weights", None, "Weights of --pooling=sum (default: all 1).")
+flags.DEFINE_string("bert_config_file", None, "bert_config.json (or the HF config.json).")
+flags.DEFINE_string("init_checkpoint", None, "Weights: ours, TF1 or a Hugging Face folder.")
+flags.DEFINE_string("vocab_file", None, "The vocabulary of the model.")
+flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models).")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per example; longer inputs are cut.")
+flags.DEFINE_integer("batch_size", 8, "Examples per forward pass.")
+FLAGS = flags.FLAGS
+
+_PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # the original's pair syntax
+
+
+def read_examples(path):
+  """(text_a, text_b or None) per line of `path`."""
+  with open(path, encoding="utf-8") as f:
+    lines = [line.strip() for line in f]
+  return [(m.group(1), m.group(2)) if (m := _PAIR.match(line)) else (line, None)
+          for line in lines]
+
+
+def encode(examples, tokenizer, max_seq_length):
+  """[n, seq] input_ids, input_mask, segment_ids of `[CLS] a [SEP] (b [SEP])`."""
+  cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+  a = classifier_features.ragged_rows(tokenizer, [e[0] for e in examples])
+  b = classifier_features.ragged_rows(tokenizer, [e[1] or "" for e in examples])
+  rows = [classifier_features.pack_pair(a[i], b[i] if e[1] is not None else None, cls_id,
+                                        sep_id, max_seq_length)[:3]
+          for i, e in enumerate(examples)]
+  return [np.stack(column) for column in zip(*rows)]
+
+
+def layer_activations(encoder, input_ids, input_mask, segment_ids, layers, batch_size):
+  """[n, seq, len(layers), hidden] float32: the chosen layers' outputs (-1 = last)."""
+  @tf.function
+  def forward(ids, mask, types):
+    outputs = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types},
+                      training=False)["encoder_outputs"]
+    return tf.stack([outputs[i] for i in layers], axis=2)  # [b, seq, k, hidden]
+
+  chunks = []
+  for start in range(0, len(input_ids), batch_size):
+    batch = [tf.constant(x[start:start + batch_size], tf.int32)
+             for x in (input_ids, input_mask, segment_ids)]
+    chunks.append(forward(*batch).numpy().astype(np.float32))
+  return np.concatenate(chunks)
+
+
+def pool(values, pooling, weights=None):
+  """[n, seq, k, h] -> as is (none), [n, seq, 1, k*h] (concat) or [n, seq, 1, h] (sum)."""
+  if pooling == "concat":
+    return values.reshape(values.shape[:2] + (1, -1))
+  if pooling == "sum":
+    w = np.ones(values.shape[2], np.float32) if weights is None else np.asarray(weights,
+                                                                                np.float32)
+    return np.einsum("nskh,k->nsh", values, w)[:, :, None, :]
+  return values
+
+
+def json_lines(values, tokens, lengths, layer_names):
+  """The original's JSON objects, one per example."""
+  for i, (row, length) in enumerate(zip(values, lengths)):
+    yield {"linex_index": i, "features": [
+        {"token": tokens[i][t],
+         "layers": [{"index": name, "values": [round(float(x), 6) for x in row[t, k]]}
+                    for k, name in enumerate(layer_names)]} for t in range(length)]}
+
+
+def run(flag_values):
+  layers = [int(x) for x in flag_values.layers]
+  config = finetuning_runner.model_config(flag_values)
+  bad = [i for i in layers if not -config.num_hidden_layers <= i < config.num_hidden_layers]
+  if bad:
+    raise ValueError(f"--layers {bad} out of range for {config.num_hidden_layers} layers")
+  weights = [float(w) for w in flag_values.layer_weights] if flag_values.layer_weights else None
+  if weights is not None and len(weights) != len(layers):
+    raise ValueError(f"--layer_weights has {len(weights)} values for {len(layers)} layers")
+  tokenizer = classifier_features.cached_tokenizer(finetuning_runner.vocab_file(flag_values),
+                                                   flag_values.do_lower_case)
+  examples = read_examples(flag_values.input_file)
+  if not examples:
+    raise ValueError(f"{flag_values.input_file}: no lines")
+  ids, mask, segments = encode(examples, tokenizer, flag_values.max_seq_length)
+  encoder = BertEncoder.from_bert_config(config)
+  encoder.build()
+  if flag_values.init_checkpoint:
+    finetuning_runner.load_initial_weights(encoder, flag_values.init_checkpoint)
+  values = pool(layer_activations(encoder, ids, mask, segments, layers, flag_values.batch_size),
+                flag_values.pooling, weights)
+  names = layers if flag_values.pooling == "none" else [",".join(map(str, layers))]
+  lengths = mask.sum(axis=1)
+  tokens = [tokenizer.convert_ids_to_tokens(row[:n].tolist()) for row, n in zip(ids, lengths)]
+  if flag_values.output_file.endswith(".npz"):
+    padded = np.array([t + [""] * (ids.shape[1] - len(t)) for t in tokens], dtype=str)
+    np.savez(flag_values.output_file, values=values, tokens=padded, input_ids=ids,
+             input_mask=mask, layers=np.array(layers))
+  else:
+    with open(flag_values.output_file, "w", encoding="utf-8") as f:
+      for record in json_lines(values, tokens, lengths, names):
+        f.write(json.dumps(record) + "\n")
+  return values
+
+
+if __name__ == "__main__":
+  finetuning_runner.launch(run, ["input_file", "output_file"])

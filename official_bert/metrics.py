@@ -1,0 +1,127 @@
+"""Corpus-level scores of GLUE and CoNLL-2003, as plain numpy functions.
+
+These need every prediction at once (an F1 or a correlation is not a mean of per-batch
+values), so the run scripts compute them on the host from `training_loop.predict` outputs.
+Definitions follow the GLUE and conlleval conventions:
+  - F1: of the positive class (label 1), as GLUE reports it for MRPC and QQP;
+  - Matthews correlation (CoLA): 0 when a confusion-matrix margin is empty (sklearn's choice);
+  - Spearman: Pearson of the ranks, ties given their average rank (scipy's choice);
+  - CoNLL entities: an entity counts only when its type and both boundaries match.
+"""
+
+import numpy as np
+
+
+def accuracy(predictions, labels):
+  predictions, labels = np.asarray(predictions), np.asarray(labels)
+  return float(np.mean(predictions == labels)) if labels.size else 0.0
+
+
+def f1_score(predictions, labels, positive=1):
+  """Binary F1 of class `positive`; 0 when there is no true or predicted positive."""
+  predictions, labels = np.asarray(predictions), np.asarray(labels)
+  tp = np.sum((predictions == positive) & (labels == positive))
+  fp = np.sum((predictions == positive) & (labels != positive))
+  fn = np.sum((predictions != positive) & (labels == positive))
+  return float(2 * tp / (2 * tp + fp + fn)) if tp else 0.0
+
+
+def matthews_corrcoef(predictions, labels):
+  """Binary Matthews correlation: (TP TN - FP FN) / sqrt of the four margins' product."""
+  p = np.asarray(predictions).astype(bool)
+  t = np.asarray(labels).astype(bool)
+  tp, tn = float(np.sum(p & t)), float(np.sum(~p & ~t))
+  fp, fn = float(np.sum(p & ~t)), float(np.sum(~p & t))
+  denominator = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
+  return float((tp * tn - fp * fn) / denominator) if denominator else 0.0
+
+
+def pearson(x, y):
+  x = np.asarray(x, np.float64)
+  y = np.asarray(y, np.float64)
+  dx, dy = x - x.mean(), y - y.mean()
+  denominator = np.sqrt(np.sum(dx * dx) * np.sum(dy * dy))
+  return float(np.sum(dx * dy) / denominator) if denominator else 0.0
+
+
+def average_ranks(x):
+  """Ranks 1..n; tied values share the mean of the ranks they span."""
+  x = np.asarray(x)
+  order = np.argsort(x, kind="mergesort")
+  sorted_x = x[order]
+  # Start of each run of equal values; a run from i to j-1 gets rank (i + j + 1) / 2.
+  starts = np.r_[True, sorted_x[1:] != sorted_x[:-1]]
+  run_id = np.cumsum(starts) - 1
+  bounds = np.r_[np.nonzero(starts)[0], len(x)]
+  mean_rank = (bounds[:-1] + bounds[1:] + 1) / 2.0
+  ranks = np.empty(len(x), np.float64)
+  ranks[order] = mean_rank[run_id]
+  return ranks
+
+
+def spearman(x, y):
+  return pearson(average_ranks(x), average_ranks(y))
+
+
+def glue_scores(task_name, predictions, labels):
+  """The metrics GLUE reports for a task (predictions: class ids, or scores for STS-B)."""
+  key = task_name.lower().replace("-", "")
+  if key == "stsb":
+    p, s = pearson(predictions, labels), spearman(predictions, labels)
+    return {"pearson": p, "spearman": s, "corr": (p + s) / 2}
+  scores = {"accuracy": accuracy(predictions, labels)}
+  if key == "cola":
+    scores["matthews_corr"] = matthews_corrcoef(predictions, labels)
+  if key in ("mrpc", "qqp"):
+    scores["f1"] = f1_score(predictions, labels)
+    scores["acc_and_f1"] = (scores["accuracy"] + scores["f1"]) / 2
+  return scores
+
+
+def entities(tags):
+  """{(type, start, end)} of a tag sequence (end exclusive), conlleval's chunk rules.
+
+  A chunk starts at `B-X`, or at `I-X` after `O` or another type (an ill-formed sequence,
+  as a model may predict); it continues over `I-X`.
+  """
+  spans = set()
+  kind, start = None, 0
+  for i, tag in enumerate(list(tags) + ["O"]):
+    prefix, tag_type = (tag[:1], tag[2:]) if tag != "O" else ("O", None)
+    if kind is not None and (prefix != "I" or tag_type != kind):
+      spans.add((kind, start, i))
+      kind = None
+    if prefix in ("B", "I") and kind is None:
+      kind, start = tag_type, i
+  return spans
+
+
+def entity_scores(true_sequences, predicted_sequences):
+  """Entity precision, recall and F1 over sentences, overall and per type (conlleval).
+
+  Returns {"precision", "recall", "f1", "per_type": {type: {precision, recall, f1,
+  support}}}; values are fractions (conlleval prints percentages).
+  """
+  if len(true_sequences) != len(predicted_sequences):
+    raise ValueError(f"{len(true_sequences)} true vs {len(predicted_sequences)} predicted "
+                     "sentences")
+  gold, found = set(), set()
+  for i, (t, p) in enumerate(zip(true_sequences, predicted_sequences)):
+    if len(t) != len(p):
+      raise ValueError(f"sentence {i}: {len(t)} true vs {len(p)} predicted tags")
+    gold |= {(i,) + e for e in entities(t)}
+    found |= {(i,) + e for e in entities(p)}
+
+  def prf(g, f):
+    correct = len(g & f)
+    precision = correct / len(f) if f else 0.0
+    recall = correct / len(g) if g else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if correct else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+  scores = prf(gold, found)
+  types = sorted({e[1] for e in gold | found})
+  scores["per_type"] = {
+      k: dict(prf({e for e in gold if e[1] == k}, {e for e in found if e[1] == k}),
+              support=sum(e[1] == k for e in gold)) for k in types}
+  return scores

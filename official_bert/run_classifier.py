@@ -1,0 +1,94 @@
+r"""GLUE sentence (pair) classification and STS-B regression, as google-research/bert's.
+
+  python -m official_bert.run_classifier --task_name=MRPC --data_dir=glue_data/MRPC \
+    --vocab_file=vocab.txt --bert_config_file=bert_config.json \
+    --init_checkpoint=bert_model.ckpt --do_train --do_eval --do_predict \
+    --max_seq_length=128 --train_batch_size=32 --learning_rate=2e-5 \
+    --num_train_epochs=3 --output_dir=out/mrpc
+
+--init_checkpoint: ours, a google-research TF1 checkpoint, or a Hugging Face model folder
+(`model.safetensors` + `config.json` + `vocab.txt`; then --bert_config_file and --vocab_file
+may be left out). --data_dir holds the `glue_data/<TASK>` TSVs, or is a TFDS data dir with
+`glue/<config>` (or pass --tfds_data_dir). Features are written once to
+`OUTPUT_DIR/<split>.tf_record` (reused while the settings match) and read back by the input
+pipeline. Outputs: `eval_results.txt` (loss, accuracy and the task's GLUE metrics; MNLI adds
+`eval_mismatched_results.txt`), `test_results.tsv` (class probabilities, as the original) and
+the GLUE submission file (`MRPC.tsv`, `MNLI-m.tsv`, ...: `index<TAB>prediction`).
+"""
+
+import os
+import sys
+
+from absl import flags
+import numpy as np
+
+from data_prep import create_classifier_data
+from data_prep import glue_processors
+from official_bert import finetuning_runner
+from official_bert import metrics
+from official_bert.classification_task import ClassificationTask
+
+flags.DEFINE_string("task_name", None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, "
+                    "RTE, WNLI.")
+flags.DEFINE_string("data_dir", None, "The glue_data/<TASK> folder (or a TFDS data dir).")
+flags.DEFINE_string("tfds_data_dir", None, "Read TFDS glue/<config> from this data dir.")
+finetuning_runner.define_flags(default_batch_size=32, default_lr=5e-5, default_seq=128)
+FLAGS = flags.FLAGS
+
+
+class ClassifierJob:
+  """GLUE data, metrics and submission files for `finetuning_runner.run`."""
+
+  def __init__(self, flag_values):
+    self.flags = flag_values
+    self.processor = glue_processors.get_processor(flag_values.task_name)
+    self.meta = {}
+
+  def _write(self, split, vocab):
+    fv = self.flags
+    path, self.meta[split] = create_classifier_data.write_split(
+        self.processor, split, fv.output_dir, vocab, fv.do_lower_case, fv.max_seq_length,
+        fv.data_dir, fv.tfds_data_dir, fv.max_train_examples if split == "train" else 0,
+        fv.random_seed)
+    return path, self.meta[split]["num_examples"]
+
+  def prepare(self, flag_values):
+    return finetuning_runner.prepare_splits(flag_values, self._write, self.processor.eval_splits,
+                                            self.processor.predict_splits)
+
+  def make_task(self, bert_config):
+    regression = self.processor.is_regression
+    return ClassificationTask(bert_config, 1 if regression else len(self.processor.labels),
+                              self.flags.max_seq_length, is_regression=regression)
+
+  def _predicted(self, logits):  # [n, labels] -> class ids, or scores for regression
+    return logits[:, 0] if self.processor.is_regression else np.argmax(logits, -1)
+
+  def score(self, split, predictions):
+    real = predictions["is_real_example"] > 0
+    return metrics.glue_scores(self.processor.name, self._predicted(predictions["logits"])[real],
+                               predictions["label_ids"][real])
+
+  def write_predictions(self, split, predictions):
+    real = predictions["is_real_example"] > 0
+    logits = predictions["logits"][real]
+    guids = self.meta[split]["guids"]
+    out = self.flags.output_dir
+    rows = logits if self.processor.is_regression else finetuning_runner.softmax(logits)
+    results = os.path.join(out, "test_results.tsv" if split == "test" else f"{split}_results.tsv")
+    with open(results, "w", encoding="utf-8") as f:
+      f.writelines("\t".join(f"{p:.6f}" for p in row) + "\n" for row in rows)
+    submission = os.path.join(out, self.processor.submission_name(split) + ".tsv")
+    with open(submission, "w", encoding="utf-8") as f:
+      f.write("index\tprediction\n")
+      for guid, value in zip(guids, self._predicted(logits)):
+        label = f"{value:.3f}" if self.processor.is_regression else self.processor.labels[value]
+        f.write(f"{guid.rsplit('-', 1)[1]}\t{label}\n")
+
+
+def run(flag_values):
+  return finetuning_runner.run(flag_values, ClassifierJob(flag_values), sys.modules[__name__])
+
+
+if __name__ == "__main__":
+  finetuning_runner.launch(run, ["task_name", "output_dir"])
