@@ -31,7 +31,6 @@ from official_bert import checkpointing
 from official_bert import common_flags
 from official_bert import distribution
 from official_bert import hf_weights
-from official_bert import optimization
 from official_bert import runner
 from official_bert import tasks
 from official_bert import training_loop
@@ -180,19 +179,6 @@ def results_name(split):
   return split.replace("dev", "eval", 1) if split.startswith("dev") else split
 
 
-def make_trainer(flag_values, strategy, task, num_train_steps, num_warmup_steps):
-  """The `Trainer` with the original's optimizer and schedule, as the flags configure it."""
-  schedule = optimization.WarmupLinearDecay(flag_values.learning_rate, num_warmup_steps,
-                                            num_train_steps)
-  return training_loop.Trainer(
-      strategy, task,
-      lambda: optimization.create_optimizer(flag_values.optimizer, schedule,
-                                            weight_decay=flag_values.weight_decay),
-      flag_values.train_batch_size, flag_values.num_accumulation_steps,
-      clip_norm=flag_values.clip_norm, dtype=flag_values.dtype,
-      enable_xla=flag_values.enable_xla)
-
-
 def run(flag_values, job, main_module):
   """Trains, evaluates and predicts as the flags ask; returns {"train", split: results}."""
   if not (flag_values.do_train or flag_values.do_eval or flag_values.do_predict):
@@ -208,7 +194,7 @@ def run(flag_values, job, main_module):
   data = job.prepare(flag_values)
   task = job.make_task(config)
   steps, warmup = train_steps(flag_values, data.num_train_examples or 1)
-  trainer = make_trainer(flag_values, strategy, task, steps, warmup)
+  trainer = runner.make_trainer(flag_values, strategy, task, steps, warmup)
   init = tf_init_checkpoint(trainer.model, flag_values.init_checkpoint, output_dir)
   results = {}
   if flag_values.do_train:

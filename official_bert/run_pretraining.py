@@ -19,10 +19,8 @@ import tensorflow as tf
 
 from official_bert import bert_config as bert_config_lib
 from official_bert import common_flags
-from official_bert import optimization
 from official_bert import runner
 from official_bert import tasks
-from official_bert import training_loop
 
 flags.DEFINE_string("input_file", None, "Pretraining TFRecords: comma-separated globs.")
 flags.DEFINE_string("eval_input_file", None, "Held-out TFRecords (default: --input_file).")
@@ -46,16 +44,8 @@ def run(flag_values):
   task = tasks.PretrainingTask(config, flag_values.max_seq_length,
                                flag_values.max_predictions_per_seq,
                                flag_values.shuffle_buffer_size)
-  schedule = optimization.WarmupLinearDecay(flag_values.learning_rate,
-                                            flag_values.num_warmup_steps,
-                                            flag_values.num_train_steps)
-  trainer = training_loop.Trainer(
-      strategy, task,
-      lambda: optimization.create_optimizer(flag_values.optimizer, schedule,
-                                            weight_decay=flag_values.weight_decay),
-      flag_values.train_batch_size, flag_values.num_accumulation_steps,
-      clip_norm=flag_values.clip_norm, dtype=flag_values.dtype,
-      enable_xla=flag_values.enable_xla)
+  trainer = runner.make_trainer(flag_values, strategy, task, flag_values.num_train_steps,
+                                flag_values.num_warmup_steps)
   results = {}
 
   def dataset_fn(patterns, global_batch, is_training):

@@ -14,6 +14,7 @@ import tensorflow as tf
 from official_bert import checkpointing
 from official_bert import distribution
 from official_bert import input_pipeline
+from official_bert import optimization
 from official_bert import training_loop
 
 
@@ -33,6 +34,19 @@ def setup_runtime(flag_values):
   logging.info("Strategy %s with %d replica(s)", type(strategy).__name__,
                strategy.num_replicas_in_sync)
   return strategy
+
+
+def make_trainer(flag_values, strategy, task, num_train_steps, num_warmup_steps):
+  """The `Trainer` with the original's optimizer and schedule, as the common flags say."""
+  schedule = optimization.WarmupLinearDecay(flag_values.learning_rate, num_warmup_steps,
+                                            num_train_steps)
+  return training_loop.Trainer(
+      strategy, task,
+      lambda: optimization.create_optimizer(flag_values.optimizer, schedule,
+                                            weight_decay=flag_values.weight_decay),
+      flag_values.train_batch_size, flag_values.num_accumulation_steps,
+      clip_norm=flag_values.clip_norm, dtype=flag_values.dtype,
+      enable_xla=flag_values.enable_xla)
 
 
 def write_config_text(writer, config):

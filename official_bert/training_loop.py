@@ -108,7 +108,7 @@ class Trainer:
           metrics = {n: (metrics[n][0] + m[n][0], metrics[n][1] + m[n][1]) for n in metrics}
     grads = ctx.all_reduce(SUM, grads)
     parts = ctx.all_reduce(SUM, parts)
-    metrics = ctx.all_reduce(SUM, metrics)
+    metrics = ctx.all_reduce(SUM, metrics) if metrics else {}  # a task may have none
     if self.float16:
       scale = tf.cast(self.optimizer.dynamic_scale, tf.float32)
       grads = [g / scale for g in grads]
@@ -134,7 +134,7 @@ class Trainer:
     out["loss"] = loss
     for name, (num, den) in metrics.items():
       out[name + "_num"], out[name + "_den"] = num, den
-    return ctx.all_reduce(SUM, out)
+    return ctx.all_reduce(SUM, out)  # never empty: holds the loss
 
   # ---- host-side loops --------------------------------------------------------------------
 
