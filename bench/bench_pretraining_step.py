@@ -4,22 +4,19 @@ r"""Pretraining-step throughput on CPU: ours (official_bert Trainer) vs the peer
       [--seq=128] [--preds=20] [--steps=20,base=5] [--warmup=3,base=1] [--xla=both|on|off]
       [--repeats=3] [--peer_xla_scope=step|grads]
 
-One step = forward + backward + global-norm clip (1.0) + AdamW (wd 0.01, eps 1e-6, warmup /
-linear-decay LR), MLM (weighted mean over masked slots) + NSP losses, on the same synthetic
-batches (`input_pipeline.synthetic_pretraining_dataset`), float32, TF default threads.
-  ours  training_loop.Trainer(OneDeviceStrategy("/cpu:0"), PretrainingTask, create_optimizer
-        ("adamw")).train_steps(iterator, steps): the real training path (steps in one
-        tf.function, tf.range loop); XLA on = Trainer(enable_xla=True) (forward/backward only).
-  peer  tf_keras official.nlp.modeling.networks.BertEncoder + models.BertPretrainer (the V1
-        pretrainer: NSP = Dense(2) on the encoder's pooled output, like ours and the original),
-        official.modeling.optimization.legacy_adamw.AdamWeightDecay (Model Garden's "adamw";
-        its own clip disabled, we clip in the step), custom step tape.gradient ->
-        tf.clip_by_global_norm -> apply_gradients, steps run by a tf.range loop in one
-        tf.function. XLA on = jit_compile on the whole step (--peer_xla_scope=step) or on the
-        forward/backward only (=grads, like ours).
-Reported: sequences/s = batch * steps / wall seconds of one call (median over --repeats; the two
-sides alternate within each repeat), after --warmup steps (the first call traces/compiles).
---steps / --warmup take a default plus per-config overrides: "20,base=5".
+One step = forward + backward + global-norm clip 1.0 + AdamW (wd 0.01, eps 1e-6, BERT warmup /
+linear decay), MLM (weighted mean over masked slots) + NSP loss, float32, TF default threads,
+the same synthetic batches (`input_pipeline.synthetic_pretraining_dataset`) on both sides.
+  ours  training_loop.Trainer(OneDeviceStrategy("/cpu:0"), PretrainingTask, create_optimizer(
+        "adamw")).train_steps(iterator, steps), the real training path; XLA on = enable_xla.
+  peer  tf_keras networks.BertEncoder + models.BertPretrainer (V1: NSP = Dense(2) on the pooled
+        output, as ours), Model Garden's "adamw" (legacy_adamw.AdamWeightDecay, own clip off),
+        tape.gradient -> tf.clip_by_global_norm -> apply_gradients, a tf.range loop in one
+        tf.function; XLA on = jit_compile on the whole step (or only forward/backward, as ours
+        does, with --peer_xla_scope=grads).
+seq/s = batch * steps / wall seconds of one call, median over --repeats (sides alternate), after
+a --warmup call (trace/compile). CPU ms/step = process CPU time (all threads), median: skewed
+less than wall time by other busy processes. --steps/--warmup: default + per-config overrides.
 """
 
 import argparse
@@ -35,13 +32,13 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _REPO)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# pylint: disable=wrong-import-position
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
 import tf_keras  # noqa: E402
 from official.modeling.optimization import legacy_adamw  # noqa: E402
-from official.nlp.modeling import models as peer_models  # noqa: E402
-from official.nlp.modeling import networks as peer_networks  # noqa: E402
+from official.nlp.modeling import models as peer_models, networks as peer_networks  # noqa: E402
 
 from official_bert import input_pipeline, optimization, tasks, training_loop  # noqa: E402
 from official_bert.bert_config import BertConfig  # noqa: E402
@@ -50,7 +47,7 @@ PEAK_LR, WARMUP_STEPS, TRAIN_STEPS = 1e-4, 10000, 1000000
 
 
 def per_config(spec, name):
-  """"20,base=5" -> 5 for base, 20 otherwise."""
+  """The int for config `name` in a spec like "20,base=5" (5 for base, 20 otherwise)."""
   value = None
   for item in spec.split(","):
     key, _, val = item.strip().rpartition("=")
@@ -112,9 +109,6 @@ class PeerWarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
     step = tf.cast(step, tf.float32)
     decayed = PEAK_LR * (1.0 - tf.minimum(step, TRAIN_STEPS) / TRAIN_STEPS)
     return tf.where(step < WARMUP_STEPS, PEAK_LR * step / WARMUP_STEPS, decayed)
-
-  def get_config(self):
-    return {}
 
 
 def build_peer(args, cfg, xla, scope):
@@ -182,9 +176,10 @@ def build_peer(args, cfg, xla, scope):
 # ---- driver -----------------------------------------------------------------------------------
 
 def timed(run, steps):
-  start = time.perf_counter()
+  """(wall seconds, process CPU seconds, loss) of one call."""
+  start, cpu = time.perf_counter(), time.process_time()
   loss = run(steps)
-  return time.perf_counter() - start, loss
+  return time.perf_counter() - start, time.process_time() - cpu, loss
 
 
 def bench_one(args, name, xla):
@@ -195,16 +190,19 @@ def bench_one(args, name, xla):
   row = {"config": name, "xla": "on" if xla else "off", "steps": steps,
          "ours_params": ours_params, "peer_params": peer_params}
   for side, run in (("ours", ours), ("peer", peer)):
-    row[side + "_compile_s"], _ = timed(run, warmup)
-  times = {"ours": [], "peer": []}
+    row[side + "_compile_s"] = timed(run, warmup)[0]
+  times, cpus = {"ours": [], "peer": []}, {"ours": [], "peer": []}
   for _ in range(args.repeats):
     for side, run in (("ours", ours), ("peer", peer)):
-      seconds, row[side + "_loss"] = timed(run, steps)
+      seconds, cpu, row[side + "_loss"] = timed(run, steps)
       times[side].append(seconds)
+      cpus[side].append(cpu * 1000 / steps)
   for side in ("ours", "peer"):
     row[side + "_sps"] = args.batch * steps / statistics.median(times[side])
+    row[side + "_cpu_ms"] = statistics.median(cpus[side])
     row[side + "_all"] = " ".join(f"{args.batch * steps / t:.1f}" for t in times[side])
   row["ratio"] = row["ours_sps"] / row["peer_sps"]
+  row["cpu_ratio"] = row["peer_cpu_ms"] / row["ours_cpu_ms"]
   del ours, peer, ours_keep, peer_keep
   keras.backend.clear_session()
   tf_keras.backend.clear_session()
@@ -215,13 +213,11 @@ def bench_one(args, name, xla):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--configs", default="tiny,mini,small,base")
-  parser.add_argument("--batch", type=int, default=32)
-  parser.add_argument("--seq", type=int, default=128)
-  parser.add_argument("--preds", type=int, default=20)
+  for flag, default in (("batch", 32), ("seq", 128), ("preds", 20), ("repeats", 3)):
+    parser.add_argument("--" + flag, type=int, default=default)
   parser.add_argument("--steps", default="20,base=5", help='timed steps per call: "20,base=5"')
   parser.add_argument("--warmup", default="3,base=1", help="steps of the first (compile) call")
   parser.add_argument("--xla", choices=("both", "on", "off"), default="both")
-  parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--peer_xla_scope", choices=("step", "grads"), default="step",
                       help="peer XLA: jit the whole step, or only the forward/backward (ours)")
   args = parser.parse_args()
@@ -241,12 +237,14 @@ def main():
             f"{row['peer_compile_s']:.1f}s; last loss ours {row['ours_loss']:.3f} "
             f"peer {row['peer_loss']:.3f}", flush=True)
   header = (f"{'config':<7}{'xla':<5}{'steps':>6}{'params ours':>13}{'params peer':>13}"
-            f"{'ours seq/s':>12}{'peer seq/s':>12}{'ours/peer':>11}")
+            f"{'ours seq/s':>12}{'peer seq/s':>12}{'ours/peer':>11}"
+            f"{'CPU ms/step ours':>18}{'peer':>8}{'peer/ours':>11}")
   print("\n" + header + "\n" + "-" * len(header))
   for r in rows:
     print(f"{r['config']:<7}{r['xla']:<5}{r['steps']:>6}{r['ours_params']:>13,}"
           f"{r['peer_params']:>13,}{r['ours_sps']:>12.1f}{r['peer_sps']:>12.1f}"
-          f"{r['ratio']:>11.2f}")
+          f"{r['ratio']:>11.2f}{r['ours_cpu_ms']:>18.0f}{r['peer_cpu_ms']:>8.0f}"
+          f"{r['cpu_ratio']:>11.2f}")
   print(f"loadavg at the end: {load()} (other busy processes on a {os.cpu_count()}-core machine "
         "skew both sides)")
   mismatched = [r["config"] for r in rows if r["ours_params"] != r["peer_params"]]
