@@ -1,0 +1,208 @@
+r"""SQuAD v1.1 / v2.0 fine-tuning and prediction, as google-research/bert's run_squad.py.
+
+  python -m official_bert.run_squad --vocab_file=vocab.txt \
+    --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt \
+    --do_train --train_file=train-v1.1.json --do_predict --predict_file=dev-v1.1.json \
+    --train_batch_size=32 --learning_rate=3e-5 --num_train_epochs=2.0 \
+    --max_seq_length=384 --doc_stride=128 --output_dir=out/squad
+
+--train_file: a SQuAD JSON file (its features are written to OUTPUT_DIR/train.tf_record and
+reused while the settings match), or TFRecords from `data_prep.create_squad_data`.
+--predict_file: the SQuAD JSON to answer and score; --predict_feature_file: its features
+from `create_squad_data --is_training=false` (else written to OUTPUT_DIR/predict.tf_record).
+--init_checkpoint: ours, a google-research TF1 checkpoint, or a Hugging Face BERT folder
+(`model.safetensors`, `config.json`, `vocab.txt`: then --bert_config_file and --vocab_file
+may be left out). A checkpoint in --output_dir resumes instead.
+
+Writes predictions.json, nbest_predictions.json, null_odds.json (v2.0) like the original,
+and squad_eval_results.json: the official scores of predictions.json against
+--predict_file (v2.0: with null_odds.json as na-probs, plus
+"null_score_diff_threshold_search": the best --null_score_diff_threshold on this data and
+the EM/F1 it gives, searched on every question's best non-null answer).
+"""
+
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+import numpy as np
+
+from data_prep import create_squad_data
+from data_prep import squad_schema
+from official_bert import finetuning_runner
+from official_bert import input_pipeline
+from official_bert import squad_evaluate
+from official_bert import squad_postprocess
+from official_bert.squad_task import SquadTask
+
+flags.DEFINE_string("train_file", None, "SQuAD JSON for training, or its TFRecord(s) from "
+                    "data_prep.create_squad_data (comma-separated globs).")
+flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict on (and score against).")
+flags.DEFINE_string("predict_feature_file", None, "Prediction TFRecord from "
+                    "create_squad_data --is_training=false (its .meta.jsonl next to it).")
+flags.DEFINE_integer("doc_stride", 128, "Paragraph tokens between window starts.")
+flags.DEFINE_integer("max_query_length", 64, "Question tokens kept.")
+flags.DEFINE_integer("n_best_size", 20, "Candidate answers kept per question "
+                     "(nbest_predictions.json).")
+flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece tokens.")
+flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
+flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                   "v2.0: predict no answer if null score - best span score > this.")
+finetuning_runner.define_flags(default_batch_size=32, default_lr=5e-5, default_seq=384)
+FLAGS = flags.FLAGS
+
+_SETTINGS_KEYS = ("vocab_file", "do_lower_case", "max_seq_length", "doc_stride",
+                  "max_query_length", "version_2_with_negative", "is_training", "articles")
+
+
+def _is_json(path):
+  return path.endswith(".json")
+
+
+class SquadJob:
+  """SQuAD features, predictions and official scores for `finetuning_runner.run`."""
+
+  def __init__(self, flag_values):
+    self.flags = flag_values
+    self.vocab = None
+    self.predict_metadata = None
+
+  def _features(self, json_file, name, is_training):
+    """OUTPUT_DIR/name.tf_record for a SQuAD JSON file, reused while the settings match."""
+    fv = self.flags
+    settings = create_squad_data.Settings(
+        input_file=json_file, output_file=os.path.join(fv.output_dir, f"{name}.tf_record"),
+        vocab_file=self.vocab, do_lower_case=fv.do_lower_case,
+        max_seq_length=fv.max_seq_length, doc_stride=fv.doc_stride,
+        max_query_length=fv.max_query_length,
+        version_2_with_negative=fv.version_2_with_negative, is_training=is_training)
+    meta = squad_schema.metadata_path(settings.output_file)
+    if os.path.exists(meta) and os.path.getmtime(meta) > os.path.getmtime(json_file):
+      header = squad_schema.read_metadata(meta, header_only=True).header
+      wanted = dict(settings._asdict(), input_file=os.path.abspath(json_file),
+                    vocab_file=os.path.abspath(self.vocab))
+      if all(header.get(k) == wanted[k] for k in _SETTINGS_KEYS + ("input_file",)):
+        logging.info("Reusing %s (same input and settings)", settings.output_file)
+        return settings.output_file
+    create_squad_data.run(settings)
+    return settings.output_file
+
+  def _num_examples(self, tfrecord_patterns, is_training):
+    """Questions in our TFRecords (from their metadata headers), after checking that they
+    were written with this run's settings."""
+    paths = input_pipeline.expand_patterns(tfrecord_patterns)
+    total = 0
+    for path in paths:
+      header = squad_schema.read_metadata(squad_schema.metadata_path(path),
+                                          header_only=True).header
+      for key, flag in (("max_seq_length", self.flags.max_seq_length),
+                        ("do_lower_case", self.flags.do_lower_case),
+                        ("version_2_with_negative", self.flags.version_2_with_negative),
+                        ("is_training", is_training)):
+        if header.get(key) != flag:
+          raise ValueError(f"{path} was written with {key}={header.get(key)}; this run "
+                           f"needs {key}={flag}")
+      total += header["num_examples"]
+    return total
+
+  def prepare(self, flag_values):
+    fv = flag_values
+    if fv.max_train_examples:
+      raise ValueError("--max_train_examples is not supported by run_squad (use "
+                       "create_squad_data --articles)")
+    self.vocab = finetuning_runner.vocab_file(fv)
+    train_file, num_train = None, 0
+    if fv.do_train:
+      if not fv.train_file:
+        raise ValueError("--do_train needs --train_file")
+      train_file = (self._features(fv.train_file, "train", True) if _is_json(fv.train_file)
+                    else fv.train_file)
+      num_train = self._num_examples(train_file, True)
+    predict = {}
+    if fv.do_predict:
+      if not (fv.predict_file or fv.predict_feature_file):
+        raise ValueError("--do_predict needs --predict_file (or --predict_feature_file)")
+      path = fv.predict_feature_file or self._features(fv.predict_file, "predict", False)
+      self._num_examples(path, False)
+      self.predict_metadata = squad_schema.read_metadata(squad_schema.metadata_path(path))
+      predict["predict"] = path
+    return finetuning_runner.Data(train_file, num_train, {}, predict)
+
+  def make_task(self, bert_config):
+    return SquadTask(bert_config, self.flags.max_seq_length)
+
+  def score(self, split, predictions):
+    del split, predictions
+    return {}
+
+  def write_predictions(self, split, predictions):
+    """Postprocesses the logits, writes the original's files and the official scores."""
+    del split
+    from data_prep import tokenization  # pylint: disable=g-import-not-at-top
+    fv, meta = self.flags, self.predict_metadata
+    start = predictions["start_logits"].astype(np.float32)  # [windows, seq]
+    end = predictions["end_logits"].astype(np.float32)
+    results = {int(u): (s, e) for u, s, e in zip(predictions["unique_ids"], start, end)}
+    tokenizer = tokenization.FullTokenizer(self.vocab, fv.do_lower_case)
+    preds, nbest, null_odds = squad_postprocess.postprocess(
+        meta.examples, meta.features, results, tokenizer.split_words_batch, fv.n_best_size,
+        fv.max_answer_length, fv.version_2_with_negative, fv.null_score_diff_threshold)
+    out = fv.output_dir
+    squad_postprocess.write_json(preds, os.path.join(out, "predictions.json"))
+    squad_postprocess.write_json(nbest, os.path.join(out, "nbest_predictions.json"))
+    if fv.version_2_with_negative:
+      squad_postprocess.write_json(null_odds, os.path.join(out, "null_odds.json"))
+    logging.info("Wrote predictions for %d questions (%d windows) to %s", len(preds),
+                 len(results), out)
+    gold = fv.predict_file or (meta.header["input_file"] if not meta.header["articles"]
+                               else None)
+    if not gold:
+      logging.info("No --predict_file to score against (the features are an article slice)")
+      return
+    version, scores = _score(gold, preds, nbest, null_odds)
+    with open(os.path.join(out, "squad_eval_results.json"), "w", encoding="utf-8") as f:
+      json.dump(scores, f, indent=2)
+    logging.info("Official SQuAD %s scores of predictions.json against %s: %s", version, gold,
+                 json.dumps(scores))
+    if version != "1.1":
+      best = scores[THRESHOLD_SEARCH]
+      logging.info("Best --null_score_diff_threshold on this data: %s (EM %.2f, F1 %.2f)",
+                   best["best_f1_thresh"], best["best_exact"], best["best_f1"])
+
+
+THRESHOLD_SEARCH = "null_score_diff_threshold_search"
+
+
+def _score(gold, preds, nbest, null_odds):
+  """(version, official scores of `preds` against the `gold` file); v2.0 adds the search."""
+  version, dataset = squad_evaluate.read_dataset(gold)
+  num_gold = sum(len(p["qas"]) for a in dataset for p in a["paragraphs"])
+  if num_gold != len(preds):
+    logging.warning("%s has %d questions, the predictions cover %d", gold, num_gold,
+                    len(preds))
+  if version == "1.1":
+    return version, squad_evaluate.evaluate_v1(dataset, preds)
+  scores = squad_evaluate.evaluate_v2(dataset, preds, null_odds)
+  # The official best_* search runs on predictions.json, where questions over the current
+  # threshold already say "": it cannot know what a higher threshold would answer (a model
+  # that predicts "" everywhere gets best_f1_thresh 0.0 whatever its spans are worth). Run on
+  # every question's best non-null answer (what the threshold lets through) with the same
+  # null odds, the search scores each --null_score_diff_threshold exactly.
+  answers = {q: next((e["text"] for e in entries if e["text"]), "")
+             for q, entries in nbest.items()}
+  search = squad_evaluate.evaluate_v2(dataset, answers, null_odds)
+  scores[THRESHOLD_SEARCH] = {k: search[k] for k in (
+      "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")}
+  return version, scores
+
+
+def run(flag_values):
+  return finetuning_runner.run(flag_values, SquadJob(flag_values), sys.modules[__name__])
+
+
+if __name__ == "__main__":
+  flags.mark_flags_as_required(["output_dir"])
+  app.run(lambda argv: finetuning_runner.main(lambda: run(FLAGS), argv))

@@ -1,0 +1,125 @@
+"""Official SQuAD v1.1 / v2.0 scores on hand-worked cases, and the scripts' interface."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from official_bert import squad_evaluate as ev
+
+
+def _data(qas, version):
+  return {"version": version, "data": [{"title": "t", "paragraphs": [
+      {"context": "c", "qas": [{"id": qid, "question": "?",
+                                "answers": [{"text": t, "answer_start": 0} for t in golds]}
+                               for qid, golds in qas]}]}]}
+
+
+V1 = _data([("q1", ["Eiffel Tower", "the tower"]), ("q2", ["Paris"]), ("q3", ["1889"])], "1.1")
+V1_PREDS = {"q1": "The Eiffel Tower", "q2": "in Paris, France"}  # q3 unanswered
+
+V2 = _data([("q1", ["Paris", "paris!"]), ("q2", []), ("q3", ["blue whale"]), ("q4", [])],
+           "v2.0")
+V2_PREDS = {"q1": "Paris", "q2": "", "q3": "whale", "q4": "something"}
+V2_NA = {"q1": 0.1, "q2": 0.9, "q3": 0.3, "q4": 0.8}
+
+
+def test_normalization():
+  assert ev.normalize_answer("The  Cat's, a hat!") == "cats hat"
+  assert ev.normalize_answer("An apple\tthe\nend.") == "apple end"
+  assert ev.normalize_answer("theater") == "theater"  # articles only as whole words
+
+
+def test_v1_hand_worked():
+  # q1: "eiffel tower" == "eiffel tower": EM 1, F1 1. q2: "in paris france" vs "paris": one
+  # common token, precision 1/3, recall 1 -> F1 0.5, EM 0. q3: no prediction -> 0.
+  assert ev.f1_v1("the cat sat", "cat sat on mat") == pytest.approx(2 / 3)
+  result = ev.evaluate_v1(V1["data"], V1_PREDS)
+  assert result == {"exact_match": pytest.approx(100 / 3), "f1": pytest.approx(50.0)}
+
+
+def test_v1_equals_the_official_script_copy():
+  from official.nlp.tools import squad_evaluate_v1_1  # pylint: disable=g-import-not-at-top
+  preds = dict(V1_PREDS, q3="in 1889")
+  theirs = squad_evaluate_v1_1.evaluate(V1["data"], preds)  # fractions, "final_f1"
+  ours = ev.evaluate_v1(V1["data"], preds)
+  assert ours == pytest.approx({"exact_match": 100 * theirs["exact_match"],
+                                "f1": 100 * theirs["final_f1"]})
+
+
+def test_v2_hand_worked_without_and_with_threshold():
+  # Raw: q1 EM 1 F1 1; q2 "" vs no answer: 1, 1; q3 "whale" vs "blue whale": EM 0, F1 2/3;
+  # q4 "something" vs no answer: 0, 0.
+  result = ev.evaluate_v2(V2["data"], V2_PREDS)
+  assert result == pytest.approx({
+      "exact": 50.0, "f1": 100 * (8 / 3) / 4, "total": 4,
+      "HasAns_exact": 50.0, "HasAns_f1": 100 * (5 / 3) / 2, "HasAns_total": 2,
+      "NoAns_exact": 50.0, "NoAns_f1": 50.0, "NoAns_total": 2})
+  # na_prob > 0.5 means "no answer": q2 and q4 -> both NoAns right.
+  result = ev.evaluate_v2(V2["data"], V2_PREDS, V2_NA, na_prob_thresh=0.5)
+  assert result["exact"] == pytest.approx(75.0)
+  assert result["f1"] == pytest.approx(100 * (11 / 3) / 4)
+  # Best threshold, answering in na_prob order from "all no answer" (2 of 4 right):
+  # EM: q1 (0.1) +1 -> 3; q3 (0.3) +0; q4 (0.8) -1; q2 (0.9) 0 -> best 3/4 at 0.1.
+  # F1: q1 +1 -> 3; q3 +2/3 -> 3.67 (best, at 0.3); q4 -1; q2 0.
+  assert (result["best_exact"], result["best_exact_thresh"]) == (pytest.approx(75.0), 0.1)
+  assert (result["best_f1"], result["best_f1_thresh"]) == (pytest.approx(100 * (11 / 3) / 4),
+                                                           0.3)
+
+
+def test_v2_empty_normalized_gold_is_no_answer():
+  data = _data([("q", ["The", "a"])], "v2.0")["data"]
+  assert ev.evaluate_v2(data, {"q": ""})["exact"] == 100.0
+  assert ev.evaluate_v2(data, {"q": "the"})["exact"] == 100.0  # normalizes to ""
+  assert ev.evaluate_v2(data, {"q": "x"})["f1"] == 0.0
+
+
+def test_v2_equals_the_official_script_copy():
+  from official.nlp.tools import squad_evaluate_v2_0  # pylint: disable=g-import-not-at-top
+  theirs = squad_evaluate_v2_0.evaluate(V2["data"], V2_PREDS, V2_NA)
+  ours = ev.evaluate_v2(V2["data"], V2_PREDS, V2_NA)
+  for key in ("exact", "f1", "total", "HasAns_exact", "HasAns_f1", "NoAns_exact", "NoAns_f1"):
+    assert ours[key] == pytest.approx(theirs[key])
+  # tf-models-official renamed best_* to final_*.
+  for key in ("exact", "exact_thresh", "f1", "f1_thresh"):
+    assert ours[f"best_{key}"] == pytest.approx(theirs[f"final_{key}"])
+
+
+def _files(tmp_path, data, preds, na=None):
+  paths = []
+  for name, obj in (("data.json", data), ("pred.json", preds), ("na.json", na)):
+    if obj is not None:
+      (tmp_path / name).write_text(json.dumps(obj), encoding="utf-8")
+      paths.append(str(tmp_path / name))
+  return paths
+
+
+def test_command_line_v1_and_v2(tmp_path, capsys):
+  data, pred = _files(tmp_path, V1, V1_PREDS)
+  assert ev.main([data, pred]) == 0
+  assert set(json.loads(capsys.readouterr().out)) == {"exact_match", "f1"}
+  data, pred, na = _files(tmp_path, V2, V2_PREDS, V2_NA)
+  assert ev.main([data, pred, "--na-prob-file", na, "--na-prob-thresh", "0.5"]) == 0
+  out = json.loads(capsys.readouterr().out)
+  assert list(out) == ["exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
+                       "NoAns_exact", "NoAns_f1", "NoAns_total", "best_exact",
+                       "best_exact_thresh", "best_f1", "best_f1_thresh"]
+  assert out["exact"] == pytest.approx(75.0)
+
+
+def test_command_line_errors_name_the_file(tmp_path, capsys):
+  data, _ = _files(tmp_path, V1, {})
+  (tmp_path / "bad.json").write_text("{oops", encoding="utf-8")
+  assert ev.main([data, str(tmp_path / "bad.json")]) == 1
+  assert "bad.json: malformed JSON" in capsys.readouterr().err
+  assert ev.main([str(tmp_path / "bad.json"), data]) == 1
+  assert "bad.json: malformed JSON" in capsys.readouterr().err
+
+
+def test_module_runs_as_a_script(tmp_path):
+  data, pred = _files(tmp_path, V1, V1_PREDS)
+  proc = subprocess.run([sys.executable, "-m", "official_bert.squad_evaluate", data, pred],
+                        cwd=REPO, capture_output=True, text=True, check=True)
+  assert json.loads(proc.stdout)["f1"] == pytest.approx(50.0)
