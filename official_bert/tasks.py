@@ -47,8 +47,10 @@ class Task(abc.ABC):
 
 
 def _sparse_nll(labels, logits):
-  log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-  return -tf.gather(log_probs, labels, batch_dims=labels.shape.rank, axis=-1)
+  # The fused kernel: a gather from log_softmax would backprop through a scatter
+  # (UnsortedSegmentSum) into a zeroed [batch, P, vocab] tensor, much slower.
+  return tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.cast(labels, tf.int32), logits=tf.cast(logits, tf.float32))
 
 
 class PretrainingTask(Task):

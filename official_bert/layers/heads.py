@@ -69,8 +69,14 @@ class MaskedLMHead(keras.layers.Layer):
     x = self._activation_fn(self.transform_dense(gathered))  # [b, P, hidden]
     x = self.transform_layer_norm(x)  # [batch, P, hidden]
     table = ops.cast(embedding_table, x.dtype)  # [vocab, hidden]
-    logits = ops.einsum("bph,vh->bpv", x, table)  # [batch, P, vocab]
-    return logits + ops.cast(self.output_bias, x.dtype)
+    # One 2-D matmul: a batched [b, P, h] x [h, v] product would make the
+    # table's gradient a [b, h, v] batch of matmuls summed over b, several
+    # times slower (and b times the memory) on CPU.
+    batch, predictions = ops.shape(x)[0], ops.shape(x)[1]
+    flat = ops.reshape(x, (-1, self.hidden_size))  # [batch * P, hidden]
+    logits = tf.matmul(flat, table, transpose_b=True)  # [batch * P, vocab]
+    logits = tf.nn.bias_add(logits, ops.cast(self.output_bias, x.dtype))
+    return ops.reshape(logits, (batch, predictions, self.vocab_size))
 
   def compute_output_shape(self, sequence_output_shape, masked_positions_shape,
                            embedding_table_shape=None):
