@@ -2,7 +2,11 @@ r"""Pretraining-step throughput on CPU: ours (official_bert Trainer) vs the peer
 
   python bench/bench_pretraining_step.py [--configs=tiny,mini,small,base] [--batch=32]
       [--seq=128] [--preds=20] [--steps=20,base=5] [--warmup=3,base=1] [--xla=both|on|off]
-      [--repeats=3] [--peer_xla_scope=step|grads]
+      [--repeats=3] [--peer_xla_scope=step|grads] [--device=cpu|gpu] [--dtype=float32|bfloat16]
+      [--peak_tflops=N]
+  GPU (one H200, bf16 + XLA): python bench/bench_pretraining_step.py --device=gpu
+      --dtype=bfloat16 --xla=on --configs=base,large --batch=256 --steps=20 --warmup=3
+      (seq 512: --seq=512 --preds=80 --batch=64)
 
 One step = forward + backward + global-norm clip 1.0 + AdamW (wd 0.01, eps 1e-6, BERT warmup /
 linear decay), MLM (weighted mean over masked slots) + NSP loss, float32, TF default threads,
@@ -17,6 +21,9 @@ the same synthetic batches (`input_pipeline.synthetic_pretraining_dataset`) on b
 seq/s = batch * steps / wall seconds of one call, median over --repeats (sides alternate), after
 a --warmup call (trace/compile). CPU ms/step = process CPU time (all threads), median: skewed
 less than wall time by other busy processes. --steps/--warmup: default + per-config overrides.
+--dtype=bfloat16: Keras "mixed_bfloat16" on both sides (float32 variables and loss).
+MFU = model FLOP/s / --peak_tflops (default 989.4 on gpu, the H100/H200 SXM dense bf16 peak;
+none on CPU), with model FLOPs = 3 x the forward matmuls (`train_flops_per_sequence`).
 """
 
 import argparse
@@ -78,6 +85,19 @@ def dataset(args, cfg):
                                                       args.batch, seed=0)
 
 
+def train_flops_per_sequence(cfg, seq, preds):
+  """Matmul FLOPs of one training sequence: 3 x forward (forward + 2x backward).
+
+  Per layer: q/k/v/output projections 4*H*H and the feed-forward 2*H*I per token, plus
+  scores and context 2*S*H per token; MLM transform H*H and decoder H*V per prediction;
+  pooler and NSP. Embedding lookups, softmax and LayerNorm are not counted (as in MFU usage).
+  """
+  h, inner, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+  per_layer = 2 * seq * (4 * h * h + 2 * h * inner) + 2 * 2 * seq * seq * h
+  heads = 2 * preds * (h * h + h * cfg.vocab_size) + 2 * (h * h + 2 * h)
+  return 3 * (layers * per_layer + heads)
+
+
 def n_params(variables):
   return int(sum(np.prod(v.shape) for v in variables))
 
@@ -85,14 +105,14 @@ def n_params(variables):
 # ---- ours -------------------------------------------------------------------------------------
 
 def build_ours(args, cfg, xla):
-  strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+  strategy = tf.distribute.OneDeviceStrategy(f"/{args.device}:0")
   task = tasks.PretrainingTask(cfg, args.seq, args.preds)
   trainer = training_loop.Trainer(
       strategy, task,
       lambda: optimization.create_optimizer(
           "adamw", optimization.WarmupLinearDecay(PEAK_LR, WARMUP_STEPS, TRAIN_STEPS),
           weight_decay=0.01),
-      global_batch_size=args.batch, clip_norm=1.0, enable_xla=xla)
+      global_batch_size=args.batch, clip_norm=1.0, dtype=args.dtype, enable_xla=xla)
   iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: dataset(args, cfg)))
 
   def run(steps):
@@ -201,6 +221,10 @@ def bench_one(args, name, xla):
     row[side + "_sps"] = args.batch * steps / statistics.median(times[side])
     row[side + "_cpu_ms"] = statistics.median(cpus[side])
     row[side + "_all"] = " ".join(f"{args.batch * steps / t:.1f}" for t in times[side])
+  flops = train_flops_per_sequence(cfg, args.seq, args.preds)
+  for side in ("ours", "peer"):
+    row[side + "_tflops"] = row[side + "_sps"] * flops / 1e12
+    row[side + "_mfu"] = row[side + "_tflops"] / args.peak_tflops if args.peak_tflops else None
   row["ratio"] = row["ours_sps"] / row["peer_sps"]
   row["cpu_ratio"] = row["peer_cpu_ms"] / row["ours_cpu_ms"]
   del ours, peer, ours_keep, peer_keep
@@ -220,10 +244,22 @@ def main():
   parser.add_argument("--xla", choices=("both", "on", "off"), default="both")
   parser.add_argument("--peer_xla_scope", choices=("step", "grads"), default="step",
                       help="peer XLA: jit the whole step, or only the forward/backward (ours)")
+  parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+  parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+  parser.add_argument("--peak_tflops", type=float, default=None,
+                      help="peak FLOP/s for MFU (default: 989.4 on gpu, none on cpu)")
   args = parser.parse_args()
+  if args.peak_tflops is None and args.device == "gpu":
+    args.peak_tflops = 989.4
+  if args.device == "gpu" and not tf.config.list_physical_devices("GPU"):
+    parser.error("--device=gpu but TensorFlow sees no GPU")
+  tasks.set_precision(args.dtype)
+  tf_keras.mixed_precision.set_global_policy(
+      "mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
   print(machine_info())
   print(f"setup   : batch={args.batch} seq={args.seq} preds={args.preds} steps={args.steps} "
         f"warmup={args.warmup} repeats={args.repeats} peer_xla_scope={args.peer_xla_scope} "
+        f"device={args.device} dtype={args.dtype} "
         f"intra/inter threads={tf.config.threading.get_intra_op_parallelism_threads()}/"
         f"{tf.config.threading.get_inter_op_parallelism_threads()} (0 = TF default)", flush=True)
   modes = {"both": (False, True), "on": (True,), "off": (False,)}[args.xla]
@@ -245,6 +281,13 @@ def main():
           f"{r['peer_params']:>13,}{r['ours_sps']:>12.1f}{r['peer_sps']:>12.1f}"
           f"{r['ratio']:>11.2f}{r['ours_cpu_ms']:>18.0f}{r['peer_cpu_ms']:>8.0f}"
           f"{r['cpu_ratio']:>11.2f}")
+  if args.peak_tflops:
+    print(f"\nmodel TFLOP/s and MFU (peak {args.peak_tflops:g} TFLOP/s; "
+          "train FLOPs = 3 x forward matmuls):")
+    for r in rows:
+      print(f"{r['config']:<7}{r['xla']:<5} ours {r['ours_tflops']:8.2f} TFLOP/s "
+            f"MFU {r['ours_mfu']:6.1%} | peer {r['peer_tflops']:8.2f} TFLOP/s "
+            f"MFU {r['peer_mfu']:6.1%}")
   print(f"loadavg at the end: {load()} (other busy processes on a {os.cpu_count()}-core machine "
         "skew both sides)")
   mismatched = [r["config"] for r in rows if r["ours_params"] != r["peer_params"]]
