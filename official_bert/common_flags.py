@@ -35,6 +35,11 @@ def define_common_flags(default_batch_size=32, default_lr=5e-5):
                     "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.")
   flags.DEFINE_integer("num_gpus", None, "GPUs to use (default: all visible).")
   flags.DEFINE_string("tpu", None, "TPU name or address for --distribution_strategy=tpu.")
+  # google-research/bert's TPU flags, so its recipes run unchanged.
+  flags.DEFINE_bool("use_tpu", False, "Original name: same as --distribution_strategy=tpu.")
+  flags.DEFINE_string("tpu_name", None, "Original name of --tpu.")
+  flags.DEFINE_string("tpu_zone", None, "GCE zone of the TPU (default: looked up).")
+  flags.DEFINE_string("gcp_project", None, "GCP project of the TPU (default: looked up).")
   flags.DEFINE_integer("cpu_devices", None,
                        "Split the CPU into N logical devices (mirrored without GPUs; testing).")
   flags.DEFINE_enum("dtype", "float32", ["float32", "bfloat16", "float16"],
@@ -43,6 +48,23 @@ def define_common_flags(default_batch_size=32, default_lr=5e-5):
   flags.DEFINE_integer("random_seed", 12345, "Seed for initialization, dropout and input order.")
   flags.DEFINE_bool("deterministic", False, "Deterministic ops (bit-exact reruns; slower).")
   flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches at most.")
+
+
+def strategy_flags(flag_values):
+  """(strategy name, TPU name) from --distribution_strategy/--tpu or the original
+  --use_tpu/--tpu_name; contradicting combinations are errors, not silent choices."""
+  name, tpu = flag_values.distribution_strategy, flag_values.tpu
+  if flag_values.use_tpu:
+    if name not in ("one_device", "tpu"):  # one_device is the default: not a choice
+      raise ValueError(f"--use_tpu contradicts --distribution_strategy={name}")
+    name = "tpu"
+  if flag_values.tpu_name:
+    if tpu and tpu != flag_values.tpu_name:
+      raise ValueError(f"--tpu={tpu} and --tpu_name={flag_values.tpu_name} differ")
+    tpu = flag_values.tpu_name
+  if tpu and name != "tpu":
+    raise ValueError(f"--tpu/--tpu_name={tpu} needs --distribution_strategy=tpu (or --use_tpu)")
+  return name, tpu
 
 
 def steps_per_loop(flag_values):

@@ -17,7 +17,8 @@ def use_logical_cpus(count):
       cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
 
 
-def get_strategy(name="one_device", num_gpus=None, tpu=None, num_cpus=None):
+def get_strategy(name="one_device", num_gpus=None, tpu=None, num_cpus=None, tpu_zone=None,
+                 gcp_project=None):
   """A strategy by name.
 
   Args:
@@ -25,6 +26,7 @@ def get_strategy(name="one_device", num_gpus=None, tpu=None, num_cpus=None):
     num_gpus: GPUs to use (default: all visible); 0 means CPU.
     tpu: TPU address or name for `tpu` ("" or "local" for a local TPU VM).
     num_cpus: with no GPU, mirror over this many logical CPU devices (testing).
+    tpu_zone, gcp_project: where to look a TPU name up (default: from the metadata server).
   """
   if name not in STRATEGIES:
     raise ValueError(f"--distribution_strategy={name!r}: expected one of {STRATEGIES}")
@@ -48,7 +50,7 @@ def get_strategy(name="one_device", num_gpus=None, tpu=None, num_cpus=None):
       devices = [d.name for d in cpus[:num_cpus or len(cpus)]]
     return tf.distribute.MirroredStrategy(devices)
   resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-      tpu="" if tpu in (None, "local") else tpu)
+      tpu="" if tpu in (None, "local") else tpu, zone=tpu_zone, project=gcp_project)
   if tpu not in (None, "", "local"):
     tf.config.experimental_connect_to_cluster(resolver)
   tf.tpu.experimental.initialize_tpu_system(resolver)

@@ -12,6 +12,7 @@ import keras
 import tensorflow as tf
 
 from official_bert import checkpointing
+from official_bert import common_flags
 from official_bert import distribution
 from official_bert import input_pipeline
 from official_bert import optimization
@@ -26,8 +27,9 @@ def setup_runtime(flag_values):
   """
   if flag_values.cpu_devices:
     distribution.use_logical_cpus(flag_values.cpu_devices)
-  strategy = distribution.get_strategy(flag_values.distribution_strategy, flag_values.num_gpus,
-                                       flag_values.tpu, flag_values.cpu_devices)
+  name, tpu = common_flags.strategy_flags(flag_values)
+  strategy = distribution.get_strategy(name, flag_values.num_gpus, tpu, flag_values.cpu_devices,
+                                       flag_values.tpu_zone, flag_values.gcp_project)
   keras.utils.set_random_seed(flag_values.random_seed)
   if flag_values.deterministic:
     tf.config.experimental.enable_op_determinism()

@@ -315,3 +315,25 @@ def test_strategy_names_and_errors():
     distribution.get_strategy("parameter_server")
   with pytest.raises(ValueError, match="--num_gpus=2"):
     distribution.get_strategy("mirrored", num_gpus=2)
+
+
+def test_original_tpu_flags_map_onto_the_strategy_flags():
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+  from official_bert import common_flags  # pylint: disable=import-outside-toplevel
+
+  def resolve(**given):
+    values = dict(distribution_strategy="one_device", tpu=None, use_tpu=False, tpu_name=None)
+    values.update(given)
+    return common_flags.strategy_flags(SimpleNamespace(**values))
+
+  assert resolve() == ("one_device", None)
+  assert resolve(use_tpu=True, tpu_name="grpc://10.0.0.2:8470") == ("tpu", "grpc://10.0.0.2:8470")
+  assert resolve(distribution_strategy="tpu", tpu="my-tpu") == ("tpu", "my-tpu")
+  assert resolve(use_tpu=True) == ("tpu", None)  # a local TPU VM
+  assert resolve(distribution_strategy="mirrored") == ("mirrored", None)
+  with pytest.raises(ValueError, match="--use_tpu contradicts --distribution_strategy=mirrored"):
+    resolve(use_tpu=True, distribution_strategy="mirrored")
+  with pytest.raises(ValueError, match="differ"):
+    resolve(use_tpu=True, tpu="a", tpu_name="b")
+  with pytest.raises(ValueError, match="needs --distribution_strategy=tpu"):
+    resolve(tpu_name="my-tpu")
