@@ -202,15 +202,13 @@ def run(flag_values, job, main_module):
                  data.num_train_examples, steps, warmup, flag_values.train_batch_size)
     run_config = {"bert_config": config.to_dict(),
                   "flags": common_flags.flags_dict(flag_values, main_module)}
-    try:
+    with runner.explained_input_errors(data.train_file, flag_values.bert_config_file):
       results["train"] = runner.run_training(
           trainer, dataset_fn(task, data.train_file, flag_values.train_batch_size, True,
                               flag_values.random_seed),
           output_dir, steps, common_flags.steps_per_loop(flag_values),
           flag_values.save_checkpoints_steps, init, flag_values.keep_checkpoint_max,
           run_config)
-    except tf.errors.DataLossError as e:
-      raise runner.corrupt_input_error(data.train_file, e) from None
   else:
     runner.restore_for_eval(trainer, output_dir, init)  # raises if there is nothing
   results.update(evaluate_and_predict(flag_values, job, task, trainer, data))

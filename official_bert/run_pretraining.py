@@ -15,7 +15,6 @@ import sys
 from absl import app
 from absl import flags
 from absl import logging
-import tensorflow as tf
 
 from official_bert import bert_config as bert_config_lib
 from official_bert import common_flags
@@ -59,21 +58,20 @@ def run(flag_values):
   if flag_values.do_train:
     run_config = {"bert_config": config.to_dict(),
                   "flags": common_flags.flags_dict(flag_values, sys.modules[__name__])}
-    try:
+    with runner.explained_input_errors(flag_values.input_file, flag_values.bert_config_file):
       results["train"] = runner.run_training(
           trainer, dataset_fn(flag_values.input_file, flag_values.train_batch_size, True),
           flag_values.output_dir, flag_values.num_train_steps,
           common_flags.steps_per_loop(flag_values), flag_values.save_checkpoints_steps,
           flag_values.init_checkpoint, flag_values.keep_checkpoint_max, run_config)
-    except tf.errors.DataLossError as e:
-      raise runner.corrupt_input_error(flag_values.input_file, e) from None
   if flag_values.do_eval:
     if not flag_values.do_train:
       runner.restore_for_eval(trainer, flag_values.output_dir, flag_values.init_checkpoint)
     eval_files = flag_values.eval_input_file or flag_values.input_file
-    results["eval"] = runner.run_evaluation(
-        trainer, dataset_fn(eval_files, flag_values.eval_batch_size, False),
-        flag_values.output_dir, flag_values.max_eval_steps)
+    with runner.explained_input_errors(eval_files, flag_values.bert_config_file):
+      results["eval"] = runner.run_evaluation(
+          trainer, dataset_fn(eval_files, flag_values.eval_batch_size, False),
+          flag_values.output_dir, flag_values.max_eval_steps)
   return results
 
 

@@ -3,9 +3,11 @@
 Shared by every run_*.py script so none repeats the loop bookkeeping.
 """
 
+import contextlib
 import json
 import math
 import os
+import re
 
 from absl import logging
 import keras
@@ -143,6 +145,39 @@ def run_evaluation(trainer, dataset_fn, output_dir, max_eval_steps, name="eval")
           tf.summary.scalar(key, value)
     writer.flush()
   return results
+
+
+_OUT_OF_RANGE = re.compile(r"indices\[[\d,]*\] = (-?\d+) is not in \[0, (\d+)\)")
+# Which embedding table a failing gather belongs to -> the input feature and config key.
+_TABLES = (("token_type_embeddings", "input_type_ids (segment_ids)", "type_vocab_size"),
+           ("word_embeddings", "input_word_ids (input_ids)", "vocab_size"),
+           ("position_embeddings", "a position", "max_position_embeddings"))
+
+
+@contextlib.contextmanager
+def explained_input_errors(input_patterns, bert_config_file):
+  """Turns input-data failures inside training into ValueErrors that name the files.
+
+  A corrupt record (DataLossError) is traced to its file; an id outside an embedding table
+  (the records were written with another vocabulary than the model's config) says which
+  feature, which id and which config value disagree, instead of a graph traceback.
+  """
+  try:
+    yield
+  except tf.errors.DataLossError as e:
+    raise corrupt_input_error(input_patterns, e) from None
+  except tf.errors.InvalidArgumentError as e:
+    match = _OUT_OF_RANGE.search(e.message or "")
+    table = next((t for t in _TABLES if t[0] in (e.message or "")), None)
+    if not match or table is None:
+      raise
+    value, size = match.groups()
+    raise ValueError(
+        f"{input_patterns}: {table[1]} holds the id {value}, but "
+        f"{bert_config_file or 'the model config'} has "
+        f"{table[2]}={size}; the records were written for a different vocabulary or config "
+        "(check --vocab_file of create_pretraining_data / the data script against "
+        "--bert_config_file)") from None
 
 
 def corrupt_input_error(input_patterns, error):

@@ -4,6 +4,7 @@ import glob
 import json
 import math
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,7 +44,8 @@ def data(tmp_path_factory):
   configs = {}
   for name, overrides in [("tiny", {}), ("nodrop", {"hidden_dropout_prob": 0.0,
                                                     "attention_probs_dropout_prob": 0.0}),
-                          ("wider", {"hidden_size": 48})]:
+                          ("wider", {"hidden_size": 48}), ("vocab1000", {"vocab_size": 1000}),
+                          ("onetype", {"type_vocab_size": 1})]:
     path = root / f"{name}.json"
     path.write_text(json.dumps(dict(TINY, **overrides)))
     configs[name] = str(path)
@@ -239,6 +241,19 @@ def test_warm_start_resume_mismatch_tensorboard_and_eval(data, tmp_path):
 def test_bad_input_names_the_problem(data, tmp_path, extra, message):
   proc = _cli(_args(data, tmp_path / "o", **extra), check=False)
   assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("config,message", [
+    ("vocab1000", r"input_word_ids \(input_ids\) holds the id \d+, but \S+vocab1000.json has "
+                  r"vocab_size=1000"),
+    ("onetype", r"input_type_ids \(segment_ids\) holds the id 1, but \S+onetype.json has "
+                r"type_vocab_size=1"),
+])
+def test_records_for_another_vocabulary_or_config_are_named(data, tmp_path, config, message):
+  proc = _cli(_args(data, tmp_path / "o", config), check=False)
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert re.search(message, proc.stderr) and data["records"] in proc.stderr, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr
 
 
 def test_a_record_corrupted_mid_file_is_named(data, tmp_path):
