@@ -7,6 +7,13 @@ Signatures of a single-file export (`--export_format=single`):
   serve_ids(input_word_ids, input_mask, input_type_ids)   int32 [batch, seq], any seq up to
                                  max_position_embeddings; no tokenization in the graph.
 
+A multiple_choice (SWAG) export has instead:
+  serving_default(text, choices) text: string [batch], the context (SWAG: sent1); choices:
+                                 string [batch, num_choices], each a full continuation (SWAG:
+                                 sent2 + " " + ending); every (text, choice) is one pair, packed
+                                 as serving_pair does, to [batch, num_choices, seq].
+  serve_ids(input_word_ids, input_mask, input_type_ids)   int32 [batch, num_choices, seq].
+
 The text signatures tokenize in the graph (`text_to_inputs`; "[MASK]" in the text is the
 mask token), pack to `max_seq_length` and also return the packed `input_word_ids`,
 `input_mask`, `input_type_ids` and the WordPiece strings `tokens` [batch, seq], so that a
@@ -26,6 +33,8 @@ client can map a SQuAD span or a tag back to text. Outputs per model type (both 
   squad        start_logits [b, s], end_logits [b, s]
   tagger       logits [b, s, labels], probabilities [b, s, labels], predicted_ids [b, s] int32
                (+ predicted_labels [b, s] with label names)
+  multiple_choice  logits [b, choices], probabilities [b, choices] (softmax over the choices),
+               predicted_ids [b] int32: the best choice
 """
 
 import tensorflow as tf
@@ -36,6 +45,9 @@ INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
 _TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
 _IDS = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
+_CHOICES = tf.TensorSpec([None, None], tf.string, name="choices")
+_CHOICE_IDS = {name: tf.TensorSpec([None, None, None], tf.int32, name=name)
+               for name in INPUT_NAMES}
 
 
 class _Untracked:
@@ -148,6 +160,12 @@ class ServingModule(tf.Module):
   def _serving_pair(self, text, text_b):
     return self._from_text(self.preprocessor(text, text_b))
 
+  def _serving_choices(self, text, choices):
+    shape = tf.shape(choices)  # [batch, num_choices]
+    flat = self.preprocessor(tf.repeat(text, shape[1]), tf.reshape(choices, [-1]))  # [b*n, s]
+    return self._from_text({name: tf.reshape(value, tf.concat([shape, [-1]], 0))
+                            for name, value in flat.items()})  # each [batch, num_choices, seq]
+
   def _serve_ids(self, input_word_ids, input_mask, input_type_ids):
     inputs = {"input_word_ids": input_word_ids, "input_mask": input_mask,
               "input_type_ids": input_type_ids}
@@ -160,6 +178,13 @@ class ServingModule(tf.Module):
     time as a restorable Python function, doubling the SavedModel and its load time, and
     clients of this export use the signatures.
     """
+    if self._static.model_type == "multiple_choice":
+      return {
+          "serving_default": tf.function(self._serving_choices,
+                                         input_signature=[_TEXT, _CHOICES], autograph=False),
+          "serve_ids": tf.function(self._serve_ids, autograph=False,
+                                   input_signature=[_CHOICE_IDS[n] for n in INPUT_NAMES]),
+      }
     ids = [_IDS[name] for name in INPUT_NAMES]
     return {
         "serving_default": tf.function(self._serving_default, input_signature=[_TEXT],

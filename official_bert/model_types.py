@@ -6,13 +6,14 @@
   classifier    BertClassifier(num_labels)       bert/*, output_weights, output_bias
   squad         BertSpanLabeler                  bert/*, cls/squad/*
   tagger        BertTokenClassifier(num_labels)  bert/*, cls/token_classifier/*
+  multiple_choice  BertMultipleChoice (SWAG)     bert/*, cls/multiple_choice/*
 """
 
 from official_bert import finetuning_models
 from official_bert.encoder import BertEncoder
 from official_bert.pretraining_model import BertPretrainingModel
 
-MODEL_TYPES = ("encoder", "pretraining", "classifier", "squad", "tagger")
+MODEL_TYPES = ("encoder", "pretraining", "classifier", "squad", "tagger", "multiple_choice")
 NEEDS_NUM_LABELS = ("classifier", "tagger")
 
 
@@ -31,6 +32,8 @@ def build_model(model_type, bert_config, num_labels=None):
     model = finetuning_models.BertClassifier(encoder, num_labels, name="classifier")
   elif model_type == "squad":
     model = finetuning_models.BertSpanLabeler(encoder, name="squad")
+  elif model_type == "multiple_choice":
+    model = finetuning_models.BertMultipleChoice(encoder, name="multiple_choice")
   else:
     model = finetuning_models.BertTokenClassifier(encoder, num_labels, name="tagger")
   model.build()
@@ -46,6 +49,8 @@ def infer_model_type(tensor_names):
     return "squad"
   if any(n.startswith("cls/token_classifier/") for n in names):
     return "tagger"
+  if any(n.startswith("cls/multiple_choice/") for n in names):
+    return "multiple_choice"
   if "output_weights" in names:
     return "classifier"
   return "encoder"

@@ -353,3 +353,62 @@ def test_truncation_is_the_originals_truncate_seq_pair():
     tokens_a, tokens_b = list(range(a)), list(range(b))
     _truncate_seq_pair(tokens_a, tokens_b, budget)
     assert (got_a, got_b) == (len(tokens_a), len(tokens_b)), (a, b, budget)
+
+
+_CHOICES_SNIPPET = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # registers the tokenizer's ops
+    export_dir, texts, choices, ids = json.loads(sys.argv[1])
+    sigs = tf.saved_model.load(export_dir).signatures
+    out = {"sigs": np.array(sorted(sigs.keys()))}
+    text = sigs["serving_default"](text=tf.constant(texts), choices=tf.constant(choices))
+    by_ids = sigs["serve_ids"](**{k: tf.constant(v, tf.int32) for k, v in ids.items()})
+    out.update({"text/" + k: v.numpy() for k, v in text.items()})
+    out.update({"ids/" + k: v.numpy() for k, v in by_ids.items()})
+    out["tokens"] = out.pop("text/tokens").astype(bytes)
+    out["imported_ours"] = np.array(sorted(m for m in sys.modules
+                                           if m.split(".")[0] in ("official_bert", "data_prep")))
+    np.savez(sys.argv[2], **out)
+""")
+
+
+def test_multiple_choice_export_scores_every_choice(exported, tmp_path):
+  """SWAG: text [b] + choices [b, n] strings -> one score per choice, as the Keras model."""
+  del exported  # for the vocabulary, config and root it writes
+  root = _STATE["root"]
+  keras.utils.set_random_seed(6)
+  model = model_types.build_model("multiple_choice", CONFIG)
+  rng = np.random.default_rng(6)
+  for variable in model.trainable_variables:  # larger than the init's 0.02, so choices score apart
+    variable.assign(rng.normal(scale=0.3, size=variable.shape).astype("float32"))
+  checkpoint = checkpointing.model_checkpoint(model).write(str(root / "mc" / "ckpt-1"))
+  assert model_types.infer_model_type(tf1_checkpoint.read_canonical_tensors(checkpoint)) == (
+      "multiple_choice")
+  export_dir = str(tmp_path / "export")
+  export.export(_STATE["config_file"], checkpoint, _vocab_file(), True, "multiple_choice",
+                export_dir, max_seq_length=SEQ)
+
+  texts = TEXTS[:3]
+  choices = [[TEXTS_B[i], TEXTS_B[(i + 1) % len(TEXTS_B)], "a dog [MASK] ."] for i in range(3)]
+  flat = _python_inputs([t for t in texts for _ in range(3)], [c for row in choices for c in row])
+  inputs = {name: value.reshape(3, 3, SEQ) for name, value in flat.items()}
+  proc = subprocess.run(
+      [sys.executable, "-c", _CHOICES_SNIPPET,
+       json.dumps([export_dir, texts, choices, {k: v[:2].tolist() for k, v in inputs.items()}]),
+       str(tmp_path / "out.npz")], cwd=str(tmp_path), env=_env(), capture_output=True,
+      text=True, timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = dict(np.load(tmp_path / "out.npz"))
+  assert list(got["sigs"]) == ["serve_ids", "serving_default"]
+  assert got["imported_ours"].size == 0, got["imported_ours"]
+  logits = model(inputs, training=False)["logits"].numpy()  # [3, 3]
+  assert logits.shape == (3, 3) and np.ptp(logits) > 1e-3  # the choices do score differently
+  for name, value in inputs.items():  # (text, choice) packed as a pair, per choice
+    np.testing.assert_array_equal(got["text/" + name], value, err_msg=name)
+  np.testing.assert_array_equal(got["tokens"].astype(str), np.array(VOCAB)[inputs["input_word_ids"]])
+  np.testing.assert_allclose(got["text/logits"], logits, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(got["text/probabilities"], tf.nn.softmax(logits).numpy(), atol=1e-6)
+  np.testing.assert_array_equal(got["text/predicted_ids"], logits.argmax(-1))
+  np.testing.assert_allclose(got["ids/logits"], logits[:2], atol=1e-5, rtol=0)
