@@ -148,9 +148,12 @@ def run_evaluation(trainer, dataset_fn, output_dir, max_eval_steps, name="eval")
 
 
 _OUT_OF_RANGE = re.compile(r"indices\[[\d,]*\] = (-?\d+) is not in \[0, (\d+)\)")
-# Which embedding table a failing gather belongs to -> the input feature and config key.
+_ID_RANGE = re.compile(re.escape(training_loop.ID_RANGE_ERROR) +
+                       r"\]\s*\[(\w+)\]\s*\[(-?\d+)\]\s*\[(\d+)\]")
+# (embedding table, input feature, config key): for the messages of both checks.
 _TABLES = (("token_type_embeddings", "input_type_ids (segment_ids)", "type_vocab_size"),
            ("word_embeddings", "input_word_ids (input_ids)", "vocab_size"),
+           ("cls/predictions", "masked_lm_ids (MLM labels)", "vocab_size"),
            ("position_embeddings", "a position", "max_position_embeddings"))
 
 
@@ -167,11 +170,18 @@ def explained_input_errors(input_patterns, bert_config_file):
   except tf.errors.DataLossError as e:
     raise corrupt_input_error(input_patterns, e) from None
   except tf.errors.InvalidArgumentError as e:
-    match = _OUT_OF_RANGE.search(e.message or "")
-    table = next((t for t in _TABLES if t[0] in (e.message or "")), None)
-    if not match or table is None:
-      raise
-    value, size = match.groups()
+    message = e.message or ""
+    checked = _ID_RANGE.search(message)
+    if checked:  # the training loop's own check
+      feature, value, size = checked.groups()
+      table = next((t for t in _TABLES if t[1].split()[0] == feature),
+                   (None, feature, "vocab_size"))
+    else:  # a gather outside the loop's check
+      match = _OUT_OF_RANGE.search(message)
+      table = next((t for t in _TABLES if t[0] in message), None)
+      if not match or table is None:
+        raise
+      value, size = match.groups()
     raise ValueError(
         f"{input_patterns}: {table[1]} holds the id {value}, but "
         f"{bert_config_file or 'the model config'} has "

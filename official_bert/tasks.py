@@ -27,6 +27,14 @@ class Task(abc.ABC):
   def build_model(self):
     """A Keras model mapping a features dict to an outputs dict."""
 
+  def input_id_limits(self):
+    """feature name -> exclusive upper bound of its ids (the loop checks every batch, so
+    records written for another vocabulary fail with a clear message, not in a gather)."""
+    config = getattr(self, "bert_config", None)
+    if config is None:
+      return {}
+    return {"input_word_ids": config.vocab_size, "input_type_ids": config.type_vocab_size}
+
   @abc.abstractmethod
   def build_dataset(self, input_patterns, per_replica_batch_size, is_training,
                     input_context=None, seed=None, skip_examples=0):
@@ -77,6 +85,9 @@ class PretrainingTask(Task):
         input_patterns, self.seq_length, self.max_predictions_per_seq,
         per_replica_batch_size, is_training=is_training, input_context=input_context,
         seed=seed, skip_examples=skip_examples, shuffle_buffer_size=self.shuffle_buffer_size)
+
+  def input_id_limits(self):
+    return dict(super().input_id_limits(), masked_lm_ids=self.bert_config.vocab_size)
 
   def loss_normalizers(self, features):
     weights = tf.cast(features["masked_lm_weights"], tf.float32)

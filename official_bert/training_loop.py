@@ -22,6 +22,8 @@ import tensorflow as tf
 from official_bert import optimization
 
 SUM = tf.distribute.ReduceOp.SUM
+# Marks the assertion `Trainer._checked` raises: "[ID_RANGE] [feature] [id] [limit]".
+ID_RANGE_ERROR = "ID_RANGE"
 
 
 def _already_reduced(grads_and_vars):
@@ -68,6 +70,26 @@ class Trainer:
 
   # ---- per-replica math -------------------------------------------------------------------
 
+  def _checked(self, features):
+    """`features` once their ids are inside the task's tables (`Task.input_id_limits`).
+
+    Runs before the model (control dependencies, outside any XLA region), so a record with
+    an out-of-range id always fails here, with the feature, the id and the limit, rather
+    than in whichever gather or gradient op happens to run first.
+    """
+    checks = []
+    for name, limit in self.task.input_id_limits().items():
+      if name in features:
+        ids = features[name]
+        high, low = tf.reduce_max(ids), tf.reduce_min(ids)
+        worst = tf.where(high >= limit, high, low)
+        checks.append(tf.debugging.Assert((high < limit) & (low >= 0),
+                                          [ID_RANGE_ERROR, name, worst, limit]))
+    if not checks:
+      return features
+    with tf.control_dependencies(checks):
+      return {name: tf.identity(value) for name, value in features.items()}
+
   def _scores(self, features, normalizers, training):
     """Loss (normalized by the global normalizers), its parts and metric sums."""
     outputs = self.model(features, training=training)
@@ -86,6 +108,7 @@ class Trainer:
     return grads, parts, metrics
 
   def _replica_train_step(self, features):
+    features = self._checked(features)
     ctx = tf.distribute.get_replica_context()
     normalizers = ctx.all_reduce(SUM, self.task.loss_normalizers(features))
     grad_fn = self._micro_gradients
@@ -127,6 +150,7 @@ class Trainer:
     return out
 
   def _replica_eval_step(self, features):
+    features = self._checked(features)
     ctx = tf.distribute.get_replica_context()
     normalizers = ctx.all_reduce(SUM, self.task.loss_normalizers(features))
     loss, parts, metrics = self._scores(features, normalizers, training=False)
