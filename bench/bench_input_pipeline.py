@@ -45,7 +45,7 @@ def write_records(directory, args):
   encoder = example_encoder.ExampleEncoder(schema.pretraining_features(args.seq, args.preds))
   stream = input_pipeline.synthetic_pretraining_dataset(args.seq, args.preds, 30522, 1024,
                                                         seed=0)
-  names = {"input_word_ids": "input_ids", "input_type_ids": "segment_ids"}
+  names = {ours: original for original, ours in schema.V2_NAMES.items()}
   per_shard = -(-args.examples // args.shards)
   iterator = iter(stream)
   for shard in range(args.shards):

@@ -179,20 +179,15 @@ class ServingModule(tf.Module):
     clients of this export use the signatures.
     """
     if self._static.model_type == "multiple_choice":
-      return {
-          "serving_default": tf.function(self._serving_choices,
-                                         input_signature=[_TEXT, _CHOICES], autograph=False),
-          "serve_ids": tf.function(self._serve_ids, autograph=False,
-                                   input_signature=[_CHOICE_IDS[n] for n in INPUT_NAMES]),
-      }
-    ids = [_IDS[name] for name in INPUT_NAMES]
-    return {
-        "serving_default": tf.function(self._serving_default, input_signature=[_TEXT],
-                                       autograph=False),
-        "serving_pair": tf.function(self._serving_pair, input_signature=[_TEXT, _TEXT_B],
-                                    autograph=False),
-        "serve_ids": tf.function(self._serve_ids, input_signature=ids, autograph=False),
-    }
+      text = {"serving_default": (self._serving_choices, [_TEXT, _CHOICES])}
+      ids = _CHOICE_IDS
+    else:
+      text = {"serving_default": (self._serving_default, [_TEXT]),
+              "serving_pair": (self._serving_pair, [_TEXT, _TEXT_B])}
+      ids = _IDS
+    functions = dict(text, serve_ids=(self._serve_ids, [ids[name] for name in INPUT_NAMES]))
+    return {name: tf.function(fn, input_signature=spec, autograph=False)
+            for name, (fn, spec) in functions.items()}
 
 
 class HubPreprocessor(tf.Module):

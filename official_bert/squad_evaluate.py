@@ -40,14 +40,17 @@ def normalize_answer(s):
 
 # ---- v1.1 -------------------------------------------------------------------------------
 
-def f1_v1(prediction, ground_truth):
-  pred = normalize_answer(prediction).split()
-  gold = normalize_answer(ground_truth).split()
-  num_same = sum((collections.Counter(pred) & collections.Counter(gold)).values())
+def _token_f1(pred_toks, gold_toks):
+  """F1 of the bag-of-tokens overlap, 0 without any (both official scripts' core)."""
+  num_same = sum((collections.Counter(pred_toks) & collections.Counter(gold_toks)).values())
   if num_same == 0:
     return 0
-  precision, recall = num_same / len(pred), num_same / len(gold)
+  precision, recall = num_same / len(pred_toks), num_same / len(gold_toks)
   return 2 * precision * recall / (precision + recall)
+
+
+def f1_v1(prediction, ground_truth):
+  return _token_f1(normalize_answer(prediction).split(), normalize_answer(ground_truth).split())
 
 
 def exact_v1(prediction, ground_truth):
@@ -85,11 +88,7 @@ def f1_v2(gold, pred):
   gold_toks, pred_toks = _tokens(gold), _tokens(pred)
   if not gold_toks or not pred_toks:
     return int(gold_toks == pred_toks)  # no-answer: 1 if both are, else 0
-  num_same = sum((collections.Counter(gold_toks) & collections.Counter(pred_toks)).values())
-  if num_same == 0:
-    return 0
-  precision, recall = num_same / len(pred_toks), num_same / len(gold_toks)
-  return 2 * precision * recall / (precision + recall)
+  return _token_f1(pred_toks, gold_toks)
 
 
 def _raw_scores_v2(dataset, predictions):
