@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from data_prep import classifier_features
 from official_bert import finetuning_runner
+from official_bert import runner
 from official_bert.encoder import BertEncoder
 
 flags.DEFINE_string("input_file", None, "Text, one example per line (`a ||| b` for pairs).")
@@ -136,4 +137,4 @@ def run(flag_values):
 
 
 if __name__ == "__main__":
-  finetuning_runner.launch(run, ["input_file", "output_file"])
+  runner.launch(run, ["input_file", "output_file"])

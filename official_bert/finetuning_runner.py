@@ -18,9 +18,7 @@ cannot be averaged over batches.
 
 import collections
 import os
-import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
@@ -62,15 +60,15 @@ def model_config(flag_values):
   """--bert_config_file, or the config.json of a Hugging Face --init_checkpoint."""
   hf = hf_files(flag_values.init_checkpoint)
   if flag_values.bert_config_file:
-    config = bert_config_lib.BertConfig.from_json_file(flag_values.bert_config_file)
+    source = flag_values.bert_config_file
+    config = bert_config_lib.BertConfig.from_json_file(source)
   elif hf:
-    config = hf_weights.load_hf_config(hf[1])
+    source = hf[1]
+    config = hf_weights.load_hf_config(source)
   else:
     raise ValueError("--bert_config_file is required (unless --init_checkpoint is a Hugging "
                      "Face model with its config.json)")
-  if flag_values.max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={flag_values.max_seq_length} exceeds "
-                     f"max_position_embeddings={config.max_position_embeddings}")
+  runner.check_sequence_length(flag_values.max_seq_length, config, source)
   return config
 
 
@@ -95,7 +93,8 @@ def prepare_splits(flag_values, write, eval_splits=("dev",), predict_splits=("te
             + (list(eval_splits) if flag_values.do_eval else [])
             + (list(predict_splits) if flag_values.do_predict else []))
   written = {split: write(split, vocab) for split in splits}
-  return Data(written.get("train", (None, 0))[0], written.get("train", (None, 0))[1],
+  train_file, num_train_examples = written.get("train", (None, 0))
+  return Data(train_file, num_train_examples,
               {s: written[s][0] for s in eval_splits if s in written},
               {s: written[s][0] for s in predict_splits if s in written})
 
@@ -239,25 +238,6 @@ def evaluate_and_predict(flag_values, job, task, trainer, data):
     if chief:
       job.write_predictions(split, out)
   return results
-
-
-def main(run_fn, argv):
-  """absl main: runs `run_fn()`; a ValueError or missing file ends with its message and exit
-  status 1 (no traceback: it is the user's input)."""
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  logging.set_verbosity(logging.INFO)
-  try:
-    run_fn()
-  except (ValueError, FileNotFoundError, FloatingPointError) as e:
-    logging.error("%s", e)
-    sys.exit(1)
-
-
-def launch(run_fn, required_flags=("output_dir",)):
-  """A script's `__main__`: `run_fn(FLAGS)` through `main`, the given flags required."""
-  flags.mark_flags_as_required(list(required_flags))
-  app.run(lambda argv: main(lambda: run_fn(flags.FLAGS), argv))
 
 
 def softmax(logits):

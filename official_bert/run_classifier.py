@@ -26,6 +26,7 @@ from data_prep import create_classifier_data
 from data_prep import glue_processors
 from official_bert import finetuning_runner
 from official_bert import metrics
+from official_bert import runner
 from official_bert.classification_task import ClassificationTask
 
 flags.DEFINE_string("task_name", None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, "
@@ -91,4 +92,4 @@ def run(flag_values):
 
 
 if __name__ == "__main__":
-  finetuning_runner.launch(run, ["task_name", "output_dir"])
+  runner.launch(run, ["task_name", "output_dir"])

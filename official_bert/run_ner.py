@@ -23,6 +23,7 @@ from data_prep import conll
 from data_prep import ner_features
 from official_bert import finetuning_runner
 from official_bert import metrics
+from official_bert import runner
 from official_bert.tagging_task import TaggingTask
 
 flags.DEFINE_string("data_dir", None, "Folder with the CoNLL-2003 files (either spelling).")
@@ -96,4 +97,4 @@ def run(flag_values):
 
 
 if __name__ == "__main__":
-  finetuning_runner.launch(run, ["data_dir", "output_dir"])
+  runner.launch(run, ["data_dir", "output_dir"])

@@ -12,9 +12,7 @@ gradient norm and examples/s.
 
 import sys
 
-from absl import app
 from absl import flags
-from absl import logging
 
 from official_bert import bert_config as bert_config_lib
 from official_bert import common_flags
@@ -35,10 +33,7 @@ def run(flag_values):
     raise ValueError("at least one of --do_train and --do_eval must be set")
   strategy = runner.setup_runtime(flag_values)
   config = bert_config_lib.BertConfig.from_json_file(flag_values.bert_config_file)
-  if flag_values.max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={flag_values.max_seq_length} exceeds "
-                     f"max_position_embeddings={config.max_position_embeddings} of "
-                     f"{flag_values.bert_config_file}")
+  runner.check_sequence_length(flag_values.max_seq_length, config, flag_values.bert_config_file)
   tasks.set_precision(flag_values.dtype)
   task = tasks.PretrainingTask(config, flag_values.max_seq_length,
                                flag_values.max_predictions_per_seq,
@@ -75,17 +70,5 @@ def run(flag_values):
   return results
 
 
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  logging.set_verbosity(logging.INFO)
-  try:
-    run(FLAGS)
-  except (ValueError, FileNotFoundError, FloatingPointError) as e:
-    logging.error("%s", e)
-    sys.exit(1)
-
-
 if __name__ == "__main__":
-  flags.mark_flags_as_required(["bert_config_file", "input_file", "output_dir"])
-  app.run(main)
+  runner.launch(run, ["bert_config_file", "input_file", "output_dir"])

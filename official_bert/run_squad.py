@@ -25,7 +25,6 @@ import json
 import os
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
@@ -34,6 +33,7 @@ from data_prep import create_squad_data
 from data_prep import squad_schema
 from official_bert import finetuning_runner
 from official_bert import input_pipeline
+from official_bert import runner
 from official_bert import squad_evaluate
 from official_bert import squad_postprocess
 from official_bert.squad_task import SquadTask
@@ -204,5 +204,4 @@ def run(flag_values):
 
 
 if __name__ == "__main__":
-  flags.mark_flags_as_required(["output_dir"])
-  app.run(lambda argv: finetuning_runner.main(lambda: run(FLAGS), argv))
+  runner.launch(run, ["output_dir"])

@@ -21,6 +21,7 @@ import numpy as np
 from data_prep import classifier_features
 from data_prep import swag
 from official_bert import finetuning_runner
+from official_bert import runner
 from official_bert.multiple_choice_task import MultipleChoiceTask
 
 flags.DEFINE_string("data_dir", None, "Folder with the SWAG train.csv, val.csv, test.csv.")
@@ -83,4 +84,4 @@ def run(flag_values):
 
 
 if __name__ == "__main__":
-  finetuning_runner.launch(run, ["data_dir", "output_dir"])
+  runner.launch(run, ["data_dir", "output_dir"])

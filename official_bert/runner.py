@@ -8,11 +8,15 @@ import json
 import math
 import os
 import re
+import sys
 
+from absl import app
+from absl import flags
 from absl import logging
 import keras
 import tensorflow as tf
 
+from data_prep import schema
 from official_bert import checkpointing
 from official_bert import common_flags
 from official_bert import distribution
@@ -38,6 +42,13 @@ def setup_runtime(flag_values):
   logging.info("Strategy %s with %d replica(s)", type(strategy).__name__,
                strategy.num_replicas_in_sync)
   return strategy
+
+
+def check_sequence_length(max_seq_length, config, source):
+  """--max_seq_length must fit the position table of the config read from `source`."""
+  if max_seq_length > config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={max_seq_length} exceeds "
+                     f"max_position_embeddings={config.max_position_embeddings} of {source}")
 
 
 def make_trainer(flag_values, strategy, task, num_train_steps, num_warmup_steps):
@@ -147,14 +158,10 @@ def run_evaluation(trainer, dataset_fn, output_dir, max_eval_steps, name="eval")
   return results
 
 
-_OUT_OF_RANGE = re.compile(r"indices\[[\d,]*\] = (-?\d+) is not in \[0, (\d+)\)")
 _ID_RANGE = re.compile(re.escape(training_loop.ID_RANGE_ERROR) +
-                       r"\]\s*\[(\w+)\]\s*\[(-?\d+)\]\s*\[(\d+)\]")
-# (embedding table, input feature, config key): for the messages of both checks.
-_TABLES = (("token_type_embeddings", "input_type_ids (segment_ids)", "type_vocab_size"),
-           ("word_embeddings", "input_word_ids (input_ids)", "vocab_size"),
-           ("cls/predictions", "masked_lm_ids (MLM labels)", "vocab_size"),
-           ("position_embeddings", "a position", "max_position_embeddings"))
+                       r"\]\s*\[(\w+)\]\s*\[(-?\d+)\]\s*\[(\w+)\]\s*\[(\d+)\]")
+# Our feature name -> the original writer's (input_word_ids -> input_ids), for the message.
+_ORIGINAL_NAMES = {ours: original for original, ours in schema.V2_NAMES.items()}
 
 
 @contextlib.contextmanager
@@ -162,30 +169,25 @@ def explained_input_errors(input_patterns, bert_config_file):
   """Turns input-data failures inside training into ValueErrors that name the files.
 
   A corrupt record (DataLossError) is traced to its file; an id outside an embedding table
-  (the records were written with another vocabulary than the model's config) says which
-  feature, which id and which config value disagree, instead of a graph traceback.
+  (the records were written with another vocabulary than the model's config), which the
+  training loop's check (`Trainer._checked`) reports, says which feature, which id and which
+  config value disagree, instead of a graph traceback.
   """
   try:
     yield
   except tf.errors.DataLossError as e:
     raise corrupt_input_error(input_patterns, e) from None
   except tf.errors.InvalidArgumentError as e:
-    message = e.message or ""
-    checked = _ID_RANGE.search(message)
-    if checked:  # the training loop's own check
-      feature, value, size = checked.groups()
-      table = next((t for t in _TABLES if t[1].split()[0] == feature),
-                   (None, feature, "vocab_size"))
-    else:  # a gather outside the loop's check
-      match = _OUT_OF_RANGE.search(message)
-      table = next((t for t in _TABLES if t[0] in message), None)
-      if not match or table is None:
-        raise
-      value, size = match.groups()
+    checked = _ID_RANGE.search(e.message or "")
+    if not checked:
+      raise
+    feature, value, key, size = checked.groups()
+    if feature in _ORIGINAL_NAMES:
+      feature += f" ({_ORIGINAL_NAMES[feature]})"
     raise ValueError(
-        f"{input_patterns}: {table[1]} holds the id {value}, but "
+        f"{input_patterns}: {feature} holds the id {value}, but "
         f"{bert_config_file or 'the model config'} has "
-        f"{table[2]}={size}; the records were written for a different vocabulary or config "
+        f"{key}={size}; the records were written for a different vocabulary or config "
         "(check --vocab_file of create_pretraining_data / the data script against "
         "--bert_config_file)") from None
 
@@ -195,3 +197,22 @@ def corrupt_input_error(input_patterns, error):
   bad = input_pipeline.find_corrupt_files(input_patterns)
   where = "; ".join(f"{path}: {message}" for path, message in bad)
   return ValueError(f"corrupt input data: {where or error.message}")
+
+
+def main(run_fn, argv):
+  """absl main: runs `run_fn()`; a ValueError or missing file ends with its message and exit
+  status 1 (no traceback: it is the user's input)."""
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  logging.set_verbosity(logging.INFO)
+  try:
+    run_fn()
+  except (ValueError, FileNotFoundError, FloatingPointError) as e:
+    logging.error("%s", e)
+    sys.exit(1)
+
+
+def launch(run_fn, required_flags=("output_dir",)):
+  """A script's `__main__`: `run_fn(FLAGS)` through `main`, the given flags required."""
+  flags.mark_flags_as_required(list(required_flags))
+  app.run(lambda argv: main(lambda: run_fn(flags.FLAGS), argv))

@@ -28,12 +28,16 @@ class Task(abc.ABC):
     """A Keras model mapping a features dict to an outputs dict."""
 
   def input_id_limits(self):
-    """feature name -> exclusive upper bound of its ids (the loop checks every batch, so
-    records written for another vocabulary fail with a clear message, not in a gather)."""
+    """feature name -> (bert_config key, its value): the exclusive upper bound of the ids.
+
+    The loop checks every batch, so records written for another vocabulary fail with a
+    message naming the feature and the config value, not inside a gather.
+    """
     config = getattr(self, "bert_config", None)
     if config is None:
       return {}
-    return {"input_word_ids": config.vocab_size, "input_type_ids": config.type_vocab_size}
+    return {"input_word_ids": ("vocab_size", config.vocab_size),
+            "input_type_ids": ("type_vocab_size", config.type_vocab_size)}
 
   @abc.abstractmethod
   def build_dataset(self, input_patterns, per_replica_batch_size, is_training,
@@ -87,7 +91,8 @@ class PretrainingTask(Task):
         seed=seed, skip_examples=skip_examples, shuffle_buffer_size=self.shuffle_buffer_size)
 
   def input_id_limits(self):
-    return dict(super().input_id_limits(), masked_lm_ids=self.bert_config.vocab_size)
+    return dict(super().input_id_limits(),
+                masked_lm_ids=("vocab_size", self.bert_config.vocab_size))
 
   def loss_normalizers(self, features):
     weights = tf.cast(features["masked_lm_weights"], tf.float32)

@@ -22,7 +22,7 @@ import tensorflow as tf
 from official_bert import optimization
 
 SUM = tf.distribute.ReduceOp.SUM
-# Marks the assertion `Trainer._checked` raises: "[ID_RANGE] [feature] [id] [limit]".
+# Marks the assertion `Trainer._checked` raises: "[ID_RANGE] [feature] [id] [key] [limit]".
 ID_RANGE_ERROR = "ID_RANGE"
 
 
@@ -78,13 +78,13 @@ class Trainer:
     than in whichever gather or gradient op happens to run first.
     """
     checks = []
-    for name, limit in self.task.input_id_limits().items():
+    for name, (key, limit) in self.task.input_id_limits().items():
       if name in features:
         ids = features[name]
         high, low = tf.reduce_max(ids), tf.reduce_min(ids)
         worst = tf.where(high >= limit, high, low)
         checks.append(tf.debugging.Assert((high < limit) & (low >= 0),
-                                          [ID_RANGE_ERROR, name, worst, limit]))
+                                          [ID_RANGE_ERROR, name, worst, key, limit]))
     if not checks:
       return features
     with tf.control_dependencies(checks):
