@@ -35,7 +35,7 @@ import tensorflow as tf  # noqa: E402
 from official.nlp.data import pretrain_dataloader  # noqa: E402
 
 from data_prep import example_encoder, schema, tfrecord_io  # noqa: E402
-from official_bert import input_pipeline  # noqa: E402
+from official_bert.training import input_pipeline
 
 WARMUP_BATCHES = 20
 

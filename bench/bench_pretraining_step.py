@@ -47,8 +47,8 @@ import tf_keras  # noqa: E402
 from official.modeling.optimization import legacy_adamw  # noqa: E402
 from official.nlp.modeling import models as peer_models, networks as peer_networks  # noqa: E402
 
-from official_bert import input_pipeline, optimization, tasks, training_loop  # noqa: E402
-from official_bert.bert_config import BertConfig  # noqa: E402
+from official_bert.training import input_pipeline
+from official_bert.modeling.bert_config import BertConfig  # noqa: E402
 
 PEAK_LR, WARMUP_STEPS, TRAIN_STEPS = 1e-4, 10000, 1000000
 

@@ -18,8 +18,8 @@ import sys
 from absl import app
 from absl import flags
 
-from data_prep import classifier_features
-from data_prep import glue_processors
+from data_prep.classification import features as classifier_features
+from data_prep.classification import glue_processors
 
 logger = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from absl import flags
 from absl import logging
 import numpy as np
 
-from data_prep import corpus
-from data_prep import pretraining_instances as instances_lib
+from data_prep.pretraining import corpus
+from data_prep.pretraining import instances as instances_lib
 from data_prep import tfrecord_io
 
 FLAGS = flags.FLAGS

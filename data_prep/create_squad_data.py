@@ -25,9 +25,9 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from data_prep import squad_features as features_lib
-from data_prep import squad_reader
-from data_prep import squad_schema
+from data_prep.squad import features as features_lib
+from data_prep.squad import reader as squad_reader
+from data_prep.squad import records as squad_schema
 
 Settings = collections.namedtuple("Settings", [
     "input_file", "output_file", "vocab_file", "do_lower_case", "max_seq_length", "doc_stride",

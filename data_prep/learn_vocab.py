@@ -24,7 +24,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
-from data_prep import corpus
+from data_prep.pretraining import corpus
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 JOINER = "##"

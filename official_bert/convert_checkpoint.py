@@ -32,13 +32,13 @@ from safetensors.numpy import load_file
 from safetensors.numpy import save_file
 import tensorflow as tf
 
-from official_bert import checkpointing
-from official_bert import hf_weights
-from official_bert import model_types
-from official_bert import tf1_checkpoint
-from official_bert import weight_loading
-from official_bert import weight_names
-from official_bert.bert_config import BertConfig
+from official_bert.training import checkpointing
+from official_bert.interop import hf_weights
+from official_bert.modeling import model_types
+from official_bert.interop import tf1_checkpoint
+from official_bert.interop import weight_loading
+from official_bert.interop import weight_names
+from official_bert.modeling.bert_config import BertConfig
 
 FORMATS = ("tf1", "hf", "ours")
 

@@ -31,10 +31,10 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import tokenization
-from official_bert import export_signatures
-from official_bert import model_types
-from official_bert import tf1_checkpoint
-from official_bert.bert_config import BertConfig
+from official_bert.serving import signatures as export_signatures
+from official_bert.modeling import model_types
+from official_bert.interop import tf1_checkpoint
+from official_bert.modeling.bert_config import BertConfig
 
 
 def define_flags():

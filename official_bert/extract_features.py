@@ -24,10 +24,10 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from data_prep import classifier_features
-from official_bert import finetuning_runner
-from official_bert import runner
-from official_bert.encoder import BertEncoder
+from data_prep.classification import features as classifier_features
+from official_bert.training import finetuning_runner
+from official_bert.training import runner
+from official_bert.modeling.encoder import BertEncoder
 
 flags.DEFINE_string("input_file", None, "Text, one example per line (`a ||| b` for pairs).")
 flags.DEFINE_string("output_file", None, "JSON lines, or .npz arrays.")

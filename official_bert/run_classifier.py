@@ -23,11 +23,11 @@ from absl import flags
 import numpy as np
 
 from data_prep import create_classifier_data
-from data_prep import glue_processors
-from official_bert import finetuning_runner
-from official_bert import metrics
-from official_bert import runner
-from official_bert.classification_task import ClassificationTask
+from data_prep.classification import glue_processors
+from official_bert.training import finetuning_runner
+from official_bert.tasks import metrics
+from official_bert.training import runner
+from official_bert.tasks.classification import ClassificationTask
 
 flags.DEFINE_string("task_name", None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, "
                     "RTE, WNLI.")

@@ -18,13 +18,13 @@ import sys
 
 from absl import flags
 
-from data_prep import classifier_features
-from data_prep import conll
-from data_prep import ner_features
-from official_bert import finetuning_runner
-from official_bert import metrics
-from official_bert import runner
-from official_bert.tagging_task import TaggingTask
+from data_prep.classification import features as classifier_features
+from data_prep.tagging import conll
+from data_prep.tagging import features as ner_features
+from official_bert.training import finetuning_runner
+from official_bert.tasks import metrics
+from official_bert.training import runner
+from official_bert.tasks.tagging import TaggingTask
 
 flags.DEFINE_string("data_dir", None, "Folder with the CoNLL-2003 files (either spelling).")
 finetuning_runner.define_flags(default_batch_size=32, default_lr=5e-5, default_seq=128)

@@ -14,10 +14,10 @@ import sys
 
 from absl import flags
 
-from official_bert import bert_config as bert_config_lib
-from official_bert import common_flags
-from official_bert import runner
-from official_bert import tasks
+from official_bert.modeling import bert_config as bert_config_lib
+from official_bert.training import common_flags
+from official_bert.training import runner
+from official_bert.tasks import base as tasks
 
 flags.DEFINE_string("input_file", None, "Pretraining TFRecords: comma-separated globs.")
 flags.DEFINE_string("eval_input_file", None, "Held-out TFRecords (default: --input_file).")

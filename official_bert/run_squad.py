@@ -30,13 +30,13 @@ from absl import logging
 import numpy as np
 
 from data_prep import create_squad_data
-from data_prep import squad_schema
-from official_bert import finetuning_runner
-from official_bert import input_pipeline
-from official_bert import runner
+from data_prep.squad import records as squad_schema
+from official_bert.training import finetuning_runner
+from official_bert.training import input_pipeline
+from official_bert.training import runner
 from official_bert import squad_evaluate
-from official_bert import squad_postprocess
-from official_bert.squad_task import SquadTask
+from official_bert.tasks import squad_postprocess
+from official_bert.tasks.squad import SquadTask
 
 flags.DEFINE_string("train_file", None, "SQuAD JSON for training, or its TFRecord(s) from "
                     "data_prep.create_squad_data (comma-separated globs).")

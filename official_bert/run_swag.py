@@ -18,11 +18,11 @@ import sys
 from absl import flags
 import numpy as np
 
-from data_prep import classifier_features
-from data_prep import swag
-from official_bert import finetuning_runner
-from official_bert import runner
-from official_bert.multiple_choice_task import MultipleChoiceTask
+from data_prep.classification import features as classifier_features
+from data_prep.multiple_choice import swag
+from official_bert.training import finetuning_runner
+from official_bert.training import runner
+from official_bert.tasks.multiple_choice import MultipleChoiceTask
 
 flags.DEFINE_string("data_dir", None, "Folder with the SWAG train.csv, val.csv, test.csv.")
 finetuning_runner.define_flags(default_batch_size=16, default_lr=2e-5, default_seq=64)

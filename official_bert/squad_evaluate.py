@@ -173,7 +173,7 @@ def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
 def read_dataset(path):
   """(version "1.1" or "v2.0", data list); ValueError naming the file on bad input."""
   # The reader's checks and version detection; data_prep imports no official_bert.
-  from data_prep import squad_reader  # pylint: disable=g-import-not-at-top
+  from data_prep.squad import reader as squad_reader
   dataset = squad_reader.load_json(path)
   return squad_reader.file_version(dataset, path), dataset["data"]
 

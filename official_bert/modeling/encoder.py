@@ -1,0 +1,169 @@
+"""`BertEncoder`: embeddings + Transformer stack + pooler."""
+
+import keras
+from keras import ops
+
+from official_bert.modeling.bert_config import BertConfig
+from official_bert.modeling.layers.embeddings import BertEmbeddings
+from official_bert.modeling.layers.transformer_block import TransformerBlock
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def unpack_inputs(inputs):
+  """Returns (word_ids, mask, type_ids) from a dict or a 3-sequence."""
+  if isinstance(inputs, dict):
+    missing = [k for k in INPUT_NAMES if k not in inputs]
+    if missing:
+      raise ValueError(f"BertEncoder inputs are missing {missing}; got keys "
+                       f"{sorted(inputs)}.")
+    return tuple(inputs[k] for k in INPUT_NAMES)
+  if isinstance(inputs, (list, tuple)) and len(inputs) == 3:
+    return tuple(inputs)
+  raise ValueError("BertEncoder expects a dict with keys "
+                   f"{list(INPUT_NAMES)} or a list of 3 tensors.")
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertEncoder(keras.Model):
+  """The BERT Transformer encoder; constructor args are `BertConfig` fields.
+
+  Call args:
+    inputs: dict with int32 [batch, seq] tensors `input_word_ids`,
+      `input_mask` (1 = real token, 0 = padding) and `input_type_ids`
+      (or a list in that order).
+    training: enables dropout.
+
+  Returns:
+    dict with
+      sequence_output: [batch, seq, hidden], the last layer's output;
+      pooled_output: [batch, hidden], tanh(Dense(first token));
+      encoder_outputs: list of num_hidden_layers [batch, seq, hidden].
+  """
+
+  def __init__(self,
+               vocab_size,
+               hidden_size=768,
+               num_hidden_layers=12,
+               num_attention_heads=12,
+               intermediate_size=3072,
+               hidden_act="gelu",
+               hidden_dropout_prob=0.1,
+               attention_probs_dropout_prob=0.1,
+               max_position_embeddings=512,
+               type_vocab_size=16,
+               initializer_range=0.02,
+               **kwargs):
+    super().__init__(**kwargs)
+    # Validates all fields up front with clear messages.
+    self.bert_config = BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=num_hidden_layers,
+        num_attention_heads=num_attention_heads,
+        intermediate_size=intermediate_size,
+        hidden_act=hidden_act,
+        hidden_dropout_prob=hidden_dropout_prob,
+        attention_probs_dropout_prob=attention_probs_dropout_prob,
+        max_position_embeddings=max_position_embeddings,
+        type_vocab_size=type_vocab_size,
+        initializer_range=initializer_range)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.num_hidden_layers = num_hidden_layers
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.hidden_act = hidden_act
+    self.hidden_dropout_prob = hidden_dropout_prob
+    self.attention_probs_dropout_prob = attention_probs_dropout_prob
+    self.max_position_embeddings = max_position_embeddings
+    self.type_vocab_size = type_vocab_size
+    self.initializer_range = initializer_range
+
+    self.embeddings = BertEmbeddings(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        max_position_embeddings=max_position_embeddings,
+        type_vocab_size=type_vocab_size,
+        hidden_dropout_prob=hidden_dropout_prob,
+        initializer_range=initializer_range,
+        dtype=self.dtype_policy,
+        name="embeddings")
+    self.transformer_layers = [
+        TransformerBlock(
+            hidden_size=hidden_size,
+            num_attention_heads=num_attention_heads,
+            intermediate_size=intermediate_size,
+            hidden_act=hidden_act,
+            hidden_dropout_prob=hidden_dropout_prob,
+            attention_probs_dropout_prob=attention_probs_dropout_prob,
+            initializer_range=initializer_range,
+            dtype=self.dtype_policy,
+            name=f"transformer_layer_{i}") for i in range(num_hidden_layers)
+    ]
+    self.pooler_dense = keras.layers.Dense(
+        hidden_size,
+        activation="tanh",
+        kernel_initializer=keras.initializers.TruncatedNormal(
+            stddev=initializer_range),
+        dtype=self.dtype_policy,
+        name="pooler_dense")
+
+  @classmethod
+  def from_bert_config(cls, bert_config, **kwargs):
+    """Builds an encoder from a `BertConfig`; kwargs go to keras.Model."""
+    return cls(**bert_config.to_dict(), **kwargs)
+
+  def build(self, input_shape=None):
+    # Every shape follows from the config; building eagerly lets checkpoint
+    # loaders assign weights without a dummy forward pass.
+    if self.built:  # Idempotent: a parent may rebuild a built child.
+      return
+    self.embeddings.build()
+    for layer in self.transformer_layers:
+      layer.build((None, None, self.hidden_size))
+    self.pooler_dense.build((None, self.hidden_size))
+    self.built = True
+
+  def call(self, inputs, training=None):
+    word_ids, mask, type_ids = unpack_inputs(inputs)
+    x = self.embeddings(word_ids, type_ids,
+                        training=training)  # [batch, seq, hidden]
+    encoder_outputs = []
+    for layer in self.transformer_layers:
+      x = layer(x, padding_mask=mask, training=training)  # [b, seq, hidden]
+      encoder_outputs.append(x)
+    first_token = x[:, 0, :]  # [batch, hidden]
+    pooled = self.pooler_dense(first_token)  # [batch, hidden]
+    return {
+        "sequence_output": x,
+        "pooled_output": pooled,
+        "encoder_outputs": encoder_outputs,
+    }
+
+  def get_config(self):
+    # Deliberately not super().get_config(): the functional-model keys it may
+    # add do not apply to this subclassed model.
+    config = {"name": self.name, "trainable": self.trainable,
+              "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
+    config.update(self.bert_config.to_dict())
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    """Accepts a `get_config()` dict or a `BertConfig`."""
+    if isinstance(config, BertConfig):
+      return cls.from_bert_config(config)
+    config = dict(config)
+    if "dtype" in config and isinstance(config["dtype"], dict):
+      config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+    return cls(**config)
+
+  def dummy_inputs(self, batch_size=1, seq_length=8):
+    """Small valid inputs (all real tokens, segment 0) for smoke tests."""
+    shape = (batch_size, seq_length)
+    return {
+        "input_word_ids": ops.ones(shape, dtype="int32"),
+        "input_mask": ops.ones(shape, dtype="int32"),
+        "input_type_ids": ops.zeros(shape, dtype="int32"),
+    }

@@ -1,0 +1,163 @@
+"""Fine-tuning models: an encoder plus one small head each (keras-hub style: heads wrap a
+backbone).
+
+Head weights are stored in the original's layout (`output_weights` [num_outputs, hidden],
+`output_bias` [num_outputs]) under its names, so TF1 checkpoints convert by copying:
+  classifier        output_weights, output_bias              (run_classifier.py)
+  span labeler      cls/squad/output_weights, output_bias    (run_squad.py)
+  token classifier  cls/token_classifier/...                 (not in the original)
+  multiple choice   cls/multiple_choice/...                  (not in the original)
+"""
+
+import keras
+from keras import ops
+
+from official_bert.interop import weight_names
+from official_bert.modeling.encoder import BertEncoder
+
+
+class _OutputProjection(keras.layers.Layer):
+  """x @ output_weights^T + output_bias, weights [num_outputs, hidden] as in TF1 files."""
+
+  def __init__(self, num_outputs, hidden_size, initializer_range=0.02, **kwargs):
+    super().__init__(**kwargs)
+    self.num_outputs = num_outputs
+    self.hidden_size = hidden_size
+    self.initializer_range = initializer_range
+
+  def build(self, input_shape=None):
+    if self.built:
+      return
+    self.output_weights = self.add_weight(
+        name="output_weights", shape=(self.num_outputs, self.hidden_size),
+        initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range))
+    self.output_bias = self.add_weight(name="output_bias", shape=(self.num_outputs,),
+                                       initializer="zeros")
+    self.built = True
+
+  def call(self, x):  # [..., hidden] -> [..., num_outputs]
+    return ops.matmul(x, ops.transpose(ops.cast(self.output_weights, x.dtype))) + ops.cast(
+        self.output_bias, x.dtype)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(num_outputs=self.num_outputs, hidden_size=self.hidden_size,
+                  initializer_range=self.initializer_range)
+    return config
+
+
+class _FineTuningModel(keras.Model):
+  """Shared plumbing: the encoder, dropout, one projection, config and TF1 names."""
+
+  tf1_scope = ""
+  num_outputs_attr = "num_labels"
+
+  def __init__(self, encoder, num_outputs, dropout_rate=0.1, **kwargs):
+    super().__init__(**kwargs)
+    if not isinstance(encoder, BertEncoder):
+      raise ValueError(f"{type(self).__name__} needs a BertEncoder, got "
+                       f"{type(encoder).__name__}")
+    self.encoder = encoder
+    self.dropout_rate = dropout_rate
+    self.dropout = keras.layers.Dropout(dropout_rate, name="head_dropout")
+    self.projection = _OutputProjection(num_outputs, encoder.hidden_size,
+                                        encoder.initializer_range, dtype=self.dtype_policy,
+                                        name="head")
+
+  def build(self, input_shape=None):
+    if self.built:
+      return
+    self.encoder.build()
+    self.projection.build()
+    self.built = True
+
+  def tf1_weight_pairs(self):
+    """(canonical TF1 name, variable): the encoder's, then the head's."""
+    yield from weight_names.encoder_weight_pairs(self.encoder)
+    yield self.tf1_scope + "output_weights", self.projection.output_weights
+    yield self.tf1_scope + "output_bias", self.projection.output_bias
+
+  def get_config(self):
+    config = {"name": self.name, "trainable": self.trainable,
+              "encoder": keras.saving.serialize_keras_object(self.encoder),
+              "dropout_rate": self.dropout_rate}
+    if self.num_outputs_attr:  # heads with a fixed number of outputs don't take it
+      config[self.num_outputs_attr] = self.projection.num_outputs
+    return config
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+    return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertClassifier(_FineTuningModel):
+  """Sentence (pair) classification on the pooled output; num_labels=1 is regression.
+
+  Returns {"logits": [batch, num_labels]}.
+  """
+
+  def __init__(self, encoder, num_labels, dropout_rate=0.1, **kwargs):
+    super().__init__(encoder, num_labels, dropout_rate, **kwargs)
+    self.num_labels = num_labels
+
+  def call(self, inputs, training=None):
+    pooled = self.encoder(inputs, training=training)["pooled_output"]  # [b, h]
+    return {"logits": self.projection(self.dropout(pooled, training=training))}
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertSpanLabeler(_FineTuningModel):
+  """SQuAD: start and end logits per token. Returns {"start_logits", "end_logits"} [b, seq]."""
+
+  tf1_scope = "cls/squad/"
+  num_outputs_attr = None
+
+  def __init__(self, encoder, dropout_rate=0.0, **kwargs):
+    # The original run_squad.py applies no dropout on top of the encoder.
+    super().__init__(encoder, 2, dropout_rate, **kwargs)
+
+  def call(self, inputs, training=None):
+    sequence = self.encoder(inputs, training=training)["sequence_output"]  # [b, s, h]
+    logits = self.projection(self.dropout(sequence, training=training))  # [b, s, 2]
+    return {"start_logits": logits[..., 0], "end_logits": logits[..., 1]}
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertTokenClassifier(_FineTuningModel):
+  """Token tagging (NER). Returns {"logits": [batch, seq, num_labels]}."""
+
+  tf1_scope = "cls/token_classifier/"
+
+  def __init__(self, encoder, num_labels, dropout_rate=0.1, **kwargs):
+    super().__init__(encoder, num_labels, dropout_rate, **kwargs)
+    self.num_labels = num_labels
+
+  def call(self, inputs, training=None):
+    sequence = self.encoder(inputs, training=training)["sequence_output"]  # [b, s, h]
+    return {"logits": self.projection(self.dropout(sequence, training=training))}
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class BertMultipleChoice(_FineTuningModel):
+  """SWAG-style: inputs [batch, num_choices, seq]; one score per choice from [CLS].
+
+  Returns {"logits": [batch, num_choices]} (softmax over choices in the loss).
+  """
+
+  tf1_scope = "cls/multiple_choice/"
+  num_outputs_attr = None
+
+  def __init__(self, encoder, dropout_rate=0.1, **kwargs):
+    super().__init__(encoder, 1, dropout_rate, **kwargs)
+
+  def call(self, inputs, training=None):
+    word_ids = inputs["input_word_ids"]
+    batch, choices = ops.shape(word_ids)[0], ops.shape(word_ids)[1]
+    flat = {k: ops.reshape(inputs[k], (-1, ops.shape(word_ids)[-1]))
+            for k in ("input_word_ids", "input_mask", "input_type_ids")}  # [b*n, s]
+    pooled = self.encoder(flat, training=training)["pooled_output"]  # [b*n, h]
+    scores = self.projection(self.dropout(pooled, training=training))  # [b*n, 1]
+    return {"logits": ops.reshape(scores, (batch, choices))}

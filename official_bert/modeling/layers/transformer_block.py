@@ -1,0 +1,120 @@
+"""`TransformerBlock`: one post-LayerNorm BERT encoder layer."""
+
+import keras
+
+from official_bert.modeling import activations
+from official_bert.modeling.layers.attention import BertSelfAttention
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class TransformerBlock(keras.layers.Layer):
+  """Post-LN Transformer layer, as in the BERT paper and original code.
+
+    x = LN(x + Dropout(Dense(SelfAttention(x, mask))))
+    x = LN(x + Dropout(Dense2(act(Dense1(x)))))
+
+  Sublayer names mirror the TF1 checkpoint scopes (`attention/self`,
+  `attention/output/dense`, `intermediate/dense`, `output/dense`, ...).
+
+  Call args:
+    x: float [batch, seq, hidden].
+    padding_mask: optional [batch, seq], 1 for real tokens, 0 for padding.
+    training: enables dropout.
+
+  Returns:
+    float [batch, seq, hidden].
+  """
+
+  def __init__(self,
+               hidden_size=768,
+               num_attention_heads=12,
+               intermediate_size=3072,
+               hidden_act="gelu",
+               hidden_dropout_prob=0.1,
+               attention_probs_dropout_prob=0.1,
+               initializer_range=0.02,
+               layer_norm_epsilon=1e-12,
+               **kwargs):
+    super().__init__(**kwargs)
+    self.hidden_size = hidden_size
+    self.num_attention_heads = num_attention_heads
+    self.intermediate_size = intermediate_size
+    self.hidden_act = hidden_act
+    self.hidden_dropout_prob = hidden_dropout_prob
+    self.attention_probs_dropout_prob = attention_probs_dropout_prob
+    self.initializer_range = initializer_range
+    self.layer_norm_epsilon = layer_norm_epsilon
+    # Resolve now so an unknown name fails at construction, not first call.
+    self._activation_fn = activations.get_activation(hidden_act)
+
+    def init():
+      return keras.initializers.TruncatedNormal(stddev=initializer_range)
+
+    def layer_norm(name):
+      return keras.layers.LayerNormalization(
+          epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name=name)
+
+    self.attention = BertSelfAttention(
+        hidden_size=hidden_size,
+        num_attention_heads=num_attention_heads,
+        attention_probs_dropout_prob=attention_probs_dropout_prob,
+        initializer_range=initializer_range,
+        dtype=self.dtype_policy,
+        name="attention_self")
+    self.attention_output_dense = keras.layers.Dense(
+        hidden_size, kernel_initializer=init(), dtype=self.dtype_policy,
+        name="attention_output_dense")
+    self.attention_dropout = keras.layers.Dropout(
+        hidden_dropout_prob, dtype=self.dtype_policy, name="attention_dropout")
+    self.attention_layer_norm = layer_norm("attention_output_layer_norm")
+    self.intermediate_dense = keras.layers.Dense(
+        intermediate_size, kernel_initializer=init(), dtype=self.dtype_policy,
+        name="intermediate_dense")
+    self.output_dense = keras.layers.Dense(
+        hidden_size, kernel_initializer=init(), dtype=self.dtype_policy,
+        name="output_dense")
+    self.output_dropout = keras.layers.Dropout(
+        hidden_dropout_prob, dtype=self.dtype_policy, name="output_dropout")
+    self.output_layer_norm = layer_norm("output_layer_norm")
+
+  def build(self, input_shape=None):
+    if self.built:  # Idempotent: a parent may rebuild a built child.
+      return
+    hidden = (None, None, self.hidden_size)
+    self.attention.build(hidden)
+    self.attention_output_dense.build(hidden)
+    self.attention_layer_norm.build(hidden)
+    self.intermediate_dense.build(hidden)
+    self.output_dense.build((None, None, self.intermediate_size))
+    self.output_layer_norm.build(hidden)
+    self.built = True
+
+  def call(self, x, padding_mask=None, training=None):
+    context = self.attention(x, padding_mask=padding_mask,
+                             training=training)  # [batch, seq, hidden]
+    attn = self.attention_output_dense(context)  # [batch, seq, hidden]
+    attn = self.attention_dropout(attn, training=training)
+    x = self.attention_layer_norm(x + attn)  # [batch, seq, hidden]
+
+    inner = self._activation_fn(
+        self.intermediate_dense(x))  # [batch, seq, intermediate]
+    out = self.output_dense(inner)  # [batch, seq, hidden]
+    out = self.output_dropout(out, training=training)
+    return self.output_layer_norm(x + out)  # [batch, seq, hidden]
+
+  def compute_output_shape(self, input_shape):
+    return tuple(input_shape)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "hidden_size": self.hidden_size,
+        "num_attention_heads": self.num_attention_heads,
+        "intermediate_size": self.intermediate_size,
+        "hidden_act": self.hidden_act,
+        "hidden_dropout_prob": self.hidden_dropout_prob,
+        "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
+        "initializer_range": self.initializer_range,
+        "layer_norm_epsilon": self.layer_norm_epsilon,
+    })
+    return config

@@ -1,0 +1,253 @@
+"""What each exported model type computes, and the tf.Modules that `export.py` saves.
+
+Signatures of a single-file export (`--export_format=single`):
+  serving_default(text)          text: string [batch]; one segment per example.
+  serving_pair(text, text_b)     two segments; an empty `text_b` gives that example a single
+                                 segment (`[CLS] text [SEP]`, as `serving_default`).
+  serve_ids(input_word_ids, input_mask, input_type_ids)   int32 [batch, seq], any seq up to
+                                 max_position_embeddings; no tokenization in the graph.
+
+A multiple_choice (SWAG) export has instead:
+  serving_default(text, choices) text: string [batch], the context (SWAG: sent1); choices:
+                                 string [batch, num_choices], each a full continuation (SWAG:
+                                 sent2 + " " + ending); every (text, choice) is one pair, packed
+                                 as serving_pair does, to [batch, num_choices, seq].
+  serve_ids(input_word_ids, input_mask, input_type_ids)   int32 [batch, num_choices, seq].
+
+The text signatures tokenize in the graph (`text_to_inputs`; "[MASK]" in the text is the
+mask token), pack to `max_seq_length` and also return the packed `input_word_ids`,
+`input_mask`, `input_type_ids` and the WordPiece strings `tokens` [batch, seq], so that a
+client can map a SQuAD span or a tag back to text. Outputs per model type (both kinds):
+  encoder      sequence_output [b, s, hidden], pooled_output [b, hidden]
+  pretraining  masked_lm_positions [b, M] int32: the positions of the [MASK] tokens of each
+                 example in order, -1 padded; M = most [MASK]s of an example in the batch;
+               masked_lm_top_ids [b, M, k] int32, masked_lm_top_tokens [b, M, k] string,
+               masked_lm_top_probabilities [b, M, k] float: the k most probable tokens at each
+                 [MASK] (softmax over the vocabulary), best first; padding rows are id 0,
+                 token "" and probability 0;
+               next_sentence_probabilities [b, 2], next_sentence_logits [b, 2]: index 0 =
+                 "text_b follows text" (the original's label 0);
+               serve_ids adds mlm_logits [b, s, vocab] at every position.
+  classifier   logits [b, labels], probabilities [b, labels] (not for num_labels=1, which is
+               regression), predicted_ids [b] int32 (+ predicted_labels [b] with label names)
+  squad        start_logits [b, s], end_logits [b, s]
+  tagger       logits [b, s, labels], probabilities [b, s, labels], predicted_ids [b, s] int32
+               (+ predicted_labels [b, s] with label names)
+  multiple_choice  logits [b, choices], probabilities [b, choices] (softmax over the choices),
+               predicted_ids [b] int32: the best choice
+"""
+
+import tensorflow as tf
+
+from official_bert.serving import text_packing as text_to_inputs_lib
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+_TEXT = tf.TensorSpec([None], tf.string, name="text")
+_TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
+_IDS = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
+_CHOICES = tf.TensorSpec([None, None], tf.string, name="choices")
+_CHOICE_IDS = {name: tf.TensorSpec([None, None, None], tf.int32, name=name)
+               for name in INPUT_NAMES}
+
+
+class _Untracked:
+  """Holds Python state out of the SavedModel's object graph (tf.Module tracks attributes).
+
+  The model's variables are saved through `model_variables`; tracking the Keras object
+  itself would also serialize Keras internals that a TF-only loader has no use for.
+  """
+
+  def __init__(self, **kwargs):
+    self.__dict__.update(kwargs)
+
+
+def _masked_lm_predictions(model, sequence_output, word_ids, mask_id, vocab, top_k):
+  """Top-k tokens at every [MASK] of each example (see the module doc)."""
+  is_mask = tf.equal(word_ids, mask_id)
+  # The k-th [MASK] of a row goes to slot k of that row; other slots stay -1.
+  slot = tf.cumsum(tf.cast(is_mask, tf.int32), axis=1) - 1  # [b, s]
+  where = tf.cast(tf.where(is_mask), tf.int32)  # [num_masks, 2]: (row, position)
+  width = tf.reduce_max(tf.concat([slot[:, -1:] + 1, [[0]]], axis=0))  # most masks in a row
+  positions = tf.tensor_scatter_nd_update(
+      tf.fill(tf.stack([tf.shape(word_ids)[0], width]), -1),
+      tf.stack([where[:, 0], tf.gather_nd(slot, where)], axis=1), where[:, 1])  # [b, M]
+  valid = positions >= 0
+  logits = model.masked_lm_head(sequence_output, tf.maximum(positions, 0),
+                                model.encoder.embeddings.embedding_table)  # [b, M, vocab]
+  probabilities, ids = tf.math.top_k(tf.nn.softmax(tf.cast(logits, tf.float32)), k=top_k)
+  ids = tf.where(valid[..., None], ids, 0)
+  tokens = tf.where(valid[..., None], tf.gather(vocab, ids), "")
+  return {
+      "masked_lm_positions": positions,
+      "masked_lm_top_ids": ids,
+      "masked_lm_top_tokens": tokens,
+      "masked_lm_top_probabilities": tf.where(valid[..., None], probabilities, 0.0),
+  }
+
+
+def _with_labels(outputs, label_names):
+  if label_names:
+    outputs["predicted_labels"] = tf.gather(tf.constant(label_names), outputs["predicted_ids"])
+  return outputs
+
+
+def model_outputs(model, model_type, inputs, mask_id, vocab, top_k=5, label_names=None,
+                  all_mlm_logits=False):
+  """The named outputs of `model_type` (module doc) for packed int32 inputs."""
+  if model_type == "encoder":
+    out = model(inputs, training=False)
+    return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"]}
+  if model_type == "pretraining":
+    out = model.encoder(inputs, training=False)
+    nsp_logits = model.next_sentence_head(out["pooled_output"])
+    result = _masked_lm_predictions(model, out["sequence_output"], inputs["input_word_ids"],
+                                    mask_id, vocab, top_k)
+    result.update(next_sentence_logits=nsp_logits,
+                  next_sentence_probabilities=tf.nn.softmax(nsp_logits))
+    if all_mlm_logits:
+      word_ids = inputs["input_word_ids"]
+      every = tf.tile(tf.range(tf.shape(word_ids)[1])[None], [tf.shape(word_ids)[0], 1])
+      result["mlm_logits"] = model.masked_lm_head(
+          out["sequence_output"], every, model.encoder.embeddings.embedding_table)
+    return result
+  out = model(inputs, training=False)
+  if model_type == "squad":
+    return {"start_logits": out["start_logits"], "end_logits": out["end_logits"]}
+  logits = out["logits"]
+  result = {"logits": logits, "predicted_ids": tf.argmax(logits, -1, output_type=tf.int32)}
+  if model_type == "classifier" and logits.shape[-1] == 1:  # regression
+    del result["predicted_ids"]
+    return result
+  result["probabilities"] = tf.nn.softmax(logits)
+  return _with_labels(result, label_names)
+
+
+class ServingModule(tf.Module):
+  """A whole model behind text and id signatures (`signatures()`).
+
+  Args:
+    model: the built Keras model of `model_type` (weights loaded).
+    model_type: one of `model_types.MODEL_TYPES`.
+    preprocessor: a `text_to_inputs.TextToInputs`.
+    vocab: token list (for `tokens` and `masked_lm_top_tokens`).
+    top_k: predictions per [MASK] (pretraining).
+    label_names: optional label strings (classifier, tagger).
+  """
+
+  def __init__(self, model, model_type, preprocessor, vocab, top_k=5, label_names=None):
+    super().__init__(name=f"bert_{model_type}")
+    self._static = _Untracked(model=model, model_type=model_type, vocab=list(vocab),
+                              top_k=min(int(top_k), len(vocab)),
+                              label_names=list(label_names) if label_names else None)
+    # The variables the traced functions read must be tracked to be saved.
+    self.model_variables = [getattr(v, "value", v) for v in model.variables]
+    self.preprocessor = preprocessor
+
+  def _outputs(self, inputs, all_mlm_logits=False):
+    st = self._static
+    return model_outputs(st.model, st.model_type, inputs, self.preprocessor.mask_id,
+                         tf.constant(st.vocab), st.top_k, st.label_names, all_mlm_logits)
+
+  def _from_text(self, inputs):
+    outputs = self._outputs(inputs)
+    outputs.update(inputs)
+    outputs["tokens"] = tf.gather(tf.constant(self._static.vocab), inputs["input_word_ids"])
+    return outputs
+
+  def _serving_default(self, text):
+    return self._from_text(self.preprocessor(text))
+
+  def _serving_pair(self, text, text_b):
+    return self._from_text(self.preprocessor(text, text_b))
+
+  def _serving_choices(self, text, choices):
+    shape = tf.shape(choices)  # [batch, num_choices]
+    flat = self.preprocessor(tf.repeat(text, shape[1]), tf.reshape(choices, [-1]))  # [b*n, s]
+    return self._from_text({name: tf.reshape(value, tf.concat([shape, [-1]], 0))
+                            for name, value in flat.items()})  # each [batch, num_choices, seq]
+
+  def _serve_ids(self, input_word_ids, input_mask, input_type_ids):
+    inputs = {"input_word_ids": input_word_ids, "input_mask": input_mask,
+              "input_type_ids": input_type_ids}
+    return self._outputs(inputs, all_mlm_logits=True)
+
+  def signatures(self):
+    """{name: tf.function} for `tf.saved_model.save(..., signatures=...)`.
+
+    Deliberately not attributes of the module: a tf.function attribute is saved a second
+    time as a restorable Python function, doubling the SavedModel and its load time, and
+    clients of this export use the signatures.
+    """
+    if self._static.model_type == "multiple_choice":
+      text = {"serving_default": (self._serving_choices, [_TEXT, _CHOICES])}
+      ids = _CHOICE_IDS
+    else:
+      text = {"serving_default": (self._serving_default, [_TEXT]),
+              "serving_pair": (self._serving_pair, [_TEXT, _TEXT_B])}
+      ids = _IDS
+    functions = dict(text, serve_ids=(self._serve_ids, [ids[name] for name in INPUT_NAMES]))
+    return {name: tf.function(fn, input_signature=spec, autograph=False)
+            for name, (fn, spec) in functions.items()}
+
+
+class HubPreprocessor(tf.Module):
+  """TF-Hub-style preprocessor: `__call__(text)` -> dict of int32 [batch, seq_length].
+
+  Also `pair(text, text_b)` and `tokenize(text)` -> RaggedTensor; signatures
+  `serving_default` (text) and `serving_pair` (text, text_b).
+  """
+
+  def __init__(self, preprocessor):
+    super().__init__(name="bert_preprocessor")
+    self.preprocessor = preprocessor
+
+  @tf.function(input_signature=[_TEXT], autograph=False)
+  def __call__(self, text):
+    return self.preprocessor(text)
+
+  @tf.function(input_signature=[_TEXT, _TEXT_B], autograph=False)
+  def pair(self, text, text_b):
+    return self.preprocessor(text, text_b)
+
+  @tf.function(input_signature=[_TEXT], autograph=False)
+  def tokenize(self, text):
+    return self.preprocessor.tokenize(text)
+
+  def signatures(self):
+    return {"serving_default": self.__call__, "serving_pair": self.pair}
+
+
+class HubEncoder(tf.Module):
+  """TF-Hub-style encoder: `__call__(dict of input_word_ids, input_mask, input_type_ids)` ->
+  dict of `pooled_output`, `sequence_output` and `encoder_outputs` (a list, one per layer).
+
+  Its `serving_default` signature takes the three int32 inputs by name and returns
+  `encoder_outputs` stacked as [batch, num_layers, seq, hidden] (signatures cannot return
+  lists; batch first so TF Serving can split the batch).
+  """
+
+  def __init__(self, encoder):
+    super().__init__(name="bert_encoder")
+    self._static = _Untracked(model=encoder)
+    self.model_variables = [getattr(v, "value", v) for v in encoder.variables]
+
+  @tf.function(input_signature=[dict(_IDS)], autograph=False)
+  def __call__(self, inputs):
+    out = self._static.model(inputs, training=False)
+    return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
+            "encoder_outputs": list(out["encoder_outputs"])}
+
+  @tf.function(input_signature=[_IDS["input_word_ids"], _IDS["input_mask"],
+                                _IDS["input_type_ids"]], autograph=False)
+  def serving_default(self, input_word_ids, input_mask, input_type_ids):
+    out = self.__call__({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                         "input_type_ids": input_type_ids})
+    out["encoder_outputs"] = tf.stack(out["encoder_outputs"], axis=1)
+    return out
+
+  def signatures(self):
+    return {"serving_default": self.serving_default}
+
+
+def make_preprocessor(tokenizer, vocab, seq_length):
+  return text_to_inputs_lib.TextToInputs(tokenizer, vocab, seq_length)

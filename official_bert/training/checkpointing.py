@@ -1,0 +1,176 @@
+"""Training checkpoints: resume everything, or warm-start weights only, and say which.
+
+Users of the original were unsure whether `--init_checkpoint` resumed a run or only loaded
+weights (google-research/bert #888). Here the rule is explicit and logged:
+  - a checkpoint in `--output_dir` resumes the model, optimizer (slots, step, so the learning
+    rate schedule) and the input position; `--init_checkpoint` is then ignored;
+  - otherwise `--init_checkpoint` loads model weights only (ours, or a google-research TF1
+    checkpoint by its variable names); the optimizer and the step start from zero.
+"""
+
+import os
+import tempfile
+
+from absl import logging
+import keras
+import tensorflow as tf
+
+from official_bert.interop import weight_loading
+from official_bert.interop import weight_names
+
+
+def trackable_variables(variables, names=None):
+  """{name: tf.Variable}, for `tf.train.Checkpoint`.
+
+  TensorFlow's object tracking does not see Keras 3 sublayers held in lists or created in
+  `build()`, so `tf.train.Checkpoint(model=model)` would silently save only some variables.
+  Naming every variable explicitly (model weights, dropout seed states, optimizer slots)
+  saves all of them. `names` maps id(variable) -> a preferred name; others use their path.
+  """
+  names = names or {}
+  out = {}
+  for v in variables:
+    if id(v) in names:
+      out[names[id(v)]] = v.value if isinstance(v, keras.Variable) else v
+      continue
+    key = v.path if isinstance(v, keras.Variable) else v.name
+    if key in out:
+      raise ValueError(f"two variables share the path {key!r}: name the layers uniquely")
+    out[key] = v.value if isinstance(v, keras.Variable) else v
+  return out
+
+
+def model_checkpoint(model, **extra):
+  """A `tf.train.Checkpoint` holding every variable of `model` under "model".
+
+  BERT weights are keyed by their canonical google-research names (`bert/encoder/layer_0/...`,
+  `cls/predictions/...`), which every model type shares, so a classifier can warm-start from a
+  pretraining checkpoint; other variables (dropout seed states) by their Keras path.
+  """
+  names = {id(v): name for name, v in weight_names.model_weight_pairs(model)}
+  return tf.train.Checkpoint(model=trackable_variables(model.variables, names), **extra)
+
+
+def _unescape(key):
+  """Object-graph key segment -> name (tf.train.Checkpoint writes "/" as ".S", "." as "..")."""
+  out, i = [], 0
+  while i < len(key):
+    if key[i] == "." and i + 1 < len(key):
+      out.append("/" if key[i + 1] == "S" else key[i + 1])
+      i += 2
+    else:
+      out.append(key[i])
+      i += 1
+  return "".join(out)
+
+
+def read_model_tensors(path):
+  """{name: array} of the model weights in one of our checkpoints (canonical names)."""
+  reader = tf.train.load_checkpoint(path)
+  tensors = {}
+  for key, _ in tf.train.list_variables(path):
+    parts = key.split("/")
+    if len(parts) == 4 and parts[0] == "model" and parts[2] == ".ATTRIBUTES":
+      name = _unescape(parts[1])
+      if "seed_generator" not in name:
+        tensors[name] = reader.get_tensor(key)
+  return tensors
+
+
+def _readable(key):
+  """"model/bert.Sembeddings.Sword_embeddings/.ATTRIBUTES/VARIABLE_VALUE" -> the name."""
+  parts = key.split("/")
+  return _unescape(parts[1]) if len(parts) == 4 and parts[2] == ".ATTRIBUTES" else key
+
+
+def _shape_report(path, model):
+  """Variables whose checkpoint shape differs from the model's, one line each."""
+  with tempfile.TemporaryDirectory() as tmp:
+    fresh = model_checkpoint(model).write(os.path.join(tmp, "fresh"))
+    ours = dict(tf.train.list_variables(fresh))
+  theirs = dict(tf.train.list_variables(path))
+  lines = [f"  {_readable(name)}: checkpoint {list(theirs[name])} vs model {list(shape)}"
+           for name, shape in sorted(ours.items())
+           if name in theirs and list(theirs[name]) != list(shape)]
+  missing = [_readable(name) for name in ours if name not in theirs and "ATTRIBUTES" in name]
+  if missing:
+    lines.append(f"  missing from the checkpoint: {', '.join(sorted(missing)[:10])}"
+                 + (" ..." if len(missing) > 10 else ""))
+  return lines
+
+
+def _raise_mismatch(path, model, error):
+  lines = _shape_report(path, model)
+  detail = "\n".join(lines) if lines else f"  {error}"
+  raise ValueError(f"checkpoint {path} does not fit the model (check --bert_config_file):\n"
+                   f"{detail}") from None
+
+
+def is_tf1_bert_checkpoint(path):
+  return any(name.startswith("bert/") for name, _ in tf.train.list_variables(path))
+
+
+def warm_start(model, path):
+  """Loads model weights only, from our checkpoint or a google-research/bert TF1 one."""
+  if tf.io.gfile.isdir(path):
+    path = tf.train.latest_checkpoint(path) or path
+  if is_tf1_bert_checkpoint(path):
+    reader = tf.train.load_checkpoint(path)
+    tensors = {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(path)
+               if not name.endswith(("adam_m", "adam_v")) and name != "global_step"}
+  else:
+    tensors = read_model_tensors(path)
+  # Checks every name and shape before assigning; a head absent from the file (a new
+  # fine-tuning head) keeps its initialization.
+  weight_loading.assign_canonical_weights(model, tensors, source=path, require_heads=False)
+  logging.info("Warm-started model WEIGHTS ONLY from %s; optimizer, step and learning rate "
+               "schedule start from zero.", path)
+
+
+class CheckpointKeeper:
+  """A `tf.train.CheckpointManager` over model, optimizer, step (and an iterator, if given).
+
+  On multi-worker runs every worker saves (saving is collective); only the chief keeps its
+  files in `output_dir`.
+  """
+
+  def __init__(self, output_dir, model, optimizer, step, iterator=None, max_to_keep=5,
+               chief=True, worker_id=0):
+    objects = {"optimizer": trackable_variables(optimizer.variables), "step": step}
+    if iterator is not None:
+      objects["iterator"] = iterator
+    self.model = model
+    self.step = step
+    self.checkpoint = model_checkpoint(model, **objects)
+    directory = output_dir if chief else os.path.join(output_dir, f".worker_{worker_id}_tmp")
+    self.chief = chief
+    self.output_dir = output_dir  # every worker restores the chief's checkpoints
+    self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep)
+
+  def restore_or_initialize(self, init_checkpoint=None):
+    """Returns what happened: "resumed", "warm_started" or "fresh"."""
+    latest = tf.train.latest_checkpoint(self.output_dir)
+    if latest:
+      try:
+        self.checkpoint.restore(latest).assert_existing_objects_matched()
+      except (ValueError, tf.errors.InvalidArgumentError, AssertionError) as e:
+        _raise_mismatch(latest, self.model, e)
+      logging.info("RESUMED from %s at step %d (model, optimizer, step, learning rate "
+                   "schedule; the input skips what was consumed)%s.", latest, int(self.step.numpy()),
+                   f"; --init_checkpoint={init_checkpoint} is ignored" if init_checkpoint else "")
+      return "resumed"
+    if init_checkpoint:
+      warm_start(self.model, init_checkpoint)
+      return "warm_started"
+    logging.info("No checkpoint in the output directory and no --init_checkpoint: training "
+                 "from random initialization.")
+    return "fresh"
+
+  def save(self, reason=""):
+    path = self.manager.save(checkpoint_number=int(self.step.numpy()))
+    if self.chief:
+      logging.info("Saved checkpoint %s%s", path, f" ({reason})" if reason else "")
+    else:
+      tf.io.gfile.rmtree(self.manager.directory)
+    return path
+

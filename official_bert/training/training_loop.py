@@ -1,0 +1,298 @@
+"""One custom training loop for every `tf.distribute` strategy, task and precision.
+
+A step, per replica:
+  1. all-reduce the task's loss normalizers (e.g. the number of masked tokens) over replicas;
+  2. split the replica batch into `num_accumulation_steps` micro-batches; for each, the
+     gradient of sum(loss)/global normalizer, summed;
+  3. all-reduce the gradients, clip them by their global norm (the norm of the whole step's
+     gradient, as one device would see it), apply.
+Keras's own clipping would clip each replica's partial gradient before its all-reduce, so we
+reduce and clip here and tell the optimizer the gradients are already reduced.
+`steps_per_loop` steps run inside one tf.function call to keep the host out of the way.
+"""
+
+import signal
+import time
+
+from absl import logging
+import keras
+import numpy as np
+import tensorflow as tf
+
+from official_bert.training import optimization
+
+SUM = tf.distribute.ReduceOp.SUM
+# Marks the assertion `Trainer._checked` raises: "[ID_RANGE] [feature] [id] [key] [limit]".
+ID_RANGE_ERROR = "ID_RANGE"
+
+
+def _already_reduced(grads_and_vars):
+  return list(grads_and_vars)
+
+
+class Trainer:
+  """Builds the model and optimizer under a strategy and runs train/eval loops.
+
+  Args:
+    strategy: a tf.distribute.Strategy.
+    task: a `tasks.Task`.
+    optimizer_fn: () -> Keras optimizer (built here, inside the strategy scope).
+    global_batch_size: examples per step over all replicas and micro-batches.
+    num_accumulation_steps: micro-batches per step and replica.
+    clip_norm: global gradient norm clip (the original: 1.0); None or 0 to disable.
+    dtype: "float32", "bfloat16" or "float16" (float16 gets dynamic loss scaling).
+    enable_xla: compile the forward/backward pass with XLA.
+  """
+
+  def __init__(self, strategy, task, optimizer_fn, global_batch_size, num_accumulation_steps=1,
+               clip_norm=1.0, dtype="float32", enable_xla=False):
+    replicas = strategy.num_replicas_in_sync
+    if global_batch_size % (replicas * num_accumulation_steps):
+      raise ValueError(f"batch size {global_batch_size} is not divisible by replicas ({replicas}) "
+                       f"x accumulation steps ({num_accumulation_steps})")
+    self.strategy = strategy
+    self.task = task
+    self.global_batch_size = global_batch_size
+    self.num_accumulation_steps = num_accumulation_steps
+    self.clip_norm = clip_norm
+    self.float16 = dtype == "float16"
+    self.enable_xla = enable_xla
+    with strategy.scope():
+      self.model = task.build_model()
+      inner = optimizer_fn()
+      inner._all_reduce_sum_gradients = _already_reduced  # pylint: disable=protected-access
+      self.optimizer = keras.optimizers.LossScaleOptimizer(inner) if self.float16 else inner
+      self.optimizer.build(self.model.trainable_variables)
+      self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                              aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    self._train_loop_fn = None
+    self._eval_step_fn = None
+
+  # ---- per-replica math -------------------------------------------------------------------
+
+  def _checked(self, features):
+    """`features` once their ids are inside the task's tables (`Task.input_id_limits`).
+
+    Runs before the model (control dependencies, outside any XLA region), so a record with
+    an out-of-range id always fails here, with the feature, the id and the limit, rather
+    than in whichever gather or gradient op happens to run first.
+    """
+    checks = []
+    for name, (key, limit) in self.task.input_id_limits().items():
+      if name in features:
+        ids = features[name]
+        high, low = tf.reduce_max(ids), tf.reduce_min(ids)
+        worst = tf.where(high >= limit, high, low)
+        checks.append(tf.debugging.Assert((high < limit) & (low >= 0),
+                                          [ID_RANGE_ERROR, name, worst, key, limit]))
+    if not checks:
+      return features
+    with tf.control_dependencies(checks):
+      return {name: tf.identity(value) for name, value in features.items()}
+
+  def _scores(self, features, normalizers, training):
+    """Loss (normalized by the global normalizers), its parts and metric sums."""
+    outputs = self.model(features, training=training)
+    sums = self.task.loss_sums(features, outputs)
+    parts = {name: value / (normalizers[name] + self.task.loss_epsilons.get(name, 0.0))
+             for name, value in sums.items()}
+    return tf.add_n(list(parts.values())), parts, self.task.metric_sums(features, outputs)
+
+  def _micro_gradients(self, features, normalizers):
+    variables = self.model.trainable_variables
+    with tf.GradientTape() as tape:
+      loss, parts, metrics = self._scores(features, normalizers, training=True)
+      scaled = self.optimizer.scale_loss(loss) if self.float16 else loss
+    grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
+             for g, v in zip(tape.gradient(scaled, variables), variables)]
+    return grads, parts, metrics
+
+  def _replica_train_step(self, features):
+    features = self._checked(features)
+    ctx = tf.distribute.get_replica_context()
+    normalizers = ctx.all_reduce(SUM, self.task.loss_normalizers(features))
+    grad_fn = self._micro_gradients
+    if self.enable_xla:
+      grad_fn = tf.function(grad_fn, jit_compile=True)
+    k = self.num_accumulation_steps
+    if k == 1:
+      grads, parts, metrics = grad_fn(features, normalizers)
+    else:
+      micro = tf.shape(features["input_mask"])[0] // k
+      grads = parts = metrics = None
+      for i in range(k):  # unrolled: k is small, and a Python loop keeps shapes static
+        piece = {name: t[i * micro:(i + 1) * micro] for name, t in features.items()}
+        g, p, m = grad_fn(piece, normalizers)
+        if grads is None:
+          grads, parts, metrics = g, p, m
+        else:
+          grads = [a + b for a, b in zip(grads, g)]
+          parts = {n: parts[n] + p[n] for n in parts}
+          metrics = {n: (metrics[n][0] + m[n][0], metrics[n][1] + m[n][1]) for n in metrics}
+    grads = ctx.all_reduce(SUM, grads)
+    parts = ctx.all_reduce(SUM, parts)
+    metrics = ctx.all_reduce(SUM, metrics) if metrics else {}  # a task may have none
+    if self.float16:
+      scale = tf.cast(self.optimizer.dynamic_scale, tf.float32)
+      grads = [g / scale for g in grads]
+    if self.clip_norm:
+      grads, norm = optimization.clip_by_global_norm(grads, self.clip_norm)
+    else:
+      norm = tf.linalg.global_norm(grads)
+    if self.float16:  # LossScaleOptimizer unscales, and skips the step if not finite
+      grads = [g * scale for g in grads]
+    self.optimizer.apply(grads, self.model.trainable_variables)
+    out = dict(parts)
+    out["loss"] = tf.add_n(list(parts.values()))
+    out["gradient_norm"] = norm
+    for name, (num, den) in metrics.items():
+      out[name + "_num"], out[name + "_den"] = num, den
+    return out
+
+  def _replica_eval_step(self, features):
+    features = self._checked(features)
+    ctx = tf.distribute.get_replica_context()
+    normalizers = ctx.all_reduce(SUM, self.task.loss_normalizers(features))
+    loss, parts, metrics = self._scores(features, normalizers, training=False)
+    out = dict(parts)
+    out["loss"] = loss
+    for name, (num, den) in metrics.items():
+      out[name + "_num"], out[name + "_den"] = num, den
+    return ctx.all_reduce(SUM, out)  # never empty: holds the loss
+
+  # ---- host-side loops --------------------------------------------------------------------
+
+  def _first(self, per_replica):
+    """All replicas hold the same all-reduced values: take the first's."""
+    return tf.nest.map_structure(
+        lambda v: self.strategy.experimental_local_results(v)[0], per_replica)
+
+  def _build_train_loop(self):
+    @tf.function
+    def train_loop(iterator, num_steps):
+      totals = None
+      for _ in tf.range(num_steps):
+        out = self._first(self.strategy.run(self._replica_train_step, args=(next(iterator),)))
+        totals = out if totals is None else tf.nest.map_structure(tf.add, totals, out)
+        self.step.assign_add(1)
+      return totals
+    return train_loop
+
+  def train_steps(self, iterator, num_steps):
+    """Runs `num_steps` steps; returns the averaged losses and metrics as floats."""
+    if self._train_loop_fn is None:
+      self._train_loop_fn = self._build_train_loop()
+    totals = self._train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
+    return summarize(totals, num_steps)
+
+  def evaluate(self, iterator, max_steps=None):
+    """Global metrics over up to `max_steps` batches (or the whole finite dataset)."""
+    if self._eval_step_fn is None:
+      self._eval_step_fn = tf.function(
+          lambda f: self._first(self.strategy.run(self._replica_eval_step, args=(f,))))
+    totals, steps = None, 0
+    while max_steps is None or steps < max_steps:
+      optional = iterator.get_next_as_optional()
+      if not optional.has_value():
+        break
+      out = {k: v.numpy() for k, v in self._eval_step_fn(optional.get_value()).items()}
+      totals = out if totals is None else {k: totals[k] + out[k] for k in out}
+      steps += 1
+    if totals is None:
+      raise ValueError("evaluation data is empty")
+    return summarize(totals, steps)
+
+
+def predict(strategy, model, dataset_fn, keep_features=()):
+  """Model outputs for every example of a finite dataset, in input order, as numpy arrays.
+
+  Args:
+    dataset_fn: (tf.distribute.InputContext) -> per-replica batched, finite dataset.
+    keep_features: feature names to pass through next to the outputs (e.g. "unique_ids").
+  Returns:
+    dict name -> np.ndarray [num_examples, ...] with the model outputs and kept features.
+  """
+  def replica_fn(features):
+    outputs = dict(model(features, training=False))
+    outputs.update({name: features[name] for name in keep_features})
+    return outputs
+
+  step = tf.function(lambda f: strategy.run(replica_fn, args=(f,)))
+  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+  chunks = {}
+  while True:
+    optional = iterator.get_next_as_optional()
+    if not optional.has_value():
+      break
+    out = step(optional.get_value())
+    for name, value in out.items():
+      # Replicas took consecutive batches of the stream: their concatenation is input order.
+      for local in strategy.experimental_local_results(value):
+        chunks.setdefault(name, []).append(np.asarray(local))
+  return {name: np.concatenate(parts) for name, parts in chunks.items()}
+
+
+def summarize(totals, steps):
+  """Mean of per-step losses; metric numerators over denominators."""
+  totals = {k: float(np.asarray(v)) for k, v in totals.items()}
+  out = {}
+  for key, value in totals.items():
+    if key.endswith("_num"):
+      name = key[:-4]
+      out[name] = value / max(totals[name + "_den"], 1e-12)
+    elif not key.endswith("_den"):
+      out[key] = value / steps
+  return out
+
+
+class StopRequest:
+  """SIGTERM sets a flag; the loop saves a checkpoint at the next loop boundary and exits."""
+
+  def __init__(self):
+    self.requested = False
+    self._previous = signal.signal(signal.SIGTERM, self._handle)
+
+  def _handle(self, signum, frame):
+    del frame
+    logging.warning("Signal %d: saving a checkpoint at the end of this loop, then stopping",
+                    signum)
+    self.requested = True
+
+  def restore(self):
+    signal.signal(signal.SIGTERM, self._previous)
+
+
+class ProgressLog:
+  """Step, loss, examples/s and ETA, to the log and to TensorBoard."""
+
+  def __init__(self, global_batch_size, num_train_steps, start_step, writer=None):
+    self.global_batch_size = global_batch_size
+    self.num_train_steps = num_train_steps
+    self.writer = writer
+    self.last_time = time.time()
+    self.last_step = start_step
+
+  def log(self, step, metrics, learning_rate):
+    now = time.time()
+    steps = max(step - self.last_step, 1)
+    seconds = max(now - self.last_time, 1e-9)
+    examples_per_second = steps * self.global_batch_size / seconds
+    eta = (self.num_train_steps - step) * seconds / steps
+    self.last_time, self.last_step = now, step
+    logging.info("step %d/%d | loss %.4f | %s | lr %.3g | %.1f examples/s | ETA %.0fs", step,
+                 self.num_train_steps, metrics["loss"],
+                 " ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()) if k != "loss"),
+                 learning_rate, examples_per_second, eta)
+    if self.writer is not None:
+      with self.writer.as_default(step=step):
+        for name, value in metrics.items():
+          tf.summary.scalar(name, value)
+        tf.summary.scalar("learning_rate", learning_rate)
+        tf.summary.scalar("examples_per_second", examples_per_second)
+    return examples_per_second
+
+
+def current_learning_rate(optimizer):
+  inner = getattr(optimizer, "inner_optimizer", optimizer)
+  return float(np.asarray(inner.learning_rate))
+

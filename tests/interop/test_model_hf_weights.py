@@ -1,0 +1,166 @@
+"""HF <-> canonical name mapping and the safetensors loader on tiny models."""
+
+import json
+import logging
+
+import keras
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
+
+from official_bert.interop import hf_weights
+from official_bert.interop import weight_names
+from official_bert.modeling.encoder import BertEncoder
+from official_bert.modeling.pretraining_model import BertPretrainingModel
+
+TINY = dict(vocab_size=30, hidden_size=8, num_hidden_layers=2,
+            num_attention_heads=2, intermediate_size=12,
+            max_position_embeddings=10, type_vocab_size=2)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+  keras.utils.set_random_seed(99)
+
+
+def _inputs():
+  return {"input_word_ids": np.array([[2, 5, 9, 3, 0]], np.int32),
+          "input_mask": np.array([[1, 1, 1, 1, 0]], np.int32),
+          "input_type_ids": np.array([[0, 0, 1, 1, 0]], np.int32)}
+
+
+def test_canonical_names_cover_every_variable_once():
+  model = BertPretrainingModel(BertEncoder(**TINY))
+  pairs = weight_names.model_weight_pairs(model)
+  assert len({n for n, _ in pairs}) == len(pairs) == len(model.weights)
+  assert {id(v) for _, v in pairs} == {id(v) for v in model.weights}
+  assert all(weight_names.is_canonical_name(n) for n, _ in pairs)
+
+
+def test_hf_and_tf1_names_round_trip():
+  model = BertPretrainingModel(BertEncoder(**TINY))
+  for tf1_name, variable in weight_names.model_weight_pairs(model):
+    for prefix in ("", "bert."):
+      hf_name, transpose = weight_names.tf1_to_hf_name(tf1_name, prefix)
+      assert weight_names.hf_to_tf1_name(hf_name) == (tf1_name, transpose)
+      assert transpose == tf1_name.endswith("/kernel")
+      if tf1_name.startswith("cls/"):
+        assert hf_name.startswith("cls.")
+
+
+@pytest.mark.parametrize("hf_name, expected", [
+    ("encoder.layer.11.attention.self.query.weight",
+     ("bert/encoder/layer_11/attention/self/query/kernel", True)),
+    ("bert.encoder.layer.0.output.LayerNorm.gamma",
+     ("bert/encoder/layer_0/output/LayerNorm/gamma", False)),
+    ("embeddings.LayerNorm.beta", ("bert/embeddings/LayerNorm/beta", False)),
+    ("embeddings.word_embeddings.weight",
+     ("bert/embeddings/word_embeddings", False)),
+    ("pooler.dense.weight", ("bert/pooler/dense/kernel", True)),
+    ("cls.predictions.bias", ("cls/predictions/output_bias", False)),
+    ("cls.predictions.transform.dense.weight",
+     ("cls/predictions/transform/dense/kernel", True)),
+    ("cls.seq_relationship.weight",
+     ("cls/seq_relationship/output_weights", False)),
+    ("cls.predictions.decoder.weight", None),
+    ("embeddings.position_ids", None),
+    ("classifier.weight", None),
+    ("encoder.layer.0.attention.self.rotary.weight", None),
+])
+def test_hf_to_tf1_name_examples(hf_name, expected):
+  assert weight_names.hf_to_tf1_name(hf_name) == expected
+
+
+@pytest.mark.parametrize("hf_act, ours", [
+    ("gelu", "gelu_exact"), ("gelu_new", "gelu"), ("relu", "relu")])
+def test_hf_config_activation_mapping(hf_act, ours):
+  config = hf_weights.bert_config_from_hf_dict(
+      {"vocab_size": 10, "hidden_size": 8, "num_attention_heads": 2,
+       "hidden_act": hf_act, "model_type": "bert", "pad_token_id": 0,
+       "layer_norm_eps": 1e-12})
+  assert config.hidden_act == ours
+
+
+def test_hf_config_rejects_unsupported(tmp_path):
+  path = tmp_path / "config.json"
+  path.write_text(json.dumps({"vocab_size": 10, "hidden_act": "silu"}))
+  with pytest.raises(ValueError, match="silu"):
+    hf_weights.load_hf_config(path)
+  path.write_text(json.dumps({"vocab_size": 10, "layer_norm_eps": 1e-5}))
+  with pytest.raises(ValueError, match="layer_norm_eps"):
+    hf_weights.load_hf_config(path)
+  path.write_text(json.dumps({"hidden_size": 8}))
+  with pytest.raises(ValueError, match="vocab_size"):
+    hf_weights.load_hf_config(path)
+
+
+@pytest.mark.parametrize("prefix", ["", "bert."])
+def test_save_then_load_reproduces_outputs(tmp_path, prefix):
+  source = BertPretrainingModel(BertEncoder(**TINY))
+  path = str(tmp_path / "model.safetensors")
+  hf_weights.save_hf_weights(source, path, prefix=prefix)
+  state = load_file(path)
+  assert state["cls.predictions.transform.dense.weight"].shape == (8, 8)
+  assert (prefix + "encoder.layer.0.intermediate.dense.weight") in state
+  assert state[prefix + "encoder.layer.0.intermediate.dense.weight"].shape == (
+      12, 8)  # PyTorch Linear layout [out, in].
+
+  target = BertPretrainingModel(BertEncoder(**TINY))
+  hf_weights.load_hf_weights(target, path)
+  x = dict(_inputs(), masked_lm_positions=np.array([[1, 2]], np.int32))
+  for key, value in source(x).items():
+    np.testing.assert_array_equal(value, target(x)[key])
+
+
+def test_legacy_gamma_beta_names_and_extras(tmp_path, caplog):
+  source = BertEncoder(**TINY)
+  path = str(tmp_path / "model.safetensors")
+  hf_weights.save_hf_weights(source, path)
+  state = load_file(path)
+  state = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace(
+      "LayerNorm.bias", "LayerNorm.beta"): v for k, v in state.items()}
+  state["classifier.weight"] = np.zeros((3, 8), np.float32)
+  state["embeddings.position_ids"] = np.arange(10)[None]
+  save_file(state, path)
+  target = BertEncoder(**TINY)
+  with caplog.at_level(logging.WARNING):
+    hf_weights.load_hf_weights(target, path)
+  assert "classifier.weight" in caplog.text
+  assert "position_ids" not in caplog.text
+  np.testing.assert_array_equal(source(_inputs())["pooled_output"],
+                                target(_inputs())["pooled_output"])
+
+
+def test_missing_and_misshaped_tensors_are_reported(tmp_path):
+  path = str(tmp_path / "model.safetensors")
+  hf_weights.save_hf_weights(BertEncoder(**TINY), path)
+  state = load_file(path)
+  del state["encoder.layer.1.output.dense.bias"]
+  state["encoder.layer.0.attention.self.key.weight"] = np.zeros(
+      (8, 6), np.float32)
+  save_file(state, path)
+  target = BertEncoder(**TINY)
+  before = [w.numpy().copy() for w in target.weights]
+  with pytest.raises(ValueError) as e:
+    hf_weights.load_hf_weights(target, path)
+  message = str(e.value)
+  assert path in message
+  assert "encoder.layer.1.output.dense.bias" in message
+  assert "encoder.layer.0.attention.self.key.weight" in message
+  assert "(8, 6)" in message and "(8, 8)" in message
+  # Nothing was assigned.
+  for old, w in zip(before, target.weights):
+    np.testing.assert_array_equal(old, w.numpy())
+
+
+def test_heads_optional_only_when_asked(tmp_path, caplog):
+  path = str(tmp_path / "model.safetensors")
+  hf_weights.save_hf_weights(BertEncoder(**TINY), path)  # No cls.* tensors.
+  model = BertPretrainingModel(BertEncoder(**TINY))
+  with pytest.raises(ValueError, match="cls.seq_relationship.weight"):
+    hf_weights.load_hf_weights(model, path)
+  with caplog.at_level(logging.WARNING):
+    names = hf_weights.load_hf_weights(model, path, require_heads=False)
+  assert "cls/predictions/" in caplog.text
+  assert not any(n.startswith("cls/") for n in names)

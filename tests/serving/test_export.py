@@ -1,0 +1,414 @@
+"""SavedModel export: raw text in, the in-process model's outputs out, in a fresh process.
+
+Every model type is exported once (module fixture) from a tiny model's checkpoint; the
+SavedModels are then queried by processes that never import this repository: a Python
+snippet (`tf.saved_model.load` + tensorflow_text ops), `saved_model_cli show` and
+`saved_model_cli run` (its own code, with tensorflow_text's ops registered first: the in-graph
+tokenizer needs them, as TensorFlow Serving builds include them). The expected outputs come
+from the Keras models directly, on inputs tokenized and packed in Python the original way.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from data_prep import tokenization
+from official_bert.training import checkpointing
+from official_bert import export
+from official_bert.modeling import model_types
+from official_bert.serving import text_packing as text_to_inputs
+from official_bert.interop import tf1_checkpoint
+from official_bert.interop import weight_loading
+from official_bert.modeling.bert_config import BertConfig
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEQ = 16
+# "[", "mask" and "]" are in the vocabulary: a tokenizer that split "[MASK]" would not fail.
+VOCAB = ("[PAD] [UNK] [CLS] [SEP] [MASK] the a module provides functions for working with "
+         "regular expressions is cat sat on mat dog who what where . , ? ! ##s ##ing re "
+         "##gular play guitar man [ ] mask sentence another one two three").split()
+CONFIG = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2,
+                    num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+                    type_vocab_size=2, hidden_act="gelu")
+TEXTS = ["The [MASK] module provides functions for working with regular expressions.",
+         "A cat sat on the mat", "", "[MASK][MASK] who?",
+         "one two three one two three one two three one two three one two three"]
+TEXTS_B = ["Another sentence.", "", "what is it", "the dog [MASK] .", "a mat"]
+LABELS = ["neg", "pos"]
+HEAD_SEEDS = {"pretraining": 1, "classifier": 2, "squad": 3, "tagger": 4, "encoder": 1}
+
+
+def _env():
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH="")
+
+
+# ----------------------------------------------------------------------------- reference
+
+def _python_ids(tokenizer, text):
+  """The original tokenizer's ids, with the literal "[MASK]" kept as the mask token."""
+  ids = []
+  for i, piece in enumerate(text.split("[MASK]")):
+    if i:
+      ids.append(VOCAB.index("[MASK]"))
+    ids.extend(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(piece)))
+  return ids
+
+
+def _truncate_seq_pair(tokens_a, tokens_b, max_length):
+  """google-research/bert run_classifier.py, verbatim."""
+  while True:
+    total_length = len(tokens_a) + len(tokens_b)
+    if total_length <= max_length:
+      break
+    if len(tokens_a) > len(tokens_b):
+      tokens_a.pop()
+    else:
+      tokens_b.pop()
+
+
+def _python_pack(a, b=None):
+  a, b = list(a), list(b or [])
+  if b:
+    _truncate_seq_pair(a, b, SEQ - 3)
+  else:
+    a = a[:SEQ - 2]
+  ids = [2] + a + [3] + (b + [3] if b else [])
+  types = [0] * (len(a) + 2) + [1] * (len(b) + 1 if b else 0)
+  pad = SEQ - len(ids)
+  return ids + [0] * pad, [1] * len(ids) + [0] * pad, types + [0] * pad
+
+
+def _python_inputs(texts, texts_b=None):
+  tokenizer = tokenization.FullTokenizer(_vocab_file(), do_lower_case=True)
+  rows = [_python_pack(_python_ids(tokenizer, t),
+                       _python_ids(tokenizer, texts_b[i]) if texts_b else None)
+          for i, t in enumerate(texts)]
+  return {name: np.array([r[k] for r in rows], np.int32)
+          for k, name in enumerate(("input_word_ids", "input_mask", "input_type_ids"))}
+
+
+def _expected(model_type, model, inputs, top_k=3):
+  """The named outputs, computed with the Keras model (and numpy for top-k)."""
+  if model_type == "encoder":
+    out = model(inputs, training=False)
+    return {k: np.asarray(out[k]) for k in ("sequence_output", "pooled_output")}
+  if model_type == "pretraining":
+    is_mask = inputs["input_word_ids"] == VOCAB.index("[MASK]")
+    width = max(1, is_mask.sum(1).max())
+    positions = np.full([len(is_mask), width], -1, np.int32)
+    for row, cols in enumerate(is_mask):
+      where = np.flatnonzero(cols)
+      positions[row, :len(where)] = where
+    out = model(dict(inputs, masked_lm_positions=np.maximum(positions, 0)), training=False)
+    probs = tf.nn.softmax(out["masked_lm_logits"]).numpy()
+    top = np.argsort(-probs, axis=-1, kind="stable")[..., :top_k]
+    top = np.where(positions[..., None] >= 0, top, 0)
+    return {"masked_lm_positions": positions[:, :is_mask.sum(1).max()],
+            "masked_lm_top_ids": top[:, :is_mask.sum(1).max()],
+            "next_sentence_probabilities": tf.nn.softmax(out["next_sentence_logits"]).numpy()}
+  out = {k: np.asarray(v) for k, v in model(inputs, training=False).items()}
+  if model_type in ("classifier", "tagger"):
+    out["probabilities"] = tf.nn.softmax(out["logits"]).numpy()
+    out["predicted_ids"] = out["logits"].argmax(-1)
+  return out
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+_STATE = {}
+
+
+def _vocab_file():
+  return _STATE["vocab_file"]
+
+
+@pytest.fixture(scope="module", name="exported")
+def _exported(tmp_path_factory):
+  """Exports every model type; returns {name: (export dir, Keras model)}."""
+  root = tmp_path_factory.mktemp("export")
+  vocab_file = str(root / "vocab.txt")
+  with open(vocab_file, "w", encoding="utf-8") as f:
+    f.write("\n".join(VOCAB) + "\n")
+  _STATE["vocab_file"] = vocab_file
+  config_file = str(root / "bert_config.json")
+  CONFIG.to_json_file(config_file)
+  models, checkpoints = {}, {}
+  for model_type in ("pretraining", "classifier", "squad", "tagger"):
+    keras.utils.set_random_seed(HEAD_SEEDS[model_type])
+    model = model_types.build_model(model_type, CONFIG, num_labels=len(LABELS) if
+                                    model_type == "classifier" else 3)
+    models[model_type] = model
+    if model_type == "pretraining":  # the original's format, to export from TF1 names too
+      checkpoints[model_type] = tf1_checkpoint.write_tf1_checkpoint(
+          weight_loading.export_canonical_weights(model), str(root / "tf1" / "bert_model.ckpt"))
+    else:
+      checkpoints[model_type] = checkpointing.model_checkpoint(model).write(
+          str(root / model_type / "ckpt-1"))
+  models["encoder"] = models["pretraining"].encoder
+  checkpoints["encoder"] = checkpoints["pretraining"]
+  # Started now to overlap with the exports below: a classifier head absent from a
+  # pretraining checkpoint, which the export CLI must refuse.
+  _STATE["no_head_dir"] = root / "no_head"
+  _STATE["no_head"] = subprocess.Popen(
+      [sys.executable, "-m", "official_bert.export", f"--bert_config_file={config_file}",
+       f"--checkpoint={checkpoints['pretraining']}", f"--vocab_file={vocab_file}",
+       "--model_type=classifier", "--num_labels=2", f"--max_seq_length={SEQ}",
+       f"--export_dir={root / 'no_head'}"],
+      cwd=REPO, env=dict(_env(), PYTHONPATH=REPO), stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+
+  dirs = {}
+  common = dict(bert_config_file=config_file, vocab_file=vocab_file, do_lower_case=True,
+                max_seq_length=SEQ, top_k=3)
+  for model_type in ("encoder", "pretraining", "classifier", "squad", "tagger"):
+    dirs[model_type] = str(root / model_type / "export")
+    export.export(checkpoint=checkpoints[model_type], model_type=model_type,
+                  export_dir=dirs[model_type],
+                  label_names=LABELS if model_type == "classifier" else None,
+                  num_labels=3 if model_type == "tagger" else None, **common)
+  dirs["hub"] = str(root / "hub")
+  export.export(checkpoint=checkpoints["encoder"], model_type="encoder", export_dir=dirs["hub"],
+                export_format="hub_pair", **common)
+  _STATE.update(root=root, config_file=config_file, checkpoints=checkpoints)
+  return {name: (dirs[name], models.get(name)) for name in dirs}
+
+
+# A fresh interpreter that imports only TensorFlow (+ tensorflow_text for the ops) and runs
+# every signature; it also runs demo_query.py's `query` from its file.
+_SNIPPET = textwrap.dedent("""
+    import json, runpy, sys
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # registers the tokenizer's ops
+    dirs, texts, texts_b, ids, demo_query = json.loads(sys.argv[1]), *json.loads(sys.argv[2])
+    out = {}
+    for name, d in dirs.items():
+      if name == "hub":
+        pre = tf.saved_model.load(d + "/preprocessor")
+        enc = tf.saved_model.load(d + "/encoder")
+        packed = pre(tf.constant(texts))
+        encoded = enc(packed)
+        out["hub/pre/input_word_ids"] = packed["input_word_ids"].numpy()
+        out["hub/pair/input_type_ids"] = pre.pair(tf.constant(texts), tf.constant(texts_b))[
+            "input_type_ids"].numpy()
+        out["hub/enc/pooled_output"] = encoded["pooled_output"].numpy()
+        out["hub/enc/num_layers"] = np.array(len(encoded["encoder_outputs"]))
+        sig = enc.signatures["serving_default"](**packed)
+        out["hub/sig/encoder_outputs"] = sig["encoder_outputs"].numpy()
+        continue
+      sigs = tf.saved_model.load(d).signatures
+      calls = {"text": sigs["serving_default"](text=tf.constant(texts)),
+               "pair": sigs["serving_pair"](text=tf.constant(texts), text_b=tf.constant(texts_b)),
+               "ids": sigs["serve_ids"](**{k: tf.constant(v, tf.int32) for k, v in ids.items()})}
+      for sig, result in calls.items():
+        for key, value in result.items():
+          value = value.numpy()
+          out[f"{name}/{sig}/{key}"] = value.astype(bytes) if value.dtype == object else value
+    query = runpy.run_path(demo_query)["query"]
+    out["demo"] = np.array(json.dumps(query(dirs["pretraining"], texts[:1])))
+    out["imported_ours"] = np.array(sorted(m for m in sys.modules
+                                           if m.split(".")[0] in ("official_bert", "data_prep")))
+    np.savez(sys.argv[3], **out)
+""")
+
+
+@pytest.fixture(scope="module", name="fresh")
+def _fresh(exported, tmp_path_factory):
+  """Runs the fresh-process checks in parallel; returns their results."""
+  tmp = tmp_path_factory.mktemp("fresh")
+  dirs = {name: d for name, (d, _) in exported.items()}
+  ids = _python_inputs(TEXTS[:2])
+  procs = {"snippet": subprocess.Popen(
+      [sys.executable, "-c", _SNIPPET, json.dumps(dirs),
+       json.dumps([TEXTS, TEXTS_B, {k: v.tolist() for k, v in ids.items()},
+                   os.path.join(REPO, "official_bert", "demo_query.py")]),
+       str(tmp / "out.npz")], cwd=str(tmp), env=_env(), stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)}
+  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+  procs["show"] = subprocess.Popen(
+      [cli, "show", "--dir", dirs["pretraining"], "--all"], cwd=str(tmp), env=_env(),
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  # saved_model_cli's own main(), after importing tensorflow_text to register its ops.
+  procs["run"] = subprocess.Popen(
+      [sys.executable, "-c", "import sys, tensorflow_text; from tensorflow.python.tools."
+       "saved_model_cli import main; sys.argv[0] = 'saved_model_cli'; sys.exit(main())",
+       "run", "--dir", dirs["pretraining"], "--tag_set", "serve", "--signature_def",
+       "serving_default", "--input_exprs", f"text={json.dumps(TEXTS[:1])}",
+       "--outdir", str(tmp / "cli")], cwd=str(tmp), env=_env(), stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE, text=True)
+  procs["no_head"] = _STATE["no_head"]
+  results = {}
+  for name, proc in procs.items():
+    out, err = proc.communicate(timeout=400)
+    results[name] = (proc.returncode, out, err)
+  for name in ("snippet", "show", "run"):
+    assert results[name][0] == 0, f"{name}: {results[name][2][-3000:]}"
+  results["outputs"] = dict(np.load(tmp / "out.npz"))
+  results["cli_dir"] = tmp / "cli"
+  results["no_head_dir"] = _STATE["no_head_dir"]
+  return results
+
+
+# ----------------------------------------------------------------------------- tests
+
+def _check(got, want, what):
+  for key, value in want.items():
+    assert key in got, f"{what}: no output {key!r} (have {sorted(got)})"
+    if np.issubdtype(np.asarray(value).dtype, np.floating):
+      np.testing.assert_allclose(got[key], value, atol=1e-5, rtol=0, err_msg=f"{what} {key}")
+    else:
+      np.testing.assert_array_equal(got[key], value, err_msg=f"{what} {key}")
+
+
+@pytest.mark.parametrize("model_type", ["encoder", "pretraining", "classifier", "squad",
+                                        "tagger"])
+def test_signatures_give_the_in_process_models_outputs(model_type, exported, fresh):
+  outputs = fresh["outputs"]
+  model = exported[model_type][1]
+  for sig, inputs in (("text", _python_inputs(TEXTS)),
+                      ("pair", _python_inputs(TEXTS, TEXTS_B)),
+                      ("ids", _python_inputs(TEXTS[:2]))):
+    prefix = f"{model_type}/{sig}/"
+    got = {k[len(prefix):]: v for k, v in outputs.items() if k.startswith(prefix)}
+    if sig != "ids":  # text signatures return the packed inputs and their WordPieces
+      _check(got, inputs, prefix)
+      np.testing.assert_array_equal(got["tokens"].astype(str),
+                                    np.array(VOCAB)[inputs["input_word_ids"]])
+    _check(got, _expected(model_type, model, inputs), prefix)
+    if model_type == "classifier":
+      np.testing.assert_array_equal(got["predicted_labels"].astype(str),
+                                    np.array(LABELS)[got["predicted_ids"]])
+  if model_type == "pretraining":
+    assert outputs["pretraining/ids/mlm_logits"].shape == (2, SEQ, len(VOCAB))
+    # Padding slots of examples with fewer [MASK]s than the batch's most.
+    got = outputs["pretraining/text/masked_lm_top_probabilities"]
+    positions = outputs["pretraining/text/masked_lm_positions"]
+    assert positions.shape == (len(TEXTS), 2)
+    assert (got[positions < 0] == 0).all() and (got[positions >= 0] > 0).all()
+
+
+def test_saved_model_cli_show_lists_signatures(fresh):
+  rc, out, err = fresh["show"]
+  for name in ("serving_default", "serving_pair", "serve_ids"):
+    assert f"signature_def['{name}']" in out, out
+  for name in ("inputs['text']", "inputs['text_b']", "inputs['input_word_ids']",
+               "outputs['masked_lm_top_tokens']", "outputs['next_sentence_probabilities']",
+               "outputs['mlm_logits']"):
+    assert name in out, out
+
+
+def test_saved_model_cli_run_on_a_raw_sentence(exported, fresh):
+  # String outputs are object arrays in saved_model_cli's .npy files (written by this test).
+  got = {name[:-len(".npy")]: np.load(fresh["cli_dir"] / name, allow_pickle=True)
+         for name in os.listdir(fresh["cli_dir"])}
+  assert "masked_lm_top_tokens" in got and "next_sentence_probabilities" in got, sorted(got)
+  inputs = _python_inputs(TEXTS[:1])
+  _check(got, inputs, "saved_model_cli")
+  _check(got, _expected("pretraining", exported["pretraining"][1], inputs), "saved_model_cli")
+
+
+def test_hub_pair(exported, fresh):
+  outputs = fresh["outputs"]
+  inputs = _python_inputs(TEXTS)
+  np.testing.assert_array_equal(outputs["hub/pre/input_word_ids"], inputs["input_word_ids"])
+  np.testing.assert_array_equal(outputs["hub/pair/input_type_ids"],
+                                _python_inputs(TEXTS, TEXTS_B)["input_type_ids"])
+  encoder = exported["encoder"][1]
+  want = encoder(inputs, training=False)
+  np.testing.assert_allclose(outputs["hub/enc/pooled_output"], want["pooled_output"],
+                             atol=1e-5, rtol=0)
+  assert int(outputs["hub/enc/num_layers"]) == CONFIG.num_hidden_layers
+  np.testing.assert_allclose(outputs["hub/sig/encoder_outputs"],
+                             np.stack(want["encoder_outputs"], axis=1), atol=1e-5, rtol=0)
+
+
+def test_demo_query_needs_only_tensorflow(exported, fresh):
+  outputs = fresh["outputs"]
+  assert outputs["imported_ours"].size == 0, outputs["imported_ours"]
+  (masks,) = json.loads(str(outputs["demo"]))
+  want = _expected("pretraining", exported["pretraining"][1], _python_inputs(TEXTS[:1]))
+  assert [position for position, _ in masks] == [2]
+  assert [token for token, _ in masks[0][1]] == [VOCAB[i] for i in want["masked_lm_top_ids"][0, 0]]
+
+
+def test_export_cli_refuses_a_checkpoint_without_the_head(fresh):
+  rc, _, err = fresh["no_head"]
+  assert rc != 0
+  assert "Missing tensors (2)" in err and "output_weights" in err and "output_bias" in err, err
+  assert not os.path.exists(fresh["no_head_dir"])
+
+
+def test_truncation_is_the_originals_truncate_seq_pair():
+  lengths = [(a, b, budget) for a in range(12) for b in range(12) for budget in range(1, 11)]
+  len_a, len_b, budgets = (tf.constant(c, tf.int64) for c in zip(*lengths))
+  keep_a, keep_b = text_to_inputs.truncated_pair_lengths(len_a, len_b, budgets)
+  for (a, b, budget), got_a, got_b in zip(lengths, keep_a.numpy(), keep_b.numpy()):
+    tokens_a, tokens_b = list(range(a)), list(range(b))
+    _truncate_seq_pair(tokens_a, tokens_b, budget)
+    assert (got_a, got_b) == (len(tokens_a), len(tokens_b)), (a, b, budget)
+
+
+_CHOICES_SNIPPET = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # registers the tokenizer's ops
+    export_dir, texts, choices, ids = json.loads(sys.argv[1])
+    sigs = tf.saved_model.load(export_dir).signatures
+    out = {"sigs": np.array(sorted(sigs.keys()))}
+    text = sigs["serving_default"](text=tf.constant(texts), choices=tf.constant(choices))
+    by_ids = sigs["serve_ids"](**{k: tf.constant(v, tf.int32) for k, v in ids.items()})
+    out.update({"text/" + k: v.numpy() for k, v in text.items()})
+    out.update({"ids/" + k: v.numpy() for k, v in by_ids.items()})
+    out["tokens"] = out.pop("text/tokens").astype(bytes)
+    out["imported_ours"] = np.array(sorted(m for m in sys.modules
+                                           if m.split(".")[0] in ("official_bert", "data_prep")))
+    np.savez(sys.argv[2], **out)
+""")
+
+
+def test_multiple_choice_export_scores_every_choice(exported, tmp_path):
+  """SWAG: text [b] + choices [b, n] strings -> one score per choice, as the Keras model."""
+  del exported  # for the vocabulary, config and root it writes
+  root = _STATE["root"]
+  keras.utils.set_random_seed(6)
+  model = model_types.build_model("multiple_choice", CONFIG)
+  rng = np.random.default_rng(6)
+  for variable in model.trainable_variables:  # larger than the init's 0.02, so choices score apart
+    variable.assign(rng.normal(scale=0.3, size=variable.shape).astype("float32"))
+  checkpoint = checkpointing.model_checkpoint(model).write(str(root / "mc" / "ckpt-1"))
+  assert model_types.infer_model_type(tf1_checkpoint.read_canonical_tensors(checkpoint)) == (
+      "multiple_choice")
+  export_dir = str(tmp_path / "export")
+  export.export(_STATE["config_file"], checkpoint, _vocab_file(), True, "multiple_choice",
+                export_dir, max_seq_length=SEQ)
+
+  texts = TEXTS[:3]
+  choices = [[TEXTS_B[i], TEXTS_B[(i + 1) % len(TEXTS_B)], "a dog [MASK] ."] for i in range(3)]
+  flat = _python_inputs([t for t in texts for _ in range(3)], [c for row in choices for c in row])
+  inputs = {name: value.reshape(3, 3, SEQ) for name, value in flat.items()}
+  proc = subprocess.run(
+      [sys.executable, "-c", _CHOICES_SNIPPET,
+       json.dumps([export_dir, texts, choices, {k: v[:2].tolist() for k, v in inputs.items()}]),
+       str(tmp_path / "out.npz")], cwd=str(tmp_path), env=_env(), capture_output=True,
+      text=True, timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = dict(np.load(tmp_path / "out.npz"))
+  assert list(got["sigs"]) == ["serve_ids", "serving_default"]
+  assert got["imported_ours"].size == 0, got["imported_ours"]
+  logits = model(inputs, training=False)["logits"].numpy()  # [3, 3]
+  assert logits.shape == (3, 3) and np.ptp(logits) > 1e-3  # the choices do score differently
+  for name, value in inputs.items():  # (text, choice) packed as a pair, per choice
+    np.testing.assert_array_equal(got["text/" + name], value, err_msg=name)
+  np.testing.assert_array_equal(got["tokens"].astype(str), np.array(VOCAB)[inputs["input_word_ids"]])
+  np.testing.assert_allclose(got["text/logits"], logits, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(got["text/probabilities"], tf.nn.softmax(logits).numpy(), atol=1e-6)
+  np.testing.assert_array_equal(got["text/predicted_ids"], logits.argmax(-1))
+  np.testing.assert_allclose(got["ids/logits"], logits[:2], atol=1e-5, rtol=0)

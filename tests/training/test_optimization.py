@@ -1,0 +1,376 @@
+"""Tests for official_bert.optimization: schedule, optimizers, clipping."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from official_bert.training import optimization
+from official_bert.modeling.encoder import BertEncoder
+from official_bert.training.optimization import (WarmupLinearDecay, clip_by_global_norm,
+                                        create_optimizer, uses_weight_decay,
+                                        warmup_linear_decay)
+from official_bert.modeling.pretraining_model import BertPretrainingModel
+
+PEAK, WARMUP, TOTAL = 1.0, 4, 10
+
+
+def original_bert_lr(step, init_lr, num_warmup_steps, num_train_steps,
+                     end_lr=0.0):
+  """Line-by-line transcription of google-research/bert create_optimizer."""
+  decay_step = min(step, num_train_steps)  # polynomial_decay, cycle=False
+  lr = (init_lr - end_lr) * (1 - decay_step / num_train_steps) ** 1.0 + end_lr
+  if num_warmup_steps:
+    warmup_lr = init_lr * (float(step) / float(num_warmup_steps))
+    is_warmup = float(step < num_warmup_steps)
+    lr = (1.0 - is_warmup) * lr + is_warmup * warmup_lr
+  return lr
+
+
+# step -> lr for PEAK=1, WARMUP=4, TOTAL=10: 0 at start, mid-warmup,
+# last warmup step, first decayed step (jumps to 1 - 4/10), mid decay,
+# end, beyond.
+EXPECTED = {0: 0.0, 2: 0.5, 3: 0.75, 4: 0.6, 7: 0.3, 10: 0.0, 15: 0.0}
+
+
+def test_schedule_python_values():
+  for step, lr in EXPECTED.items():
+    got = warmup_linear_decay(step, PEAK, WARMUP, TOTAL)
+    assert isinstance(got, float)
+    assert got == pytest.approx(lr, abs=1e-12)
+  # end_lr is the polynomial_decay end_learning_rate.
+  assert warmup_linear_decay(7, PEAK, WARMUP, TOTAL, end_lr=0.1) == (
+      pytest.approx(0.9 * 0.3 + 0.1))
+  assert warmup_linear_decay(10, PEAK, WARMUP, TOTAL, end_lr=0.1) == (
+      pytest.approx(0.1))
+  assert warmup_linear_decay(99, PEAK, WARMUP, TOTAL, end_lr=0.1) == (
+      pytest.approx(0.1))
+  for step in range(20):  # Also a realistic config.
+    for args in ((PEAK, WARMUP, TOTAL, 0.0), (1e-4, 10000, 1000000, 0.0),
+                 (5e-5, 0, 100, 0.0), (2e-5, 3, 12, 1e-6)):
+      s = step * max(1, args[2] // 5)
+      assert warmup_linear_decay(s, *args) == pytest.approx(
+          original_bert_lr(s, *args), rel=1e-12, abs=1e-15)
+
+
+def test_schedule_numpy_and_tf_values():
+  steps = np.array(sorted(EXPECTED))
+  want = np.array([EXPECTED[s] for s in steps])
+  np_lr = warmup_linear_decay(steps, PEAK, WARMUP, TOTAL)
+  assert isinstance(np_lr, np.ndarray)
+  np.testing.assert_allclose(np_lr, want, atol=1e-12)
+  for tf_step in (tf.constant(steps, tf.int64), tf.constant(steps, tf.int32),
+                  tf.constant(steps, tf.float32)):
+    tf_lr = warmup_linear_decay(tf_step, PEAK, WARMUP, TOTAL)
+    assert tf.is_tensor(tf_lr) and tf_lr.dtype == tf.float32
+    np.testing.assert_allclose(tf_lr.numpy(), want, atol=1e-6)
+  # Inside a graph, with a variable step (what the optimizer passes).
+  fn = tf.function(lambda s: warmup_linear_decay(s, PEAK, WARMUP, TOTAL))
+  assert float(fn(tf.Variable(3, dtype=tf.int64))) == pytest.approx(0.75)
+
+
+def test_schedule_shape_and_no_warmup():
+  lrs = warmup_linear_decay(np.arange(30), 2e-4, 8, 20)
+  assert lrs[0] == 0.0
+  assert np.all(np.diff(lrs[:8]) > 0)  # Warmup strictly increases.
+  assert np.all(np.diff(lrs[8:]) <= 0)  # Then never increases.
+  assert lrs.max() < 2e-4  # Peak itself is skipped (jump to decay line).
+  assert lrs[20] == 0.0 and np.all(lrs[20:] == 0.0)
+  # No warmup: plain linear decay from the peak, no 0/0.
+  no_warmup = warmup_linear_decay(np.arange(5), 1.0, 0, 4)
+  np.testing.assert_allclose(no_warmup, [1.0, 0.75, 0.5, 0.25, 0.0])
+  tf_no_warmup = warmup_linear_decay(tf.range(5), 1.0, 0, 4)
+  np.testing.assert_allclose(tf_no_warmup.numpy(), no_warmup, atol=1e-7)
+  with pytest.raises(ValueError, match="num_train_steps"):
+    warmup_linear_decay(0, 1.0, 0, 0)
+  with pytest.raises(ValueError, match="num_warmup_steps"):
+    WarmupLinearDecay(1.0, -1, 10)
+
+
+def test_schedule_serialization_round_trip():
+  sched = WarmupLinearDecay(3e-4, 5, 50, end_lr=1e-6)
+  clone = WarmupLinearDecay.from_config(sched.get_config())
+  restored = keras.saving.deserialize_keras_object(
+      keras.saving.serialize_keras_object(sched))
+  assert isinstance(restored, WarmupLinearDecay)
+  for other in (clone, restored):
+    assert other.get_config() == sched.get_config()
+    for step in (0, 3, 5, 27, 50, 80):
+      assert float(other(step)) == pytest.approx(float(sched(step)))
+      assert float(sched(step)) == pytest.approx(
+          warmup_linear_decay(step, 3e-4, 5, 50, 1e-6), rel=1e-6)
+
+
+def numpy_adamw(var, grads, lrs, wd, decay, beta_1=0.9, beta_2=0.999,
+                eps=1e-6):
+  """Keras 3 AdamW: decoupled decay on the old value, then bias-corrected
+  Adam with Keras' "epsilon hat"."""
+  var = var.astype(np.float64)
+  m, v = np.zeros_like(var), np.zeros_like(var)
+  for t, (g, lr) in enumerate(zip(grads, lrs), start=1):
+    if decay:
+      var = var - lr * wd * var
+    m = m + (g - m) * (1 - beta_1)
+    v = v + (g * g - v) * (1 - beta_2)
+    alpha = lr * np.sqrt(1 - beta_2**t) / (1 - beta_1**t)
+    var = var - m * alpha / (np.sqrt(v) + eps)
+  return var
+
+
+def test_adamw_matches_numpy_reference():
+  dense = keras.layers.Dense(3, name="dense")
+  dense.build((None, 4))
+  norm = keras.layers.LayerNormalization(name="LayerNorm")
+  norm.build((None, 3))
+  rng = np.random.default_rng(0)
+  for v in (norm.gamma, norm.beta, dense.bias):  # Nonzero so decay would show.
+    v.assign(rng.normal(size=v.shape).astype("float32"))
+  variables = [dense.kernel, dense.bias, norm.gamma, norm.beta]
+  assert [v.path for v in variables] == [
+      "dense/kernel", "dense/bias", "LayerNorm/gamma", "LayerNorm/beta"]
+  initial = [v.numpy().copy() for v in variables]
+
+  sched = WarmupLinearDecay(0.1, num_warmup_steps=2, num_train_steps=10)
+  wd = 0.05
+  opt = create_optimizer("adamw", learning_rate=sched, weight_decay=wd)
+  assert isinstance(opt, keras.optimizers.AdamW)
+  num_steps = 3
+  grads = [[rng.normal(size=v.shape).astype("float32") for v in variables]
+           for _ in range(num_steps)]
+  for step_grads in grads:
+    opt.apply([tf.constant(g) for g in step_grads], variables)
+  assert int(opt.iterations) == num_steps
+  # The schedule is read at iterations 0, 1, 2 (0.0, 0.05, then decay 0.08).
+  lrs = [warmup_linear_decay(i, 0.1, 2, 10) for i in range(num_steps)]
+  assert lrs == pytest.approx([0.0, 0.05, 0.08])
+  for i, (var, init) in enumerate(zip(variables, initial)):
+    want = numpy_adamw(init, [g[i] for g in grads], lrs, wd,
+                       decay=(var.path == "dense/kernel"))
+    np.testing.assert_allclose(var.numpy(), want, rtol=1e-5, atol=1e-6,
+                               err_msg=var.path)
+  # Guard: the reference really distinguishes decayed from excluded here.
+  no_decay = numpy_adamw(initial[0], [g[0] for g in grads], lrs, wd, False)
+  assert not np.allclose(no_decay, variables[0].numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_fused_adamw_equals_keras_adamw_including_sparse_grads():
+  """BertAdamW's fused kernel path (and its IndexedSlices fallback) steps exactly like
+  stock keras.optimizers.AdamW with the same exclusions."""
+  rng = np.random.default_rng(3)
+  init = [rng.normal(size=s).astype("float32") for s in ((5, 4), (4,), (6, 4))]
+  sched = WarmupLinearDecay(0.1, num_warmup_steps=1, num_train_steps=6)
+
+  def run(optimizer):
+    variables = [keras.Variable(v, name=n) for v, n in zip(init, ("kernel", "bias", "table"))]
+    optimizer.build(variables)
+    optimizer.exclude_from_weight_decay(var_list=[variables[1]])
+    step = tf.function(lambda grads: optimizer.apply(grads, variables))
+    for t in range(4):
+      g = np.random.default_rng(t)
+      grads = [tf.constant(g.normal(size=v.shape).astype("float32")) for v in variables[:2]]
+      grads.append(tf.IndexedSlices(tf.constant(g.normal(size=(2, 4)).astype("float32")),
+                                    tf.constant([1, 4]), tf.constant([6, 4])))
+      step(grads)
+    return [v.numpy() for v in variables]
+
+  ours = run(create_optimizer("adamw", sched, weight_decay=0.05, exclude_from_weight_decay=()))
+  stock = run(keras.optimizers.AdamW(sched, weight_decay=0.05, epsilon=1e-6))
+  for a, b, name in zip(ours, stock, ("kernel", "bias", "table")):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=5e-6, err_msg=name)  # float32 rounding
+  assert not np.allclose(ours[0], init[0])
+
+
+_MIRRORED_SCRIPT = """
+import json, sys
+import numpy as np, tensorflow as tf, keras
+from official_bert.training import distribution
+distribution.use_logical_cpus(2)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+  kernel = keras.Variable(np.full((3, 2), 0.5, "float32"), name="kernel")
+  bias = keras.Variable(np.full((2,), 0.5, "float32"), name="bias")
+  opt = optimization.create_optimizer("adamw", 0.1, weight_decay=0.1)
+  opt._all_reduce_sum_gradients = list  # gradients arrive already reduced, as in Trainer
+  opt.build([kernel, bias])
+grads = [tf.constant(np.arange(6, dtype="float32").reshape(3, 2) - 2.0),
+         tf.constant([1.0, -3.0])]
+step = tf.function(lambda: strategy.run(lambda: opt.apply(grads, [kernel, bias])))
+for _ in range(3):
+  step()
+print(json.dumps({n: [t.numpy().tolist() for t in strategy.experimental_local_results(v.value)]
+                  for n, v in (("kernel", kernel), ("bias", bias))}))
+"""
+
+
+def test_fused_adamw_updates_every_mirrored_replica(tmp_path):
+  """Under MirroredStrategy the fused update must write each device's copy."""
+  import json  # pylint: disable=import-outside-toplevel
+  import subprocess  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  from conftest import REPO  # pylint: disable=import-outside-toplevel
+  proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], cwd=REPO, text=True,
+                        capture_output=True, timeout=120, check=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  grads = {"kernel": np.arange(6, dtype="float32").reshape(3, 2) - 2.0,
+           "bias": np.array([1.0, -3.0], "float32")}
+  for name, copies in got.items():
+    assert len(copies) == 2, name
+    want = numpy_adamw(np.full(grads[name].shape, 0.5), [grads[name]] * 3, [0.1] * 3, 0.1,
+                       decay=name == "kernel")
+    for copy in copies:
+      np.testing.assert_allclose(copy, want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def tiny_encoder(num_layers=2):
+  enc = BertEncoder(vocab_size=30, hidden_size=8, num_hidden_layers=num_layers,
+                    num_attention_heads=2, intermediate_size=16,
+                    max_position_embeddings=16, type_vocab_size=2)
+  enc.build()
+  return enc
+
+
+def decayed_by_one_step(opt, variables, lr, wd):
+  """Paths changed by a zero-gradient step (Adam/LAMB updates are exactly 0
+  then, so only the weight decay moves variables), checking the factor."""
+  before = [v.numpy().copy() for v in variables]
+  opt.apply([tf.zeros_like(v) for v in variables], variables)
+  changed = []
+  for v, b in zip(variables, before):
+    if not np.array_equal(v.numpy(), b):
+      np.testing.assert_allclose(v.numpy(), b * (1 - lr * wd), rtol=1e-6)
+      changed.append(v.path)
+  return changed
+
+
+def suffix(path):
+  return path.split("/", 1)[1]
+
+
+LAYER_KERNELS = ["attention_self/query/kernel", "attention_self/key/kernel",
+                 "attention_self/value/kernel",
+                 "attention_output_dense/kernel", "intermediate_dense/kernel",
+                 "output_dense/kernel"]
+LAYER_EXCLUDED = [
+    "attention_self/query/bias", "attention_self/key/bias",
+    "attention_self/value/bias", "attention_output_dense/bias",
+    "attention_output_layer_norm/gamma", "attention_output_layer_norm/beta",
+    "intermediate_dense/bias", "output_dense/bias",
+    "output_layer_norm/gamma", "output_layer_norm/beta"]
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_which_encoder_variables_are_decayed(name):
+  enc = tiny_encoder(num_layers=2)
+  variables = enc.trainable_variables
+  opt = create_optimizer(name, learning_rate=0.1, weight_decay=0.01)
+  decayed = [suffix(p) for p in decayed_by_one_step(opt, variables, 0.1, 0.01)]
+  want_decayed = ["embeddings/word_embeddings/embeddings",
+                  "embeddings/position_embeddings/embeddings",
+                  "embeddings/token_type_embeddings/embeddings"]
+  want_excluded = ["embeddings/layer_norm/gamma", "embeddings/layer_norm/beta"]
+  for i in range(2):
+    want_decayed += [f"transformer_layer_{i}/{k}" for k in LAYER_KERNELS]
+    want_excluded += [f"transformer_layer_{i}/{k}" for k in LAYER_EXCLUDED]
+  want_decayed.append("pooler_dense/kernel")
+  want_excluded.append("pooler_dense/bias")
+  assert decayed == want_decayed
+  assert len(decayed) == 16 and len(want_excluded) == 23
+  excluded = [suffix(v.path) for v in variables
+              if suffix(v.path) not in decayed]
+  assert excluded == want_excluded
+  assert all(p.endswith(("/kernel", "/embeddings")) for p in decayed)
+  assert all(p.endswith(("/bias", "/gamma", "/beta")) for p in excluded)
+  # The public predicate agrees with what the optimizer did.
+  assert [suffix(v.path) for v in variables if uses_weight_decay(v)] == decayed
+
+
+def test_pretraining_heads_decay_like_original():
+  model = BertPretrainingModel(tiny_encoder(num_layers=1))
+  model.build()
+  heads = [v for v in model.trainable_variables
+           if v.path.startswith(model.name)]
+  opt = create_optimizer("adamw", learning_rate=0.1, weight_decay=0.01)
+  decayed = set(decayed_by_one_step(opt, model.trainable_variables, 0.1, 0.01))
+  got = {suffix(v.path): v.path in decayed for v in heads}
+  # Original: cls/predictions/output_bias and the LayerNorm excluded,
+  # transform kernel and cls/seq_relationship/output_weights decayed.
+  assert got == {
+      "masked_lm_head/output_bias": False,
+      "masked_lm_head/transform_dense/kernel": True,
+      "masked_lm_head/transform_dense/bias": False,
+      "masked_lm_head/transform_layer_norm/gamma": False,
+      "masked_lm_head/transform_layer_norm/beta": False,
+      "next_sentence_head/output_weights": True,
+      "next_sentence_head/output_bias": False,
+  }
+
+
+def test_lamb_step_changes_variables():
+  dense = keras.layers.Dense(3, name="dense")
+  dense.build((None, 4))
+  variables = [dense.kernel, dense.bias]
+  before = [v.numpy().copy() for v in variables]
+  opt = create_optimizer("LAMB", learning_rate=WarmupLinearDecay(0.01, 0, 10))
+  assert isinstance(opt, keras.optimizers.Lamb)
+  assert opt.weight_decay == pytest.approx(0.01)
+  assert opt.epsilon == pytest.approx(1e-6)
+  rng = np.random.default_rng(1)
+  opt.apply([tf.constant(rng.normal(size=v.shape), tf.float32)
+             for v in variables], variables)
+  for v, b in zip(variables, before):
+    assert np.all(np.isfinite(v.numpy()))
+    assert not np.allclose(v.numpy(), b), v.path
+
+
+def test_optimizer_config_round_trip():
+  opt = create_optimizer("adamw", learning_rate=WarmupLinearDecay(1e-4, 10, 100),
+                         exclude_from_weight_decay=("bias",))
+  assert opt.global_clipnorm is None and opt.clipnorm is None
+  restored = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
+  assert type(restored) is optimization.BertAdamW
+  assert restored.exclude_from_weight_decay_patterns == ("bias",)
+  assert isinstance(restored._learning_rate, WarmupLinearDecay)
+  assert restored._learning_rate.get_config() == (
+      opt._learning_rate.get_config())
+  assert restored.weight_decay == pytest.approx(0.01)
+
+
+def test_bad_names_and_clipping_args():
+  with pytest.raises(ValueError, match="adamw, lamb") as err:
+    create_optimizer("sgd")
+  assert "'sgd'" in str(err.value)
+  for arg in ("clipnorm", "global_clipnorm", "clipvalue"):
+    with pytest.raises(ValueError, match="clip_by_global_norm"):
+      create_optimizer("adamw", **{arg: 1.0})
+  assert create_optimizer("adamw", optimizer_name="bert_adam").name == (
+      "bert_adam")
+
+
+def test_clip_by_global_norm_vs_numpy():
+  a = np.array([[3.0, 0.0], [0.0, 4.0]], np.float32)  # norm 5
+  b = np.array([12.0], np.float32)  # norm 12 -> global norm 13
+  clipped, norm = clip_by_global_norm([tf.constant(a), None, tf.constant(b)],
+                                      clip_norm=1.0)
+  assert float(norm) == pytest.approx(13.0)
+  assert clipped[1] is None
+  np.testing.assert_allclose(clipped[0].numpy(), a / 13.0, rtol=1e-6)
+  np.testing.assert_allclose(clipped[2].numpy(), b / 13.0, rtol=1e-6)
+  joint = np.sqrt(sum(np.sum(c.numpy() ** 2) for c in clipped if c is not None))
+  assert joint == pytest.approx(1.0, rel=1e-6)
+  # Under the threshold: unchanged, norm still reported.
+  small, small_norm = clip_by_global_norm([tf.constant(a)], clip_norm=10.0)
+  assert float(small_norm) == pytest.approx(5.0)
+  np.testing.assert_allclose(small[0].numpy(), a)
+  # Random case against numpy's formula g * c / max(norm, c).
+  rng = np.random.default_rng(2)
+  gs = [rng.normal(size=s).astype(np.float32) for s in [(5, 3), (7,), (2, 2)]]
+  want_norm = np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for g in gs))
+  out, got_norm = clip_by_global_norm([tf.constant(g) for g in gs], 2.0)
+  assert float(got_norm) == pytest.approx(want_norm, rel=1e-6)
+  for o, g in zip(out, gs):
+    np.testing.assert_allclose(o.numpy(), g * 2.0 / max(want_norm, 2.0),
+                               rtol=1e-5)
+  # Nothing to clip.
+  none, zero = clip_by_global_norm([None, None])
+  assert none == [None, None] and float(zero) == 0.0
