@@ -8,7 +8,7 @@ DEMO := build/demo
 SHARED_CORPUS := ../shared/data/corpus/gutenberg_books.txt
 export TF_CPP_MIN_LOG_LEVEL := 2
 
-.PHONY: venv test demo bench clean
+.PHONY: venv test lint format demo bench clean
 
 $(STAMP): requirements.txt requirements-weights.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,18 @@ $(STAMP): requirements.txt requirements-weights.txt
 	touch $@
 
 venv: $(STAMP)
+
+# The linter (ruff: pyflakes, pycodestyle, imports, bugbear) and the formatter's check (yapf,
+# Google style with 2-space indentation); settings in pyproject.toml. `make format` applies it.
+LINT_PATHS := data_prep official_bert tests bench
+lint: venv
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	mkdir -p build; $(VENV)/bin/yapf --diff --recursive --parallel $(LINT_PATHS) > build/yapf.diff 2>&1 || \
+	  { cat build/yapf.diff | head -100; echo "error: run 'make format'"; exit 1; }
+
+format: venv
+	$(VENV)/bin/ruff check --fix --select I $(LINT_PATHS)
+	$(VENV)/bin/yapf --in-place --recursive --parallel $(LINT_PATHS)
 
 # pytest exits 5 when it collected no test: that is a failure here, not a pass.
 test: venv

@@ -57,9 +57,9 @@ def write_records(directory, args):
       batch["next_sentence_labels"] = batch["next_sentence_labels"].reshape(-1, 1)
       take = min(per_shard - written, len(batch["input_ids"]))
       rows = encoder.encode({k: v[:take] for k, v in batch.items()})
-      out.write(b"".join(tfrecord_io.frame(r) for r in rows))
+      out.write_framed(b"".join(tfrecord_io.frame(r) for r in rows))
       written += take
-    out.close()
+    out.commit()
   return os.path.join(directory, "pretrain-*.tfrecord")
 
 

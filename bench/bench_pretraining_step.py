@@ -47,7 +47,11 @@ import tf_keras  # noqa: E402
 from official.modeling.optimization import legacy_adamw  # noqa: E402
 from official.nlp.modeling import models as peer_models, networks as peer_networks  # noqa: E402
 
-from official_bert.training import input_pipeline
+from official_bert.tasks.pretraining import PretrainingTask  # noqa: E402
+from official_bert.training import distribution  # noqa: E402
+from official_bert.training import input_pipeline  # noqa: E402
+from official_bert.training import optimization  # noqa: E402
+from official_bert.training import training_loop  # noqa: E402
 from official_bert.modeling.bert_config import BertConfig  # noqa: E402
 
 PEAK_LR, WARMUP_STEPS, TRAIN_STEPS = 1e-4, 10000, 1000000
@@ -106,7 +110,7 @@ def n_params(variables):
 
 def build_ours(args, cfg, xla):
   strategy = tf.distribute.OneDeviceStrategy(f"/{args.device}:0")
-  task = tasks.PretrainingTask(cfg, args.seq, args.preds)
+  task = PretrainingTask(cfg, args.seq, args.preds)
   trainer = training_loop.Trainer(
       strategy, task,
       lambda: optimization.create_optimizer(
@@ -253,7 +257,7 @@ def main():
     args.peak_tflops = 989.4
   if args.device == "gpu" and not tf.config.list_physical_devices("GPU"):
     parser.error("--device=gpu but TensorFlow sees no GPU")
-  tasks.set_precision(args.dtype)
+  distribution.set_precision(args.dtype)
   tf_keras.mixed_precision.set_global_policy(
       "mixed_bfloat16" if args.dtype == "bfloat16" else "float32")
   print(machine_info())

@@ -70,9 +70,10 @@ def parity(peer, output_file):
   """Mismatch messages (empty when ours equals the peer window for window)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from data_prep.squad import records as squad_schema
+  from data_prep import schema  # pylint: disable=g-import-not-at-top
+  from data_prep.squad import records as squad_schema  # pylint: disable=g-import-not-at-top
   meta = squad_schema.read_metadata(squad_schema.metadata_path(output_file))
-  spec = squad_schema.tf_feature_spec(384, False)
+  spec = schema.tf_feature_spec(schema.squad_features(384, False))
   records = tf.data.TFRecordDataset(output_file).batch(4096).map(
       lambda s: tf.io.parse_example(s, spec))
   cols = {}

@@ -11,17 +11,15 @@ the GLUE submission index). `--data_dir` is a `glue_data/<TASK>` folder, or a TF
 holding `glue/<config>`; `--tfds_data_dir` forces TFDS.
 """
 
-import logging
 import os
-import sys
 
-from absl import app
 from absl import flags
 
+from data_prep import cli
+from data_prep import schema
+from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from data_prep.classification import glue_processors
-
-logger = logging.getLogger(__name__)
 
 
 def task_splits(processor, splits=("train", "dev", "test")):
@@ -44,7 +42,7 @@ def write_split(processor, split, output_dir, vocab_file, do_lower_case, max_seq
   """
   path = os.path.join(output_dir, f"{split}.tf_record")
   key = {"task": processor.name, "split": split, "data_dir": data_dir,
-         "tfds_data_dir": tfds_data_dir, "vocab_file": os.path.abspath(vocab_file),
+         "tfds_data_dir": tfds_data_dir, "vocab_file": tfrecord_io.absolute(vocab_file),
          "do_lower_case": bool(do_lower_case), "max_seq_length": max_seq_length,
          "max_examples": max_examples, "seed": seed}
 
@@ -56,7 +54,7 @@ def write_split(processor, split, output_dir, vocab_file, do_lower_case, max_seq
     tokenizer = classifier_features.cached_tokenizer(vocab_file, do_lower_case)
     columns = classifier_features.convert_examples(examples, processor.get_labels(),
                                                    max_seq_length, tokenizer)
-    features = classifier_features.classifier_schema(max_seq_length, processor.is_regression)
+    features = schema.classifier_features(max_seq_length, processor.is_regression)
     meta = {"labels": processor.get_labels(), "is_regression": processor.is_regression,
             "guids": [e.guid for e in examples]}
     return features, columns, meta
@@ -68,6 +66,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags():
+  """Called only when run as a program (see `data_prep.cli`)."""
   flags.DEFINE_string("task_name", None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, "
                       "QNLI, RTE, WNLI.")
   flags.DEFINE_string("data_dir", None, "glue_data/<TASK> folder, or a TFDS data dir.")
@@ -83,22 +82,16 @@ def define_flags():
 
 
 def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  logging.basicConfig(level=logging.INFO, format="%(message)s")
-  try:
-    processor = glue_processors.get_processor(FLAGS.task_name)
-    for split in task_splits(processor, FLAGS.splits):
-      path, meta = write_split(
-          processor, split, FLAGS.output_dir, FLAGS.vocab_file, FLAGS.do_lower_case,
-          FLAGS.max_seq_length, FLAGS.data_dir, FLAGS.tfds_data_dir,
-          FLAGS.max_train_examples if split == "train" else 0, FLAGS.random_seed)
-      print(f"{path}: {meta['num_examples']} examples")
-  except (ValueError, FileNotFoundError) as e:
-    sys.exit(f"error: {e}")
+  del argv  # no positional arguments (`cli.launch` checks)
+  processor = glue_processors.get_processor(FLAGS.task_name)
+  for split in task_splits(processor, FLAGS.splits):
+    path, meta = write_split(
+        processor, split, FLAGS.output_dir, FLAGS.vocab_file, FLAGS.do_lower_case,
+        FLAGS.max_seq_length, FLAGS.data_dir, FLAGS.tfds_data_dir,
+        FLAGS.max_train_examples if split == "train" else 0, FLAGS.random_seed)
+    print(f"{path}: {meta['num_examples']} examples")  # the program's output: what it wrote
 
 
 if __name__ == "__main__":
   define_flags()
-  flags.mark_flags_as_required(["task_name", "vocab_file", "output_dir"])
-  app.run(main)
+  cli.launch(main, required_flags=("task_name", "vocab_file", "output_dir"))

@@ -22,50 +22,53 @@ How it differs from the original (which holds the whole corpus and all instances
 import collections
 import multiprocessing
 import os
-import sys
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
 
+from data_prep import cli
 from data_prep.pretraining import corpus
 from data_prep.pretraining import instances as instances_lib
 from data_prep import tfrecord_io
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None, "Input raw text file(s): comma-separated, globs allowed.")
-flags.DEFINE_string("output_file", None, "Output TFRecord file(s), comma-separated.")
-flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary file.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words instead of word pieces.")
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
-flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-flags.DEFINE_integer("dupe_factor", 10, "Passes over the data (with different masks).")
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter than maximum target length.")
-flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
-flags.DEFINE_integer("num_output_shards", 1,
-                     "With one --output_file, write OUTPUT-00000-of-0000N ... shards.")
-flags.DEFINE_bool("gzip_compress", False, "Write GZIP-compressed TFRecord files.")
-flags.DEFINE_bool("use_v2_feature_names", False,
-                  "Name features input_word_ids/input_type_ids (Model Garden v2 names).")
-flags.DEFINE_enum("errors", "strict", ["strict", "replace"],
-                  "Non-UTF-8 input: stop with the file and line (strict), or use U+FFFD.")
-flags.DEFINE_float("chunk_size_mb", 1.0, "Text per chunk; bounds memory per worker.")
-flags.DEFINE_integer("min_docs_per_chunk", 32,
-                     "Documents per chunk at least, so random next sentences have a choice.")
-
 Settings = collections.namedtuple("Settings", [
     "input_file", "output_file", "vocab_file", "do_lower_case", "do_whole_word_mask",
     "max_seq_length", "max_predictions_per_seq", "random_seed", "dupe_factor",
     "masked_lm_prob", "short_seq_prob", "num_workers", "num_output_shards", "gzip_compress",
     "use_v2_feature_names", "errors", "chunk_size_mb", "min_docs_per_chunk"])
-Settings.__new__.__defaults__ = (  # everything after vocab_file, as the flags above
+Settings.__new__.__defaults__ = (  # everything after vocab_file, as the flags below
     True, False, 128, 20, 12345, 10, 0.15, 0.1, 1, 1, False, False, "strict", 1.0, 32)
+REQUIRED_FLAGS = ("input_file", "output_file", "vocab_file")
+
+
+def define_flags():
+  """Called only when run as a program (see `data_prep.cli`)."""
+  flags.DEFINE_string("input_file", None, "Input raw text file(s): comma-separated, globs allowed.")
+  flags.DEFINE_string("output_file", None, "Output TFRecord file(s), comma-separated.")
+  flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary file.")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+  flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words instead of word pieces.")
+  flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
+  flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+  flags.DEFINE_integer("dupe_factor", 10, "Passes over the data (with different masks).")
+  flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+  flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter than maximum target length.")
+  flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
+  flags.DEFINE_integer("num_output_shards", 1,
+                       "With one --output_file, write OUTPUT-00000-of-0000N ... shards.")
+  flags.DEFINE_bool("gzip_compress", False, "Write GZIP-compressed TFRecord files.")
+  flags.DEFINE_bool("use_v2_feature_names", False,
+                    "Name features input_word_ids/input_type_ids (Model Garden v2 names).")
+  flags.DEFINE_enum("errors", "strict", ["strict", "replace"],
+                    "Non-UTF-8 input: stop with the file and line (strict), or use U+FFFD.")
+  flags.DEFINE_float("chunk_size_mb", 1.0, "Text per chunk; bounds memory per worker.")
+  flags.DEFINE_integer("min_docs_per_chunk", 32,
+                       "Documents per chunk at least, so random next sentences have a choice.")
 
 
 def output_paths(output_file, num_output_shards):
@@ -82,41 +85,34 @@ def output_paths(output_file, num_output_shards):
 
 
 class ShardedWriter:
-  """Round-robin TFRecord shards on temporary names; `commit` renames, `abort` deletes."""
+  """Round-robin TFRecord shards (`tfrecord_io.RecordFile`s: written under temporary names);
+  `commit` renames them all, `abort` deletes them all."""
 
   def __init__(self, paths, gzip_compress):
     self.paths = paths
-    self.tmp_paths = [os.path.join(os.path.dirname(p), f".{os.path.basename(p)}.tmp-{os.getpid()}")
-                      for p in paths]
     self._files = []
-    for path in self.tmp_paths:
-      if os.path.dirname(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-      self._files.append(tfrecord_io.RecordFile(path, gzip_compress))
+    try:
+      for path in paths:
+        self._files.append(tfrecord_io.RecordFile(path, gzip_compress))
+    except BaseException:
+      self.abort()
+      raise
     self.written = 0
 
   def write(self, framed):
     """framed: TFRecord-framed records; record i of the run goes to shard i % num_shards."""
     n = len(self._files)
     for shard, f in enumerate(self._files):
-      f.write(b"".join(framed[(shard - self.written) % n::n]))
+      f.write_framed(b"".join(framed[(shard - self.written) % n::n]))
     self.written += len(framed)
 
-  def _close(self):
-    for f in self._files:
-      f.close()
-    self._files = []
-
   def commit(self):
-    self._close()
-    for tmp, final in zip(self.tmp_paths, self.paths):
-      os.replace(tmp, final)
+    for f in self._files:
+      f.commit()
 
   def abort(self):
-    self._close()
-    for tmp in self.tmp_paths:
-      if os.path.exists(tmp):
-        os.remove(tmp)
+    for f in self._files:
+      f.abort()
 
 
 class Progress:
@@ -262,20 +258,10 @@ def run(settings):
 
 
 def main(argv):
-  logging.set_verbosity(logging.INFO)
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  for name in ("input_file", "output_file", "vocab_file"):
-    if not getattr(FLAGS, name):
-      logging.error("--%s is required", name)
-      sys.exit(2)
-  settings = Settings(**{name: getattr(FLAGS, name) for name in Settings._fields})
-  try:
-    run(settings)
-  except (ValueError, OSError) as e:  # CorpusError is a ValueError
-    logging.error("%s", e)
-    sys.exit(1)
+  del argv  # no positional arguments (`cli.launch` checks)
+  run(Settings(**{name: getattr(FLAGS, name) for name in Settings._fields}))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  define_flags()
+  cli.launch(main, REQUIRED_FLAGS)

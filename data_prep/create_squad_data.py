@@ -9,8 +9,8 @@ r"""SQuAD v1.1 / v2.0 JSON -> the original run_squad.py's TFRecords, plus predic
 Training files hold unique_ids, input_ids, input_mask, segment_ids, start_positions,
 end_positions and is_impossible (the example's flag, as the original; windows without the
 answer get 0/0). Prediction files hold the first four, and `FILE.meta.jsonl` next to them
-holds what maps logits back to the text (`data_prep.squad_schema`). Every file is written
-under a temporary name and renamed when complete.
+holds what maps logits back to the text (`data_prep.squad.records`). Every file is written
+under a temporary name and renamed when complete (`tfrecord_io`).
 """
 
 import collections
@@ -18,13 +18,13 @@ import gc
 import json
 import multiprocessing
 import os
-import sys
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 
+from data_prep import cli
+from data_prep import tfrecord_io
 from data_prep.squad import features as features_lib
 from data_prep.squad import reader as squad_reader
 from data_prep.squad import records as squad_schema
@@ -34,11 +34,11 @@ Settings = collections.namedtuple("Settings", [
     "max_query_length", "version_2_with_negative", "is_training", "num_workers", "articles",
     "output_json_file", "examples_per_chunk"])
 Settings.__new__.__defaults__ = (True, 384, 128, 64, False, True, 1, "", None, 256)
+REQUIRED_FLAGS = ("input_file", "output_file", "vocab_file")
 
 
-def _define_flags():
-  """Defined only when run as a script: tests import this module next to others that
-  define --input_file etc. in the same absl registry."""
+def define_flags():
+  """Called only when run as a program (see `data_prep.cli`)."""
   flags.DEFINE_string("input_file", None, "SQuAD JSON file (v1.1, or v2.0 with "
                       "--version_2_with_negative).")
   flags.DEFINE_string("output_file", None, "TFRecord to write; FILE.meta.jsonl goes next to it.")
@@ -58,10 +58,6 @@ def _define_flags():
                       "JSON file (to score predictions on a slice with the official scripts).")
   flags.DEFINE_integer("examples_per_chunk", 256, "Questions per unit of work (whole "
                        "paragraphs).")
-
-
-def _tmp(path):
-  return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
 
 
 def _plan(paragraphs, examples, tokenized, query_ids, answer_ids, settings, examples_per_chunk):
@@ -118,7 +114,7 @@ def run(settings):
 def _run(settings):
   from data_prep import tokenization  # pylint: disable=g-import-not-at-top  (TF: main only)
   t0 = time.time()
-  for name in ("input_file", "output_file", "vocab_file"):
+  for name in REQUIRED_FLAGS:
     if not getattr(settings, name):
       raise ValueError(f"--{name} is required")
   feature_settings = features_lib.Settings(settings.max_seq_length, settings.doc_stride,
@@ -149,8 +145,8 @@ def _run(settings):
                                feature_settings, settings.examples_per_chunk)
     t_tok = time.time()
     header = {
-        "format": squad_schema.FORMAT, "input_file": os.path.abspath(settings.input_file),
-        "articles": settings.articles, "vocab_file": os.path.abspath(settings.vocab_file),
+        "format": squad_schema.FORMAT, "input_file": tfrecord_io.absolute(settings.input_file),
+        "articles": settings.articles, "vocab_file": tfrecord_io.absolute(settings.vocab_file),
         "do_lower_case": settings.do_lower_case, "max_seq_length": settings.max_seq_length,
         "doc_stride": settings.doc_stride, "max_query_length": settings.max_query_length,
         "version_2_with_negative": settings.version_2_with_negative,
@@ -183,13 +179,15 @@ AUTO_WORKERS_MIN_BYTES = 10 * 2**20  # below, booting workers (~1 s) costs more 
 
 def _start_pool(num_workers, worker_args, input_file):
   """Worker processes, started first so that they boot while this process reads and
-  tokenizes. spawn: they import numpy and data_prep.squad_features only, not TensorFlow.
+  tokenizes. spawn: they import numpy and data_prep.squad.features only, not TensorFlow.
 
   num_workers None: all cores for inputs of AUTO_WORKERS_MIN_BYTES or more (train-v1.1.json
   is 30 MB), else none (dev-v1.1.json, 5 MB, is done in about 2 s by this process alone).
   """
   if num_workers is None:
-    big = os.path.isfile(input_file) and os.path.getsize(input_file) >= AUTO_WORKERS_MIN_BYTES
+    fs = tfrecord_io.gfile()
+    big = (fs.exists(input_file) and not fs.isdir(input_file) and
+           fs.stat(input_file).length >= AUTO_WORKERS_MIN_BYTES)
     num_workers = (os.cpu_count() or 1) if big else 1
   if max(1, num_workers) == 1:
     return None
@@ -212,54 +210,40 @@ def _log_reader_stats(path, stats, is_training):
 
 def _write(output_file, results, header):
   """Writes the header, then each chunk's records and metadata lines; renames when done."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  meta = squad_schema.metadata_path(output_file)
-  if os.path.dirname(output_file):
-    os.makedirs(os.path.dirname(output_file), exist_ok=True)
   totals = collections.Counter()
+  files = [tfrecord_io.RecordFile(output_file)]
   try:
-    with tf.io.TFRecordWriter(_tmp(output_file)) as writer, open(
-        _tmp(meta), "w", encoding="utf-8") as meta_file:
-      meta_file.write(json.dumps(header) + "\n")
-      for records, lines, counts in results:
-        for record in records:
-          writer.write(record)
-        if lines:
-          meta_file.write("\n".join(lines) + "\n")
-        totals.update(counts)
+    files.append(tfrecord_io.AtomicFile(squad_schema.metadata_path(output_file), "w"))
+    records_file, meta_file = files
+    meta_file.write(json.dumps(header) + "\n")
+    for records, lines, counts in results:
+      records_file.write_framed(b"".join(tfrecord_io.frame(r) for r in records))
+      if lines:
+        meta_file.write("\n".join(lines) + "\n")
+      totals.update(counts)
     if totals["features"] != header["num_features"]:
       raise AssertionError(f"planned {header['num_features']} features, built "
                            f"{totals['features']}")
-    os.replace(_tmp(output_file), output_file)
-    os.replace(_tmp(meta), meta)
-  finally:
-    for path in (_tmp(output_file), _tmp(meta)):
-      if os.path.exists(path):
-        os.remove(path)
+  except BaseException:
+    for f in files:
+      f.abort()
+    raise
+  for f in files:
+    f.commit()
   return totals
 
 
 def _write_json_slice(settings):
   dataset = squad_reader.load_json(settings.input_file)
   dataset["data"] = squad_reader.select_articles(dataset["data"], settings.articles)
-  tmp = _tmp(settings.output_json_file)
-  with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(dataset, f)
-  os.replace(tmp, settings.output_json_file)
+  tfrecord_io.write_text(settings.output_json_file, json.dumps(dataset))
 
 
 def main(argv):
-  logging.set_verbosity(logging.INFO)
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  settings = Settings(**{name: getattr(flags.FLAGS, name) for name in Settings._fields})
-  try:
-    run(settings)
-  except (ValueError, OSError) as e:  # SquadError is a ValueError
-    logging.error("%s", e)
-    sys.exit(1)
+  del argv  # no positional arguments (`cli.launch` checks)
+  run(Settings(**{name: getattr(flags.FLAGS, name) for name in Settings._fields}))
 
 
 if __name__ == "__main__":
-  _define_flags()
-  app.run(main)
+  define_flags()
+  cli.launch(main, REQUIRED_FLAGS)

@@ -6,19 +6,22 @@ Source files are parsed with `ast`, never imported (importing would run module c
 optional C extensions, and be slow). One document per module: its docstring, then the
 class/function docstrings in source order. Documents are sorted by module path, so the same
 Python version always gives the same bytes. Output format as everywhere here: one sentence
-per line, a blank line between documents, UTF-8.
+per line, a blank line between documents, UTF-8. The sources are read with `os`/`open()`
+(they are this interpreter's own files, always local); the output goes through
+`tfrecord_io` like every data_prep output (atomic, any tf.io.gfile path).
 """
 
 import ast
 import os
 import re
-import sys
 import sysconfig
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
+
+from data_prep import cli
+from data_prep import tfrecord_io
 
 FLAGS = flags.FLAGS
 
@@ -205,19 +208,6 @@ def render(corpus):
   return "\n\n".join("\n".join(doc) for doc in corpus) + "\n" if corpus else ""
 
 
-def _write_atomically(path, data):
-  if os.path.dirname(path):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
-  try:
-    with open(tmp, "wb") as f:
-      f.write(data)
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
-
-
 def write_corpus(path, max_bytes, root=None, heldout_path=None, heldout_every=20):
   """Builds the corpus and writes it atomically; returns a stats dict.
 
@@ -233,35 +223,26 @@ def write_corpus(path, max_bytes, root=None, heldout_path=None, heldout_every=20
   if heldout_path:
     heldout = corpus[heldout_every - 1::heldout_every]
     corpus = [d for i, d in enumerate(corpus) if (i + 1) % heldout_every]
-    _write_atomically(heldout_path, render(heldout).encode("utf-8"))
-  data = render(corpus).encode("utf-8")
-  _write_atomically(path, data)
-  stats.update(documents=len(corpus), sentences=sum(len(d) for d in corpus), bytes=len(data),
-               output_file=path, heldout_documents=len(heldout), seconds=time.time() - t0)
+    tfrecord_io.write_text(heldout_path, render(heldout))
+  text = render(corpus)
+  tfrecord_io.write_text(path, text)
+  stats.update(documents=len(corpus), sentences=sum(len(d) for d in corpus),
+               bytes=len(text.encode("utf-8")), output_file=path,
+               heldout_documents=len(heldout), seconds=time.time() - t0)
   return stats
 
 
 def define_flags():
-  """Defined only when run as a program, so importing this module never clashes with other
-  modules' flags (create_pretraining_data also has --output_file)."""
+  """Called only when run as a program (see `data_prep.cli`)."""
   flags.DEFINE_string("output_file", None, "Where to write the corpus.")
   flags.DEFINE_float("max_mb", 3.0, "Stop adding documents at this many MB (2**20 bytes).")
   flags.DEFINE_string("heldout_file", None, "If set, every 20th document goes here instead.")
 
 
 def main(argv):
-  logging.set_verbosity(logging.INFO)
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if not FLAGS.output_file:
-    logging.error("--output_file is required")
-    sys.exit(2)
-  try:
-    s = write_corpus(FLAGS.output_file, int(FLAGS.max_mb * 2**20),
-                     heldout_path=FLAGS.heldout_file)
-  except (ValueError, OSError) as e:
-    logging.error("%s", e)
-    sys.exit(1)
+  del argv  # no positional arguments (`cli.launch` checks)
+  s = write_corpus(FLAGS.output_file, int(FLAGS.max_mb * 2**20),
+                   heldout_path=FLAGS.heldout_file)
   logging.info("Wrote %s: %d documents, %d sentences, %.2f MB from %d parsed modules of %s "
                "(%d unparsable, %d with < %d sentences; %d documents held out) in %.1fs",
                s["output_file"], s["documents"], s["sentences"], s["bytes"] / 2**20,
@@ -271,4 +252,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.launch(main, required_flags=("output_file",))

@@ -10,7 +10,9 @@ format for int64/float lists is simple enough to emit directly. Layout (protobuf
   Int64List = 0x0a len varint*                # packed
   FloatList = 0x0a len float32-LE*            # packed
 
-Tested by parsing our bytes with TensorFlow and comparing to the values.
+The one Example encoder of data_prep: every writer (pretraining, SQuAD, classifier, NER, SWAG)
+encodes with it, and `tfrecord_io` frames and writes the records. Tested by parsing our bytes
+with TensorFlow and comparing to the values.
 """
 
 import numpy as np

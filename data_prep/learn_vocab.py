@@ -16,14 +16,13 @@ The output is deterministic for the same input and flags; it is written atomical
 """
 
 import collections
-import os
-import sys
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 
+from data_prep import cli
+from data_prep import tfrecord_io
 from data_prep.pretraining import corpus
 
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -52,7 +51,7 @@ def _line_batches(files, batch_lines):
   """Non-blank lines of all files in batches: (lines, bytes read so far). Strict UTF-8."""
   batch, done = [], 0
   for path in files:
-    with open(path, "rb") as f:
+    with tfrecord_io.open_file(path) as f:
       for line_no, raw in enumerate(f, start=1):
         done += len(raw)
         try:
@@ -75,7 +74,7 @@ def count_words(files, do_lower_case, batch_lines=4096):
   # split_words needs no wordpiece vocab; "[UNK]" satisfies the constructor.
   splitter = tokenization.TextTokenizer(["[UNK]"], lower_case=do_lower_case)
   counts = collections.Counter()  # bytes keys: decoding once per distinct word is cheaper
-  rate = _Rate(sum(os.path.getsize(f) for f in files))
+  rate = _Rate(sum(tf.io.gfile.stat(f).length for f in files))
   lines = done = 0
   for batch, done in _line_batches(files, batch_lines):
     words = splitter.split_words(tf.constant(batch, dtype=tf.string))
@@ -167,7 +166,7 @@ def learn_vocab(files, vocab_size, do_lower_case=True, min_count=2, min_char_cou
   if isinstance(files, str):
     files = corpus.expand_input_patterns(files)
   for path in files:
-    if not os.path.isfile(path):
+    if not tfrecord_io.is_file(path):
       raise corpus.CorpusError(f"input file not found: {path}")
   t0 = time.time()
   word_counts = count_words(files, do_lower_case)
@@ -200,24 +199,14 @@ def learn_vocab(files, vocab_size, do_lower_case=True, min_count=2, min_char_cou
 
 def write_vocab(tokens, path):
   """One token per line, atomically (temporary file + rename)."""
-  if os.path.dirname(path):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
-  try:
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-      f.write("".join(t + "\n" for t in tokens))
-    os.replace(tmp, path)
-  finally:
-    if os.path.exists(tmp):
-      os.remove(tmp)
+  tfrecord_io.write_text(path, "".join(t + "\n" for t in tokens))
 
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
-  """Flags are defined only when run as a program: importing this module next to
-  create_pretraining_data (which also defines --input_file) must not clash."""
+  """Called only when run as a program (see `data_prep.cli`)."""
   flags.DEFINE_string("input_file", None, "Corpus file(s): comma-separated, globs allowed.")
   flags.DEFINE_string("output_file", None, "Where to write the vocab (one token per line).")
   flags.DEFINE_integer("vocab_size", 8000, "Maximum vocab size, reserved tokens included.")
@@ -230,25 +219,15 @@ def define_flags():
 
 
 def main(argv):
-  logging.set_verbosity(logging.INFO)
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  for name in ("input_file", "output_file"):
-    if not getattr(FLAGS, name):
-      logging.error("--%s is required", name)
-      sys.exit(2)
-  try:
-    vocab = learn_vocab(FLAGS.input_file, FLAGS.vocab_size, FLAGS.do_lower_case,
-                        min_count=FLAGS.min_count, min_char_count=FLAGS.min_char_count,
-                        max_unique_chars=FLAGS.max_unique_chars,
-                        max_input_tokens=FLAGS.max_input_tokens)
-    write_vocab(vocab, FLAGS.output_file)
-  except (ValueError, OSError) as e:  # CorpusError is a ValueError
-    logging.error("%s", e)
-    sys.exit(1)
+  del argv  # no positional arguments (`cli.launch` checks)
+  vocab = learn_vocab(FLAGS.input_file, FLAGS.vocab_size, FLAGS.do_lower_case,
+                      min_count=FLAGS.min_count, min_char_count=FLAGS.min_char_count,
+                      max_unique_chars=FLAGS.max_unique_chars,
+                      max_input_tokens=FLAGS.max_input_tokens)
+  write_vocab(vocab, FLAGS.output_file)
   logging.info("Wrote %d tokens to %s", len(vocab), FLAGS.output_file)
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.launch(main, required_flags=("input_file", "output_file"))

@@ -4,21 +4,20 @@ r"""Prints what pretraining TFRecords hold: counts, statistics and a few decoded
     --vocab_file=vocab.txt --max_seq_length=128 --max_predictions_per_seq=20
 """
 
-import glob
-
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from data_prep import cli
 from data_prep import schema
+from data_prep import tfrecord_io
 from data_prep import tokenization
 
 FLAGS = flags.FLAGS
 
 
 def define_flags():
-  """Only when run as a program: importing the module must not claim --input_file etc."""
+  """Called only when run as a program (see `data_prep.cli`)."""
   flags.DEFINE_string("input_file", None, "TFRecord file(s): comma-separated, globs allowed.")
   flags.DEFINE_string("vocab_file", None, "The vocabulary the files were written with.")
   flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the files.")
@@ -28,9 +27,9 @@ def define_flags():
 
 def read_instances(paths, max_seq_length, max_predictions_per_seq):
   """All instances of the files as numpy arrays (either feature naming; gzip detected)."""
-  spec = schema.tf_feature_spec(
-      schema.pretraining_features(max_seq_length, max_predictions_per_seq))
-  v2_spec = {schema.V2_NAMES.get(k, k): v for k, v in spec.items()}
+  features = schema.pretraining_features(max_seq_length, max_predictions_per_seq)
+  spec = schema.tf_feature_spec(features)
+  v2_spec = schema.tf_feature_spec(features, v2_names=True)
   columns = {name: [] for name in spec}
   for path in paths:
     ds = tf.data.TFRecordDataset(path, compression_type=schema.compression_of(path))
@@ -69,10 +68,10 @@ def describe(f, inv_vocab, num_examples):
 
 
 def main(argv):
-  del argv
-  paths = sorted(p for pattern in FLAGS.input_file.split(",") for p in glob.glob(pattern))
+  del argv  # no positional arguments (`cli.launch` checks)
+  paths = sorted(p for pattern in FLAGS.input_file.split(",") for p in tfrecord_io.glob(pattern))
   if not paths:
-    raise app.UsageError(f"--input_file={FLAGS.input_file!r} matches no file")
+    raise ValueError(f"--input_file={FLAGS.input_file!r} matches no file")
   inv_vocab = {i: t for i, t in enumerate(tokenization.load_vocab_tokens(FLAGS.vocab_file))}
   f = read_instances(paths, FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
   print(f"files: {', '.join(paths)}")
@@ -81,5 +80,4 @@ def main(argv):
 
 if __name__ == "__main__":
   define_flags()
-  flags.mark_flags_as_required(["input_file", "vocab_file"])
-  app.run(main)
+  cli.launch(main, required_flags=("input_file", "vocab_file"))

@@ -24,13 +24,13 @@ the word becomes [UNK] either way.
 
 import collections
 import functools
-import os
 import sys
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from data_prep import tfrecord_io
 from data_prep import unicode_classes
 
 UNK = "[UNK]"
@@ -41,10 +41,10 @@ _BATCH = 8192  # texts per graph call: large enough to amortize the call, small 
 
 def load_vocab_tokens(vocab_file):
   """Tokens in id order, read like the original `load_vocab` (lines split on "\\n", stripped)."""
-  if not os.path.isfile(vocab_file):
+  if not tfrecord_io.is_file(vocab_file):
     raise FileNotFoundError(f"vocab file not found: {vocab_file}")
   tokens = []
-  with open(vocab_file, "rb") as f:
+  with tfrecord_io.open_file(vocab_file) as f:
     for line_no, raw in enumerate(f, start=1):
       try:
         tokens.append(raw.decode("utf-8").strip())

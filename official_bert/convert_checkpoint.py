@@ -22,23 +22,20 @@ copied along. TF1 optimizer slots (`adam_m`, `adam_v`) and `global_step` are ign
 
 import json
 import os
-import shutil
 import sys
 
 from absl import app
 from absl import flags
 from absl import logging
-from safetensors.numpy import load_file
-from safetensors.numpy import save_file
 import tensorflow as tf
 
-from official_bert.training import checkpointing
 from official_bert.interop import hf_weights
-from official_bert.modeling import model_types
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
-from official_bert.interop import weight_names
+from official_bert.interop import weights_io
+from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.training import checkpointing
 
 FORMATS = ("tf1", "hf", "ours")
 
@@ -66,62 +63,37 @@ def define_flags():
 FLAGS = flags.FLAGS
 
 _HF_ARCHITECTURES = {"encoder": "BertModel", "pretraining": "BertForPreTraining"}
-_OUR_TO_HF_ACTIVATION = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu",
-                         "relu": "relu", "tanh": "tanh"}
+_FORMAT_NAMES = {"tf1": "a google-research TF1 checkpoint", "ours": "one of our checkpoints",
+                 "hf": "a Hugging Face model"}
 
 
-def _input_dir(path):
-  return path if tf.io.gfile.isdir(path) else os.path.dirname(path)
-
-
-def _hf_file(path):
-  if tf.io.gfile.isdir(path):
-    return os.path.join(path, "model.safetensors")
-  return path
+def _read_config(path):
+  with tf.io.gfile.GFile(path, "r") as f:
+    return BertConfig.from_json_string(f.read(), source=path)
 
 
 def read_input(path, input_format, bert_config_file=None):
-  """Returns (tensors by canonical name, BertConfig, source_names, hf_prefix or None)."""
+  """Returns (weights_io.Weights, BertConfig): what --input holds, checked against its format."""
+  weights = weights_io.read_weights(path)
+  if weights.format != input_format:
+    raise ValueError(f"{weights.source} is {_FORMAT_NAMES[weights.format]}, but "
+                     f"--input_format={input_format}")
+  if bert_config_file:
+    return weights, _read_config(bert_config_file)
+  files = weights_io.model_files(weights.source)
   if input_format == "hf":
-    file = _hf_file(path)
-    if not os.path.isfile(file):
-      raise FileNotFoundError(f"no safetensors file at {file}")
-    state = load_file(file)
-    tensors, source_names = hf_weights.hf_state_dict_to_canonical(state, file)
-    prefix = "bert." if any(k.startswith("bert.") for k in state) else ""
-    if bert_config_file:
-      config = BertConfig.from_json_file(bert_config_file)
-    else:
-      hf_config = os.path.join(os.path.dirname(file), "config.json")
-      if not os.path.isfile(hf_config):
-        raise FileNotFoundError(f"no config.json next to {file}; pass --bert_config_file")
-      config = hf_weights.load_hf_config(hf_config)
-    return tensors, config, source_names, prefix
-  checkpoint = tf1_checkpoint.resolve_checkpoint(path)
-  is_tf1 = checkpointing.is_tf1_bert_checkpoint(checkpoint)
-  if is_tf1 != (input_format == "tf1"):
-    found = "a google-research TF1 checkpoint" if is_tf1 else "not a TF1 BERT checkpoint"
-    raise ValueError(f"{checkpoint} is {found}, but --input_format={input_format}")
-  if is_tf1:
-    tensors = tf1_checkpoint.read_tf1_checkpoint(checkpoint)
-  else:
-    tensors = checkpointing.read_model_tensors(checkpoint)
-    if not any(weight_names.is_canonical_name(n) for n in tensors):
-      raise ValueError(f"{checkpoint} holds no BERT weights under canonical names "
-                       f"(found {sorted(tensors)[:3]}); is it one of our checkpoints?")
-  config_file = bert_config_file or os.path.join(_input_dir(path), "bert_config.json")
-  if not os.path.isfile(config_file):
+    if not files.hf_config:
+      raise FileNotFoundError(f"no config.json next to {weights.source}; pass "
+                              "--bert_config_file")
+    return weights, hf_weights.load_hf_config(files.hf_config)
+  if not files.bert_config:
     raise FileNotFoundError(f"no bert_config.json next to {path}; pass --bert_config_file")
-  return tensors, BertConfig.from_json_file(config_file), {}, None
+  return weights, _read_config(files.bert_config)
 
 
 def hf_config_dict(bert_config, model_type):
   """Our config as an HF `config.json` (activation names translated)."""
-  d = bert_config.to_dict()
-  d["hidden_act"] = _OUR_TO_HF_ACTIVATION[bert_config.hidden_act]
-  d.update(architectures=[_HF_ARCHITECTURES[model_type]], model_type="bert",
-           layer_norm_eps=1e-12, pad_token_id=0, position_embedding_type="absolute")
-  return d
+  return hf_weights.hf_config_dict(bert_config, _HF_ARCHITECTURES[model_type])
 
 
 def write_output(model, model_type, bert_config, path, output_format, hf_prefix=""):
@@ -133,12 +105,9 @@ def write_output(model, model_type, bert_config, path, output_format, hf_prefix=
     if path.endswith(".safetensors"):
       file, directory = path, os.path.dirname(path) or "."
     else:
-      file, directory = os.path.join(path, "model.safetensors"), path
-    os.makedirs(directory, exist_ok=True)
-    tensors = weight_loading.export_canonical_weights(model)
-    save_file(hf_weights.canonical_to_hf_state_dict(tensors, prefix=hf_prefix), file,
-              metadata={"format": "pt"})  # what HF's loader expects of a safetensors file
-    with open(os.path.join(directory, "config.json"), "w", encoding="utf-8") as f:
+      file, directory = os.path.join(path, weights_io.HF_WEIGHTS_FILE), path
+    hf_weights.save_hf_weights(model, file, prefix=hf_prefix)
+    with tf.io.gfile.GFile(os.path.join(directory, "config.json"), "w") as f:
       json.dump(hf_config_dict(bert_config, model_type), f, indent=2, sort_keys=True)
     return file, directory
   is_dir = tf.io.gfile.isdir(path) or path.endswith("/")
@@ -159,26 +128,25 @@ def write_output(model, model_type, bert_config, path, output_format, hf_prefix=
 def convert(input_path, input_format, output_path, output_format, bert_config_file=None,
             model_type=None, num_labels=None, hf_prefix=None):
   """The whole conversion; returns (model_type, path written)."""
-  tensors, config, source_names, input_prefix = read_input(input_path, input_format,
-                                                           bert_config_file)
-  model_type = model_type or model_types.infer_model_type(tensors)
-  num_labels = num_labels or model_types.num_labels_in(tensors, model_type)
+  weights, config = read_input(input_path, input_format, bert_config_file)
+  model_type = model_type or model_types.infer_model_type(weights.tensors)
+  num_labels = num_labels or model_types.num_labels_in(weights.tensors, model_type)
   logging.info("Converting a %s model (%d layers, hidden %d, %s)", model_type,
                config.num_hidden_layers, config.hidden_size, config.hidden_act)
   model = model_types.build_model(model_type, config, num_labels)
   # Strict: every variable of the model must come from the input (no random head).
-  weight_loading.assign_canonical_weights(model, tensors, source=input_path,
-                                          require_heads=True, source_names=source_names)
+  weights_io.assign_weights(model, weights, require_heads=True)
   if hf_prefix is None:
-    hf_prefix = input_prefix if input_prefix is not None else (
+    hf_prefix = weights.hf_prefix if weights.hf_prefix is not None else (
         "bert." if model_type == "pretraining" else "")
   written, directory = write_output(model, model_type, config, output_path, output_format,
                                     hf_prefix)
-  config.to_json_file(os.path.join(directory, "bert_config.json"))
-  vocab = os.path.join(_input_dir(input_path), "vocab.txt")
+  with tf.io.gfile.GFile(os.path.join(directory, "bert_config.json"), "w") as f:
+    f.write(config.to_json_string())
+  vocab = weights_io.model_files(weights.source).vocab
   target = os.path.join(directory, "vocab.txt")
-  if os.path.isfile(vocab) and not os.path.exists(target):
-    shutil.copyfile(vocab, target)
+  if vocab and not tf.io.gfile.exists(target):
+    tf.io.gfile.copy(vocab, target)
   return model_type, written
 
 

@@ -17,31 +17,36 @@ import json
 import os
 import sys
 
-from absl import app
 from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from data_prep import cli
 from data_prep import show_pretraining_data
 from data_prep import tokenization
 
-flags.DEFINE_enum("stage", None, ["config", "report"], "Which step.")
-flags.DEFINE_string("vocab_file", None, "The demo vocabulary.")
-flags.DEFINE_string("base_config", "configs/tiny.json", "Model dimensions to start from.")
-flags.DEFINE_string("bert_config_file", None, "Where `config` writes the model config.")
-flags.DEFINE_string("output_dir", None, "run_pretraining's --output_dir.")
-flags.DEFINE_string("train_input_file", None, "Training TFRecords (glob).")
-flags.DEFINE_string("eval_input_file", None, "Held-out TFRecords (glob).")
-flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the files.")
-flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
-FLAGS = flags.FLAGS
+def define_flags():
+  flags.DEFINE_enum("stage", None, ["config", "report"], "Which step.")
+  flags.DEFINE_string("vocab_file", None, "The demo vocabulary.")
+  flags.DEFINE_string("base_config", "configs/tiny.json", "Model dimensions to start from.")
+  flags.DEFINE_string("bert_config_file", None, "Where `config` writes the model config.")
+  flags.DEFINE_string("output_dir", None, "run_pretraining's --output_dir.")
+  flags.DEFINE_string("train_input_file", None, "Training TFRecords (glob).")
+  flags.DEFINE_string("eval_input_file", None, "Held-out TFRecords (glob).")
+  flags.DEFINE_integer("max_seq_length", 128, "Sequence length of the files.")
+  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
+
+
+def _read(path):
+  with tf.io.gfile.GFile(path) as f:
+    return f.read()
 
 
 def write_config(base_config, vocab_file, path):
-  config = json.load(open(base_config, encoding="utf-8"))
+  config = json.loads(_read(base_config))
   config["vocab_size"] = len(tokenization.load_vocab_tokens(vocab_file))
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  with open(path, "w", encoding="utf-8") as f:
+  tf.io.gfile.makedirs(os.path.dirname(path) or ".")
+  with tf.io.gfile.GFile(path, "w") as f:
     json.dump(config, f, indent=2, sort_keys=True)
   print(f"model config: {path} ({config['num_hidden_layers']} layers, hidden "
         f"{config['hidden_size']}, vocab {config['vocab_size']})")
@@ -49,8 +54,8 @@ def write_config(base_config, vocab_file, path):
 
 def _masked_labels(pattern):
   paths = sorted(glob.glob(pattern))
-  f = show_pretraining_data.read_instances(paths, FLAGS.max_seq_length,
-                                           FLAGS.max_predictions_per_seq)
+  f = show_pretraining_data.read_instances(paths, flags.FLAGS.max_seq_length,
+                                           flags.FLAGS.max_predictions_per_seq)
   return f["masked_lm_ids"][f["masked_lm_weights"] > 0]
 
 
@@ -73,13 +78,13 @@ def accuracy_curve(output_dir):
 
 
 def report():
-  results = dict(line.split(" = ") for line in open(
-      os.path.join(FLAGS.output_dir, "eval_results.txt"), encoding="utf-8").read().splitlines())
+  results_file = os.path.join(flags.FLAGS.output_dir, "eval_results.txt")
+  results = dict(line.split(" = ") for line in _read(results_file).splitlines())
   accuracy = float(results["masked_lm_accuracy"])
-  token, baseline = most_frequent_token_baseline(FLAGS.train_input_file,
-                                                 FLAGS.eval_input_file)
-  inv_vocab = tokenization.load_vocab_tokens(FLAGS.vocab_file)
-  curve = accuracy_curve(FLAGS.output_dir)
+  token, baseline = most_frequent_token_baseline(flags.FLAGS.train_input_file,
+                                                 flags.FLAGS.eval_input_file)
+  inv_vocab = tokenization.load_vocab_tokens(flags.FLAGS.vocab_file)
+  curve = accuracy_curve(flags.FLAGS.output_dir)
   print("masked LM accuracy while training (step: accuracy):")
   shown = curve[::max(1, len(curve) // 8)]
   for step, value in shown + ([curve[-1]] if curve and shown[-1] != curve[-1] else []):
@@ -88,8 +93,8 @@ def report():
         f"(always predicting {inv_vocab[token]!r}, the most frequent masked token: "
         f"{baseline:.3f}; {accuracy / max(baseline, 1e-9):.1f}x)")
   print(f"next sentence accuracy: {float(results['next_sentence_accuracy']):.3f}")
-  print(f"checkpoints: {FLAGS.output_dir}/ckpt-*")
-  print(f"TensorBoard: tensorboard --logdir={FLAGS.output_dir}")
+  print(f"checkpoints: {flags.FLAGS.output_dir}/ckpt-*")
+  print(f"TensorBoard: tensorboard --logdir={flags.FLAGS.output_dir}")
   if accuracy <= baseline:
     print("the model did not beat the most-frequent-token baseline", file=sys.stderr)
     sys.exit(1)
@@ -97,12 +102,12 @@ def report():
 
 def main(argv):
   del argv
-  if FLAGS.stage == "config":
-    write_config(FLAGS.base_config, FLAGS.vocab_file, FLAGS.bert_config_file)
+  if flags.FLAGS.stage == "config":
+    write_config(flags.FLAGS.base_config, flags.FLAGS.vocab_file, flags.FLAGS.bert_config_file)
   else:
     report()
 
 
 if __name__ == "__main__":
-  flags.mark_flags_as_required(["stage", "vocab_file"])
-  app.run(main)
+  define_flags()
+  cli.launch(main, required_flags=("stage", "vocab_file"))

@@ -5,9 +5,10 @@ r"""Exports a BERT model as a SavedModel that serves raw text (TensorFlow Servin
     --export_dir=DIR [--max_seq_length=128] [--num_labels=N] [--label_names=a,b,c] \
     [--export_format=single|hub_pair] [--top_k=5]
 
---checkpoint is ours or a google-research TF1 checkpoint (prefix or directory). Every variable
-of the exported model must be in it: a classifier/squad/tagger head missing from the file is
-an error (`--allow_random_head` exports a random head anyway, for tests only).
+--checkpoint is ours, a google-research TF1 checkpoint (prefix or directory) or a Hugging Face
+model (`weights_io`). Every variable of the exported model must be in it: a classifier/squad/
+tagger head missing from the file is an error (`--allow_random_head` exports a random head
+anyway, for tests only).
 
 single (default): one SavedModel with signatures `serving_default` (text), `serving_pair`
 (text, text_b) and `serve_ids` (input_word_ids, input_mask, input_type_ids); outputs in
@@ -33,7 +34,7 @@ import tensorflow as tf
 from data_prep import tokenization
 from official_bert.serving import signatures as export_signatures
 from official_bert.modeling import model_types
-from official_bert.interop import tf1_checkpoint
+from official_bert.interop import weights_io
 from official_bert.modeling.bert_config import BertConfig
 
 
@@ -41,7 +42,8 @@ def define_flags():
   """Defines the flags; called only when run as a program, so importing this module
   (tests, other tools) never clashes with flags of the same name elsewhere."""
   flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model.")
-  flags.DEFINE_string("checkpoint", None, "Checkpoint (ours or TF1): a prefix or a directory.")
+  flags.DEFINE_string("checkpoint", None,
+                      "Checkpoint: ours or TF1 (prefix or directory), or an HF model.")
   flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with.")
   flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models).")
   flags.DEFINE_enum("model_type", None, list(model_types.MODEL_TYPES), "What to export.")
@@ -102,7 +104,7 @@ def export(bert_config_file, checkpoint, vocab_file, do_lower_case, model_type, 
     shutil.rmtree(export_dir)
 
   model = model_types.build_model(model_type, config, num_labels)
-  resolved = tf1_checkpoint.load_weights(model, checkpoint, require_heads=not allow_random_head)
+  resolved = weights_io.load_weights(model, checkpoint, require_heads=not allow_random_head)
   if allow_random_head:
     logging.warning("--allow_random_head: a head absent from %s is exported with random "
                     "weights.", resolved)

@@ -25,30 +25,34 @@ import numpy as np
 import tensorflow as tf
 
 from data_prep.classification import features as classifier_features
+from official_bert.training import checkpointing
 from official_bert.training import finetuning_runner
 from official_bert.training import runner
 from official_bert.modeling.encoder import BertEncoder
 
-flags.DEFINE_string("input_file", None, "Text, one example per line (`a ||| b` for pairs).")
-flags.DEFINE_string("output_file", None, "JSON lines, or .npz arrays.")
-flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Layers to output, -1 = last.")
-flags.DEFINE_enum("pooling", "none", ["none", "concat", "sum"],
-                  "Keep the layers apart, concatenate them, or add them (weighted).")
-flags.DEFINE_list("layer_weights", None, "Weights of --pooling=sum (default: all 1).")
-flags.DEFINE_string("bert_config_file", None, "bert_config.json (or the HF config.json).")
-flags.DEFINE_string("init_checkpoint", None, "Weights: ours, TF1 or a Hugging Face folder.")
-flags.DEFINE_string("vocab_file", None, "The vocabulary of the model.")
-flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models).")
-flags.DEFINE_integer("max_seq_length", 128, "Tokens per example; longer inputs are cut.")
-flags.DEFINE_integer("batch_size", 8, "Examples per forward pass.")
-FLAGS = flags.FLAGS
+
+def define_flags():
+  flags.DEFINE_string("input_file", None, "Text, one example per line (`a ||| b` for pairs).")
+  flags.DEFINE_string("output_file", None, "JSON lines, or .npz arrays.")
+  flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Layers to output, -1 = last.")
+  flags.DEFINE_enum("pooling", "none", ["none", "concat", "sum"],
+                    "Keep the layers apart, concatenate them, or add them (weighted).")
+  flags.DEFINE_list("layer_weights", None, "Weights of --pooling=sum (default: all 1).")
+  flags.DEFINE_string("bert_config_file", None, "bert_config.json (or the HF config.json).")
+  flags.DEFINE_string("init_checkpoint", None, "Weights: ours, TF1 or a Hugging Face folder.")
+  flags.DEFINE_string("vocab_file", None, "The vocabulary of the model.")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models).")
+  flags.DEFINE_integer("max_seq_length", 128, "Tokens per example; longer inputs are cut.")
+  flags.DEFINE_integer("batch_size", 8, "Examples per forward pass.")
+
+
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # the original's pair syntax
 
 
 def read_examples(path):
   """(text_a, text_b or None) per line of `path`."""
-  with open(path, encoding="utf-8") as f:
+  with tf.io.gfile.GFile(path) as f:
     lines = [line.strip() for line in f]
   return [(m.group(1), m.group(2)) if (m := _PAIR.match(line)) else (line, None)
           for line in lines]
@@ -119,7 +123,7 @@ def run(flag_values):
   encoder = BertEncoder.from_bert_config(config)
   encoder.build()
   if flag_values.init_checkpoint:
-    finetuning_runner.load_initial_weights(encoder, flag_values.init_checkpoint)
+    checkpointing.warm_start(encoder, flag_values.init_checkpoint)
   values = pool(layer_activations(encoder, ids, mask, segments, layers, flag_values.batch_size),
                 flag_values.pooling, weights)
   names = layers if flag_values.pooling == "none" else [",".join(map(str, layers))]
@@ -130,11 +134,12 @@ def run(flag_values):
     np.savez(flag_values.output_file, values=values, tokens=padded, input_ids=ids,
              input_mask=mask, layers=np.array(layers))
   else:
-    with open(flag_values.output_file, "w", encoding="utf-8") as f:
+    with tf.io.gfile.GFile(flag_values.output_file, "w") as f:
       for record in json_lines(values, tokens, lengths, names):
         f.write(json.dumps(record) + "\n")
   return values
 
 
 if __name__ == "__main__":
+  define_flags()
   runner.launch(run, ["input_file", "output_file"])

@@ -16,51 +16,62 @@ pipeline. Outputs: `eval_results.txt` (loss, accuracy and the task's GLUE metric
 the GLUE submission file (`MRPC.tsv`, `MNLI-m.tsv`, ...: `index<TAB>prediction`).
 """
 
+import dataclasses
 import os
-import sys
+from typing import Optional
 
 from absl import flags
 import numpy as np
+import tensorflow as tf
 
 from data_prep import create_classifier_data
 from data_prep.classification import glue_processors
+from official_bert.training import common_flags
 from official_bert.training import finetuning_runner
 from official_bert.tasks import metrics
-from official_bert.training import runner
+from official_bert.training import settings as settings_lib
 from official_bert.tasks.classification import ClassificationTask
 
-flags.DEFINE_string("task_name", None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, "
-                    "RTE, WNLI.")
-flags.DEFINE_string("data_dir", None, "The glue_data/<TASK> folder (or a TFDS data dir).")
-flags.DEFINE_string("tfds_data_dir", None, "Read TFDS glue/<config> from this data dir.")
-finetuning_runner.define_flags(default_batch_size=32, default_lr=5e-5, default_seq=128)
-FLAGS = flags.FLAGS
+
+def define_flags():
+  flags.DEFINE_string("task_name", None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, "
+                      "RTE, WNLI.")
+  flags.DEFINE_string("data_dir", None, "The glue_data/<TASK> folder (or a TFDS data dir).")
+  flags.DEFINE_string("tfds_data_dir", None, "Read TFDS glue/<config> from this data dir.")
+  common_flags.define_finetuning_flags(default_batch_size=32, default_lr=5e-5, default_seq=128)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierSettings(settings_lib.FinetuningSettings):
+  task_name: Optional[str] = None
+  data_dir: Optional[str] = None
+  tfds_data_dir: Optional[str] = None
 
 
 class ClassifierJob:
   """GLUE data, metrics and submission files for `finetuning_runner.run`."""
 
-  def __init__(self, flag_values):
-    self.flags = flag_values
-    self.processor = glue_processors.get_processor(flag_values.task_name)
+  def __init__(self, settings):
+    self.settings = settings
+    self.processor = glue_processors.get_processor(settings.task_name)
     self.meta = {}
 
   def _write(self, split, vocab):
-    fv = self.flags
+    s = self.settings
     path, self.meta[split] = create_classifier_data.write_split(
-        self.processor, split, fv.output_dir, vocab, fv.do_lower_case, fv.max_seq_length,
-        fv.data_dir, fv.tfds_data_dir, fv.max_train_examples if split == "train" else 0,
-        fv.random_seed)
+        self.processor, split, s.output_dir, vocab, s.do_lower_case, s.max_seq_length,
+        s.data_dir, s.tfds_data_dir, s.max_train_examples if split == "train" else 0,
+        s.random_seed)
     return path, self.meta[split]["num_examples"]
 
-  def prepare(self, flag_values):
-    return finetuning_runner.prepare_splits(flag_values, self._write, self.processor.eval_splits,
+  def prepare(self):
+    return finetuning_runner.prepare_splits(self.settings, self._write, self.processor.eval_splits,
                                             self.processor.predict_splits)
 
   def make_task(self, bert_config):
     regression = self.processor.is_regression
     return ClassificationTask(bert_config, 1 if regression else len(self.processor.labels),
-                              self.flags.max_seq_length, is_regression=regression)
+                              self.settings.max_seq_length, is_regression=regression)
 
   def _predicted(self, logits):  # [n, labels] -> class ids, or scores for regression
     return logits[:, 0] if self.processor.is_regression else np.argmax(logits, -1)
@@ -74,22 +85,19 @@ class ClassifierJob:
     real = predictions["is_real_example"] > 0
     logits = predictions["logits"][real]
     guids = self.meta[split]["guids"]
-    out = self.flags.output_dir
+    out = self.settings.output_dir
     rows = logits if self.processor.is_regression else finetuning_runner.softmax(logits)
     results = os.path.join(out, "test_results.tsv" if split == "test" else f"{split}_results.tsv")
-    with open(results, "w", encoding="utf-8") as f:
-      f.writelines("\t".join(f"{p:.6f}" for p in row) + "\n" for row in rows)
+    with tf.io.gfile.GFile(results, "w") as f:
+      f.write("".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in rows))
     submission = os.path.join(out, self.processor.submission_name(split) + ".tsv")
-    with open(submission, "w", encoding="utf-8") as f:
+    with tf.io.gfile.GFile(submission, "w") as f:
       f.write("index\tprediction\n")
       for guid, value in zip(guids, self._predicted(logits)):
         label = f"{value:.3f}" if self.processor.is_regression else self.processor.labels[value]
         f.write(f"{guid.rsplit('-', 1)[1]}\t{label}\n")
 
 
-def run(flag_values):
-  return finetuning_runner.run(flag_values, ClassifierJob(flag_values), sys.modules[__name__])
-
-
 if __name__ == "__main__":
-  runner.launch(run, ["task_name", "output_dir"])
+  define_flags()
+  finetuning_runner.launch(ClassifierJob, ClassifierSettings, ["task_name", "output_dir"])

@@ -13,60 +13,73 @@ type, by the CoNLL definition) for the dev set (testa); with --do_predict,
 input) and `test_results.txt` for the test set (testb).
 """
 
+import dataclasses
 import os
-import sys
+from typing import Optional
 
 from absl import flags
+import tensorflow as tf
 
+from data_prep import schema
 from data_prep.classification import features as classifier_features
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
+from official_bert.training import common_flags
+from official_bert.training import evaluation
 from official_bert.training import finetuning_runner
 from official_bert.tasks import metrics
-from official_bert.training import runner
+from official_bert.training import settings as settings_lib
 from official_bert.tasks.tagging import TaggingTask
 
-flags.DEFINE_string("data_dir", None, "Folder with the CoNLL-2003 files (either spelling).")
-finetuning_runner.define_flags(default_batch_size=32, default_lr=5e-5, default_seq=128)
-FLAGS = flags.FLAGS
+
+def define_flags():
+  flags.DEFINE_string("data_dir", None, "Folder with the CoNLL-2003 files (either spelling).")
+  common_flags.define_finetuning_flags(default_batch_size=32, default_lr=5e-5, default_seq=128)
+
+
+@dataclasses.dataclass(frozen=True)
+class NerSettings(settings_lib.FinetuningSettings):
+  data_dir: Optional[str] = None
+
+
 LABELS = list(conll.CONLL2003_LABELS)
 
 
 class NerJob:
   """CoNLL data, entity scores and prediction files for `finetuning_runner.run`."""
 
-  def __init__(self, flag_values):
-    self.flags = flag_values
+  def __init__(self, settings):
+    self.settings = settings
     self.sentences = {}
     self.windows = {}
 
   def _write(self, split, vocab):
-    fv = self.flags
-    path = conll.split_path(fv.data_dir, split)
+    s = self.settings
+    path = conll.split_path(s.data_dir, split)
     sentences = conll.read_conll(path, LABELS)
     if split == "train":
-      sentences = classifier_features.subsample(sentences, fv.max_train_examples, fv.random_seed)
+      sentences = classifier_features.subsample(sentences, s.max_train_examples, s.random_seed)
     self.sentences[split] = sentences
     key = {"source": os.path.abspath(path), "vocab_file": os.path.abspath(vocab),
-           "do_lower_case": fv.do_lower_case, "max_seq_length": fv.max_seq_length,
-           "num_sentences": len(sentences), "seed": fv.random_seed, "labels": LABELS}
+           "do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
+           "num_sentences": len(sentences), "seed": s.random_seed, "labels": LABELS}
 
     def build():
-      tokenizer = classifier_features.cached_tokenizer(vocab, fv.do_lower_case)
-      columns, windows = ner_features.convert_sentences(sentences, LABELS, fv.max_seq_length,
+      tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
+      columns, windows = ner_features.convert_sentences(sentences, LABELS, s.max_seq_length,
                                                         tokenizer)
-      return ner_features.ner_schema(fv.max_seq_length), columns, {"windows": windows}
+      return schema.ner_features(s.max_seq_length), columns, {"windows": windows}
 
-    record = os.path.join(fv.output_dir, f"{split}.tf_record")
+    record = os.path.join(s.output_dir, f"{split}.tf_record")
     meta = classifier_features.cached_tfrecord(record, key, build)
     self.windows[split] = meta["windows"]
     return record, meta["num_examples"]
 
-  def prepare(self, flag_values):
-    return finetuning_runner.prepare_splits(flag_values, self._write)
+  def prepare(self):
+    return finetuning_runner.prepare_splits(self.settings, self._write)
 
   def make_task(self, bert_config):
-    return TaggingTask(bert_config, len(LABELS), self.flags.max_seq_length)
+    return TaggingTask(bert_config, len(LABELS), self.settings.max_seq_length)
 
   def _tags(self, split, predictions):
     return ner_features.predictions_to_tags(predictions["logits"], predictions["label_weights"],
@@ -82,19 +95,16 @@ class NerJob:
 
   def write_predictions(self, split, predictions):
     tags = self._tags(split, predictions)
-    with open(os.path.join(self.flags.output_dir, f"{split}_predictions.txt"), "w",
-              encoding="utf-8") as f:
+    path = os.path.join(self.settings.output_dir, f"{split}_predictions.txt")
+    with tf.io.gfile.GFile(path, "w") as f:
       for sentence, predicted in zip(self.sentences[split], tags):
-        f.writelines(f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags,
-                                                          predicted))
+        f.write("".join(f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags,
+                                                          predicted)))
         f.write("\n")
-    finetuning_runner.write_results(self.flags.output_dir, split,
+    evaluation.write_results(self.settings.output_dir, split,
                                     self.score(split, predictions), step=0)
 
 
-def run(flag_values):
-  return finetuning_runner.run(flag_values, NerJob(flag_values), sys.modules[__name__])
-
-
 if __name__ == "__main__":
-  runner.launch(run, ["data_dir", "output_dir"])
+  define_flags()
+  finetuning_runner.launch(NerJob, NerSettings, ["data_dir", "output_dir"])

@@ -21,41 +21,63 @@ and squad_eval_results.json: the official scores of predictions.json against
 the EM/F1 it gives, searched on every question's best non-null answer).
 """
 
+import dataclasses
 import json
 import os
-import sys
+from typing import Optional
 
 from absl import flags
 from absl import logging
 import numpy as np
+import tensorflow as tf
 
 from data_prep import create_squad_data
 from data_prep.squad import records as squad_schema
+from official_bert.training import common_flags
 from official_bert.training import finetuning_runner
 from official_bert.training import input_pipeline
-from official_bert.training import runner
-from official_bert import squad_evaluate
+from official_bert.training import settings as settings_lib
+from official_bert.tasks import squad_scorer
 from official_bert.tasks import squad_postprocess
 from official_bert.tasks.squad import SquadTask
 
-flags.DEFINE_string("train_file", None, "SQuAD JSON for training, or its TFRecord(s) from "
-                    "data_prep.create_squad_data (comma-separated globs).")
-flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict on (and score against).")
-flags.DEFINE_string("predict_feature_file", None, "Prediction TFRecord from "
-                    "create_squad_data --is_training=false (its .meta.jsonl next to it).")
-flags.DEFINE_integer("doc_stride", 128, "Paragraph tokens between window starts.")
-flags.DEFINE_integer("max_query_length", 64, "Question tokens kept.")
-flags.DEFINE_integer("n_best_size", 20, "Candidate answers kept per question "
-                     "(nbest_predictions.json).")
-flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece tokens.")
-flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
-flags.DEFINE_float("null_score_diff_threshold", 0.0,
-                   "v2.0: predict no answer if null score - best span score > this.")
-finetuning_runner.define_flags(default_batch_size=32, default_lr=5e-5, default_seq=384)
-FLAGS = flags.FLAGS
+
+def define_flags():
+  flags.DEFINE_string("train_file", None, "SQuAD JSON for training, or its TFRecord(s) from "
+                      "data_prep.create_squad_data (comma-separated globs).")
+  flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict on (and score against).")
+  flags.DEFINE_string("predict_feature_file", None, "Prediction TFRecord from "
+                      "create_squad_data --is_training=false (its .meta.jsonl next to it).")
+  flags.DEFINE_integer("doc_stride", 128, "Paragraph tokens between window starts.")
+  flags.DEFINE_integer("max_query_length", 64, "Question tokens kept.")
+  flags.DEFINE_integer("n_best_size", 20, "Candidate answers kept per question "
+                       "(nbest_predictions.json).")
+  flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece tokens.")
+  flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
+  flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                     "v2.0: predict no answer if null score - best span score > this.")
+  common_flags.define_finetuning_flags(default_batch_size=32, default_lr=5e-5, default_seq=384)
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadSettings(settings_lib.FinetuningSettings):
+  train_file: Optional[str] = None
+  predict_file: Optional[str] = None
+  predict_feature_file: Optional[str] = None
+  doc_stride: int = 128
+  max_query_length: int = 64
+  n_best_size: int = 20
+  max_answer_length: int = 30
+  version_2_with_negative: bool = False
+  null_score_diff_threshold: float = 0.0
+
 
 _SETTINGS_KEYS = ("vocab_file", "do_lower_case", "max_seq_length", "doc_stride",
                   "max_query_length", "version_2_with_negative", "is_training", "articles")
+
+
+def _mtime(path):
+  return tf.io.gfile.stat(path).mtime_nsec
 
 
 def _is_json(path):
@@ -65,30 +87,30 @@ def _is_json(path):
 class SquadJob:
   """SQuAD features, predictions and official scores for `finetuning_runner.run`."""
 
-  def __init__(self, flag_values):
-    self.flags = flag_values
+  def __init__(self, settings):
+    self.settings = settings
     self.vocab = None
     self.predict_metadata = None
 
   def _features(self, json_file, name, is_training):
     """OUTPUT_DIR/name.tf_record for a SQuAD JSON file, reused while the settings match."""
-    fv = self.flags
-    settings = create_squad_data.Settings(
-        input_file=json_file, output_file=os.path.join(fv.output_dir, f"{name}.tf_record"),
-        vocab_file=self.vocab, do_lower_case=fv.do_lower_case,
-        max_seq_length=fv.max_seq_length, doc_stride=fv.doc_stride,
-        max_query_length=fv.max_query_length,
-        version_2_with_negative=fv.version_2_with_negative, is_training=is_training)
-    meta = squad_schema.metadata_path(settings.output_file)
-    if os.path.exists(meta) and os.path.getmtime(meta) > os.path.getmtime(json_file):
+    s = self.settings
+    data_settings = create_squad_data.Settings(
+        input_file=json_file, output_file=os.path.join(s.output_dir, f"{name}.tf_record"),
+        vocab_file=self.vocab, do_lower_case=s.do_lower_case,
+        max_seq_length=s.max_seq_length, doc_stride=s.doc_stride,
+        max_query_length=s.max_query_length,
+        version_2_with_negative=s.version_2_with_negative, is_training=is_training)
+    meta = squad_schema.metadata_path(data_settings.output_file)
+    if tf.io.gfile.exists(meta) and _mtime(meta) > _mtime(json_file):
       header = squad_schema.read_metadata(meta, header_only=True).header
-      wanted = dict(settings._asdict(), input_file=os.path.abspath(json_file),
+      wanted = dict(data_settings._asdict(), input_file=os.path.abspath(json_file),
                     vocab_file=os.path.abspath(self.vocab))
       if all(header.get(k) == wanted[k] for k in _SETTINGS_KEYS + ("input_file",)):
-        logging.info("Reusing %s (same input and settings)", settings.output_file)
-        return settings.output_file
-    create_squad_data.run(settings)
-    return settings.output_file
+        logging.info("Reusing %s (same input and settings)", data_settings.output_file)
+        return data_settings.output_file
+    create_squad_data.run(data_settings)
+    return data_settings.output_file
 
   def _num_examples(self, tfrecord_patterns, is_training):
     """Questions in our TFRecords (from their metadata headers), after checking that they
@@ -98,9 +120,9 @@ class SquadJob:
     for path in paths:
       header = squad_schema.read_metadata(squad_schema.metadata_path(path),
                                           header_only=True).header
-      for key, flag in (("max_seq_length", self.flags.max_seq_length),
-                        ("do_lower_case", self.flags.do_lower_case),
-                        ("version_2_with_negative", self.flags.version_2_with_negative),
+      for key, flag in (("max_seq_length", self.settings.max_seq_length),
+                        ("do_lower_case", self.settings.do_lower_case),
+                        ("version_2_with_negative", self.settings.version_2_with_negative),
                         ("is_training", is_training)):
         if header.get(key) != flag:
           raise ValueError(f"{path} was written with {key}={header.get(key)}; this run "
@@ -108,31 +130,31 @@ class SquadJob:
       total += header["num_examples"]
     return total
 
-  def prepare(self, flag_values):
-    fv = flag_values
-    if fv.max_train_examples:
+  def prepare(self):
+    s = self.settings
+    if s.max_train_examples:
       raise ValueError("--max_train_examples is not supported by run_squad (use "
                        "create_squad_data --articles)")
-    self.vocab = finetuning_runner.vocab_file(fv)
+    self.vocab = finetuning_runner.vocab_file(s)
     train_file, num_train = None, 0
-    if fv.do_train:
-      if not fv.train_file:
+    if s.do_train:
+      if not s.train_file:
         raise ValueError("--do_train needs --train_file")
-      train_file = (self._features(fv.train_file, "train", True) if _is_json(fv.train_file)
-                    else fv.train_file)
+      train_file = (self._features(s.train_file, "train", True) if _is_json(s.train_file)
+                    else s.train_file)
       num_train = self._num_examples(train_file, True)
     predict = {}
-    if fv.do_predict:
-      if not (fv.predict_file or fv.predict_feature_file):
+    if s.do_predict:
+      if not (s.predict_file or s.predict_feature_file):
         raise ValueError("--do_predict needs --predict_file (or --predict_feature_file)")
-      path = fv.predict_feature_file or self._features(fv.predict_file, "predict", False)
+      path = s.predict_feature_file or self._features(s.predict_file, "predict", False)
       self._num_examples(path, False)
       self.predict_metadata = squad_schema.read_metadata(squad_schema.metadata_path(path))
       predict["predict"] = path
     return finetuning_runner.Data(train_file, num_train, {}, predict)
 
   def make_task(self, bert_config):
-    return SquadTask(bert_config, self.flags.max_seq_length)
+    return SquadTask(bert_config, self.settings.max_seq_length)
 
   def score(self, split, predictions):
     del split, predictions
@@ -142,28 +164,28 @@ class SquadJob:
     """Postprocesses the logits, writes the original's files and the official scores."""
     del split
     from data_prep import tokenization  # pylint: disable=g-import-not-at-top
-    fv, meta = self.flags, self.predict_metadata
+    s, meta = self.settings, self.predict_metadata
     start = predictions["start_logits"].astype(np.float32)  # [windows, seq]
     end = predictions["end_logits"].astype(np.float32)
     results = {int(u): (s, e) for u, s, e in zip(predictions["unique_ids"], start, end)}
-    tokenizer = tokenization.FullTokenizer(self.vocab, fv.do_lower_case)
+    tokenizer = tokenization.FullTokenizer(self.vocab, s.do_lower_case)
     preds, nbest, null_odds = squad_postprocess.postprocess(
-        meta.examples, meta.features, results, tokenizer.split_words_batch, fv.n_best_size,
-        fv.max_answer_length, fv.version_2_with_negative, fv.null_score_diff_threshold)
-    out = fv.output_dir
+        meta.examples, meta.features, results, tokenizer.split_words_batch, s.n_best_size,
+        s.max_answer_length, s.version_2_with_negative, s.null_score_diff_threshold)
+    out = s.output_dir
     squad_postprocess.write_json(preds, os.path.join(out, "predictions.json"))
     squad_postprocess.write_json(nbest, os.path.join(out, "nbest_predictions.json"))
-    if fv.version_2_with_negative:
+    if s.version_2_with_negative:
       squad_postprocess.write_json(null_odds, os.path.join(out, "null_odds.json"))
     logging.info("Wrote predictions for %d questions (%d windows) to %s", len(preds),
                  len(results), out)
-    gold = fv.predict_file or (meta.header["input_file"] if not meta.header["articles"]
+    gold = s.predict_file or (meta.header["input_file"] if not meta.header["articles"]
                                else None)
     if not gold:
       logging.info("No --predict_file to score against (the features are an article slice)")
       return
     version, scores = _score(gold, preds, nbest, null_odds)
-    with open(os.path.join(out, "squad_eval_results.json"), "w", encoding="utf-8") as f:
+    with tf.io.gfile.GFile(os.path.join(out, "squad_eval_results.json"), "w") as f:
       json.dump(scores, f, indent=2)
     logging.info("Official SQuAD %s scores of predictions.json against %s: %s", version, gold,
                  json.dumps(scores))
@@ -178,14 +200,14 @@ THRESHOLD_SEARCH = "null_score_diff_threshold_search"
 
 def _score(gold, preds, nbest, null_odds):
   """(version, official scores of `preds` against the `gold` file); v2.0 adds the search."""
-  version, dataset = squad_evaluate.read_dataset(gold)
+  version, dataset = squad_scorer.read_dataset(gold)
   num_gold = sum(len(p["qas"]) for a in dataset for p in a["paragraphs"])
   if num_gold != len(preds):
     logging.warning("%s has %d questions, the predictions cover %d", gold, num_gold,
                     len(preds))
   if version == "1.1":
-    return version, squad_evaluate.evaluate_v1(dataset, preds)
-  scores = squad_evaluate.evaluate_v2(dataset, preds, null_odds)
+    return version, squad_scorer.evaluate_v1(dataset, preds)
+  scores = squad_scorer.evaluate_v2(dataset, preds, null_odds)
   # The official best_* search runs on predictions.json, where questions over the current
   # threshold already say "": it cannot know what a higher threshold would answer (a model
   # that predicts "" everywhere gets best_f1_thresh 0.0 whatever its spans are worth). Run on
@@ -193,15 +215,12 @@ def _score(gold, preds, nbest, null_odds):
   # null odds, the search scores each --null_score_diff_threshold exactly.
   answers = {q: next((e["text"] for e in entries if e["text"]), "")
              for q, entries in nbest.items()}
-  search = squad_evaluate.evaluate_v2(dataset, answers, null_odds)
+  search = squad_scorer.evaluate_v2(dataset, answers, null_odds)
   scores[THRESHOLD_SEARCH] = {k: search[k] for k in (
       "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")}
   return version, scores
 
 
-def run(flag_values):
-  return finetuning_runner.run(flag_values, SquadJob(flag_values), sys.modules[__name__])
-
-
 if __name__ == "__main__":
-  runner.launch(run, ["output_dir"])
+  define_flags()
+  finetuning_runner.launch(SquadJob, SquadSettings, ["output_dir"])

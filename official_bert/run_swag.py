@@ -12,57 +12,69 @@ accuracy) and, with --do_predict, `test_results.tsv` (`id`, one probability per 
 the predicted choice).
 """
 
+import dataclasses
 import os
-import sys
+from typing import Optional
 
 from absl import flags
 import numpy as np
+import tensorflow as tf
 
+from data_prep import schema
 from data_prep.classification import features as classifier_features
 from data_prep.multiple_choice import swag
+from official_bert.training import common_flags
 from official_bert.training import finetuning_runner
-from official_bert.training import runner
+from official_bert.training import settings as settings_lib
 from official_bert.tasks.multiple_choice import MultipleChoiceTask
 
-flags.DEFINE_string("data_dir", None, "Folder with the SWAG train.csv, val.csv, test.csv.")
-finetuning_runner.define_flags(default_batch_size=16, default_lr=2e-5, default_seq=64)
-FLAGS = flags.FLAGS
+
+def define_flags():
+  flags.DEFINE_string("data_dir", None, "Folder with the SWAG train.csv, val.csv, test.csv.")
+  common_flags.define_finetuning_flags(default_batch_size=16, default_lr=2e-5, default_seq=64)
+
+
+@dataclasses.dataclass(frozen=True)
+class SwagSettings(settings_lib.FinetuningSettings):
+  data_dir: Optional[str] = None
+
+
 SPLIT_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
 
 
 class SwagJob:
   """SWAG data and prediction files for `finetuning_runner.run`."""
 
-  def __init__(self, flag_values):
-    self.flags = flag_values
+  def __init__(self, settings):
+    self.settings = settings
     self.ids = {}
 
   def _write(self, split, vocab):
-    fv = self.flags
-    path = os.path.join(fv.data_dir, SPLIT_FILES[split])
-    if not os.path.isfile(path):
-      raise FileNotFoundError(f"no {SPLIT_FILES[split]} in {fv.data_dir}")
+    s = self.settings
+    path = os.path.join(s.data_dir, SPLIT_FILES[split])
+    if not tf.io.gfile.exists(path):
+      raise FileNotFoundError(f"no {SPLIT_FILES[split]} in {s.data_dir}")
     examples = swag.read_swag(path, require_label=split != "test")
     if split == "train":
-      examples = classifier_features.subsample(examples, fv.max_train_examples, fv.random_seed)
+      examples = classifier_features.subsample(examples, s.max_train_examples, s.random_seed)
     self.ids[split] = [e.swag_id for e in examples]
     key = {"source": os.path.abspath(path), "vocab_file": os.path.abspath(vocab),
-           "do_lower_case": fv.do_lower_case, "max_seq_length": fv.max_seq_length,
-           "num_examples": len(examples), "seed": fv.random_seed}
+           "do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
+           "num_examples": len(examples), "seed": s.random_seed}
 
     def build():
-      tokenizer = classifier_features.cached_tokenizer(vocab, fv.do_lower_case)
-      columns = swag.convert_examples(examples, fv.max_seq_length, tokenizer)
-      return swag.swag_schema(fv.max_seq_length), columns, {}
+      tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
+      columns = swag.convert_examples(examples, s.max_seq_length, tokenizer)
+      return schema.swag_features(s.max_seq_length), columns, {}
 
-    record = os.path.join(fv.output_dir, f"{split}.tf_record")
+    record = os.path.join(s.output_dir, f"{split}.tf_record")
     return record, classifier_features.cached_tfrecord(record, key, build)["num_examples"]
 
-  def prepare(self, flag_values):
-    return finetuning_runner.prepare_splits(flag_values, self._write)
+  def prepare(self):
+    return finetuning_runner.prepare_splits(self.settings, self._write)
 
   def make_task(self, bert_config):
-    return MultipleChoiceTask(bert_config, self.flags.max_seq_length)
+    return MultipleChoiceTask(bert_config, self.settings.max_seq_length)
 
   def score(self, split, predictions):
     del split, predictions  # accuracy is the task's own metric
@@ -70,8 +82,7 @@ class SwagJob:
 
   def write_predictions(self, split, predictions):
     probabilities = finetuning_runner.softmax(predictions["logits"])  # [n, choices]
-    with open(os.path.join(self.flags.output_dir, f"{split}_results.tsv"), "w",
-              encoding="utf-8") as f:
+    with tf.io.gfile.GFile(os.path.join(self.settings.output_dir, f"{split}_results.tsv"), "w") as f:
       f.write("id\t" + "\t".join(f"ending{i}" for i in range(probabilities.shape[1]))
               + "\tprediction\n")
       for swag_id, row in zip(self.ids[split], probabilities):
@@ -79,9 +90,6 @@ class SwagJob:
                 + f"\t{int(np.argmax(row))}\n")
 
 
-def run(flag_values):
-  return finetuning_runner.run(flag_values, SwagJob(flag_values), sys.modules[__name__])
-
-
 if __name__ == "__main__":
-  runner.launch(run, ["data_dir", "output_dir"])
+  define_flags()
+  finetuning_runner.launch(SwagJob, SwagSettings, ["data_dir", "output_dir"])

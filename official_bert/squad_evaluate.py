@@ -4,229 +4,41 @@ r"""The official SQuAD v1.1 and v2.0 evaluation, with the official scripts' inte
   python -m official_bert.squad_evaluate dev-v2.0.json predictions.json \
     --na-prob-file null_odds.json [--na-prob-thresh 1.0] [--out-file eval.json]
 
-The version is read from the data file ("version": "1.1" or "v2.0"); the output is the
-official JSON: {"exact_match", "f1"} for v1.1; {"exact", "f1", "total", "HasAns_*",
-"NoAns_*"} plus, with --na-prob-file, "best_exact", "best_exact_thresh", "best_f1",
-"best_f1_thresh" for v2.0.
-
-Definitions, as evaluate-v1.1.py / evaluate-v2.0.py:
-  - answers are normalized: lower case, punctuation (string.punctuation) removed, the
-    articles a/an/the removed, whitespace collapsed;
-  - EM and token-F1 take the max over the gold answers;
-  - v1.1: a question without a prediction scores 0;
-  - v2.0: gold answers that normalize to "" are dropped, leaving [""] (no answer) if none
-    remain; F1 is 1 when both prediction and gold are empty, 0 when only one is; a question
-    whose na_prob exceeds --na-prob-thresh counts as predicting no answer; the best
-    threshold is searched over the na_probs (null_odds.json from run_squad works as is).
-    A question without a prediction is left out (the official script crashes on it).
+The version is read from the data file; the definitions are in `tasks/squad_scorer.py`.
+Prints the official JSON (or writes it to --out-file).
 """
 
-import argparse
-import collections
 import json
-import re
-import string
-import sys
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
-_PUNCTUATION = frozenset(string.punctuation)
+from absl import flags
+import tensorflow as tf
 
-
-def normalize_answer(s):
-  """Lower text and remove punctuation, articles and extra whitespace (official)."""
-  s = "".join(ch for ch in s.lower() if ch not in _PUNCTUATION)
-  return " ".join(_ARTICLES.sub(" ", s).split())
+from official_bert.tasks import squad_scorer
+from official_bert.training import runner
 
 
-# ---- v1.1 -------------------------------------------------------------------------------
-
-def _token_f1(pred_toks, gold_toks):
-  """F1 of the bag-of-tokens overlap, 0 without any (both official scripts' core)."""
-  num_same = sum((collections.Counter(pred_toks) & collections.Counter(gold_toks)).values())
-  if num_same == 0:
-    return 0
-  precision, recall = num_same / len(pred_toks), num_same / len(gold_toks)
-  return 2 * precision * recall / (precision + recall)
-
-
-def f1_v1(prediction, ground_truth):
-  return _token_f1(normalize_answer(prediction).split(), normalize_answer(ground_truth).split())
+def define_flags():
+  # The official scripts' spellings (with hyphens and their one-letter forms).
+  flags.DEFINE_string("out-file", None, "Write accuracy metrics to file (default is stdout).",
+                      short_name="o")
+  flags.DEFINE_string("na-prob-file", None,
+                      "v2.0: model estimates of probability of no answer.", short_name="n")
+  flags.DEFINE_float("na-prob-thresh", 1.0, 'v2.0: predict "" if the no-answer probability '
+                     "exceeds this.", short_name="t")
 
 
-def exact_v1(prediction, ground_truth):
-  return normalize_answer(prediction) == normalize_answer(ground_truth)
-
-
-def evaluate_v1(dataset, predictions):
-  """dataset: the file's "data" list; predictions: qas_id -> text."""
-  f1 = exact_match = total = 0
-  for article in dataset:
-    for paragraph in article["paragraphs"]:
-      for qa in paragraph["qas"]:
-        total += 1
-        if qa["id"] not in predictions:
-          print(f"Unanswered question {qa['id']} will receive score 0.", file=sys.stderr)
-          continue
-        golds = [a["text"] for a in qa["answers"]]
-        pred = predictions[qa["id"]]
-        exact_match += max(exact_v1(pred, g) for g in golds)
-        f1 += max(f1_v1(pred, g) for g in golds)
-  return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total}
-
-
-# ---- v2.0 -------------------------------------------------------------------------------
-
-def _tokens(s):
-  return normalize_answer(s).split() if s else []
-
-
-def exact_v2(gold, pred):
-  return int(normalize_answer(gold) == normalize_answer(pred))
-
-
-def f1_v2(gold, pred):
-  gold_toks, pred_toks = _tokens(gold), _tokens(pred)
-  if not gold_toks or not pred_toks:
-    return int(gold_toks == pred_toks)  # no-answer: 1 if both are, else 0
-  return _token_f1(pred_toks, gold_toks)
-
-
-def _raw_scores_v2(dataset, predictions):
-  exact, f1, has_ans = {}, {}, {}
-  missing = 0
-  for article in dataset:
-    for p in article["paragraphs"]:
-      for qa in p["qas"]:
-        qid = qa["id"]
-        if qid not in predictions:
-          missing += 1
-          continue
-        has_ans[qid] = bool(qa["answers"])
-        golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
-        exact[qid] = max(exact_v2(g, predictions[qid]) for g in golds)
-        f1[qid] = max(f1_v2(g, predictions[qid]) for g in golds)
-  if missing:
-    print(f"{missing} question(s) without a prediction are left out", file=sys.stderr)
-  return exact, f1, has_ans
-
-
-def _summary(exact, f1, qids):
-  total = len(qids)
-  return {"exact": 100.0 * sum(exact[q] for q in qids) / total,
-          "f1": 100.0 * sum(f1[q] for q in qids) / total, "total": total}
-
-
-def best_threshold(predictions, scores, na_probs, has_ans):
-  """(best score in %, threshold): the official `find_best_thresh`.
-
-  Start with every question answered "no answer" (score = number of NoAns questions), then
-  answer questions in increasing na_prob order: a HasAns question adds its score, a NoAns
-  one with a non-empty prediction loses 1. Worked example: na_probs q1 0.1 (HasAns,
-  F1 1), q2 0.5 (NoAns, predicted "x"), q3 0.9 (HasAns, F1 0.5): scores 1 -> 2 (q1)
-  -> 1 (q2) -> 1.5 (q3); the best, 2 of 3, is at threshold 0.1 -> (66.7, 0.1).
-  """
-  score = best = sum(1 for q in has_ans if not has_ans[q])
-  thresh = 0.0
-  for qid in sorted(na_probs, key=lambda k: na_probs[k]):
-    if qid not in scores:
-      continue
-    score += scores[qid] if has_ans[qid] else (-1 if predictions[qid] else 0)
-    if score > best:
-      best, thresh = score, na_probs[qid]
-  return 100.0 * best / len(scores), thresh
-
-
-def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
-  """The official v2.0 dict; best-threshold keys only when `na_probs` is given."""
-  exact_raw, f1_raw, has_ans = _raw_scores_v2(dataset, predictions)
-  if not exact_raw:
-    raise ValueError("no question of the data file has a prediction")
-  probs = na_probs if na_probs is not None else {k: 0.0 for k in predictions}
-  missing = [q for q in exact_raw if q not in probs]
-  if missing:
-    raise ValueError(f"{len(missing)} predicted question(s) have no na_prob, e.g. "
-                     f"{missing[0]}")
-
-  def thresholded(raw):  # predicting "no answer" when na_prob > threshold
-    return {q: float(not has_ans[q]) if probs[q] > na_prob_thresh else s
-            for q, s in raw.items()}
-
-  exact, f1 = thresholded(exact_raw), thresholded(f1_raw)
-  out = _summary(exact, f1, list(exact))
-  for prefix, wanted in (("HasAns", True), ("NoAns", False)):
-    qids = [q for q in exact if has_ans[q] == wanted]
-    if qids:
-      out.update({f"{prefix}_{k}": v for k, v in _summary(exact, f1, qids).items()})
-  if na_probs is not None:
-    # Only over the predicted questions, so every counted question has a score.
-    answered = {q: has_ans[q] for q in exact_raw}
-    probs = {q: p for q, p in na_probs.items() if q in answered}
-    out["best_exact"], out["best_exact_thresh"] = best_threshold(predictions, exact_raw,
-                                                                 probs, answered)
-    out["best_f1"], out["best_f1_thresh"] = best_threshold(predictions, f1_raw, probs,
-                                                           answered)
-  return out
-
-
-# ---- files ------------------------------------------------------------------------------
-
-def read_dataset(path):
-  """(version "1.1" or "v2.0", data list); ValueError naming the file on bad input."""
-  # The reader's checks and version detection; data_prep imports no official_bert.
-  from data_prep.squad import reader as squad_reader
-  dataset = squad_reader.load_json(path)
-  return squad_reader.file_version(dataset, path), dataset["data"]
-
-
-def _read_json_object(path, what):
-  try:
-    with open(path, "r", encoding="utf-8") as f:
-      value = json.load(f)
-  except FileNotFoundError:
-    raise ValueError(f"{path}: {what} file not found") from None
-  except json.JSONDecodeError as e:
-    raise ValueError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: "
-                     f"{e.msg}") from None
-  if not isinstance(value, dict):
-    raise ValueError(f"{path}: {what} must be a JSON object (question id -> value)")
-  return value
-
-
-def evaluate_files(data_file, prediction_file, na_prob_file=None, na_prob_thresh=1.0):
-  version, dataset = read_dataset(data_file)
-  predictions = _read_json_object(prediction_file, "predictions")
-  if version == "1.1":
-    return evaluate_v1(dataset, predictions)
-  na_probs = _read_json_object(na_prob_file, "na-prob") if na_prob_file else None
-  return evaluate_v2(dataset, predictions, na_probs, na_prob_thresh)
-
-
-def main(argv=None):
-  parser = argparse.ArgumentParser(
-      description="Official SQuAD v1.1 / v2.0 evaluation (version read from the data file).")
-  parser.add_argument("data_file", metavar="data.json", help="Input data JSON file.")
-  parser.add_argument("pred_file", metavar="pred.json", help="Model predictions.")
-  parser.add_argument("--out-file", "-o", metavar="eval.json",
-                      help="Write accuracy metrics to file (default is stdout).")
-  parser.add_argument("--na-prob-file", "-n", metavar="na_prob.json",
-                      help="v2.0: model estimates of probability of no answer.")
-  parser.add_argument("--na-prob-thresh", "-t", type=float, default=1.0,
-                      help="v2.0: predict \"\" if no-answer probability exceeds this "
-                           "(default = 1.0).")
-  args = parser.parse_args(argv)
-  try:
-    result = evaluate_files(args.data_file, args.pred_file, args.na_prob_file,
-                            args.na_prob_thresh)
-  except ValueError as e:
-    print(f"error: {e}", file=sys.stderr)
-    return 1
-  if args.out_file:
-    with open(args.out_file, "w", encoding="utf-8") as f:
+def main(flag_values, data_file, pred_file):
+  """Scores `pred_file` against `data_file`; prints or writes the official JSON."""
+  result = squad_scorer.evaluate_files(data_file, pred_file, flag_values["na-prob-file"].value,
+                                       flag_values["na-prob-thresh"].value)
+  out_file = flag_values["out-file"].value
+  if out_file:
+    with tf.io.gfile.GFile(out_file, "w") as f:
       json.dump(result, f)
   else:
     print(json.dumps(result, indent=2) if "exact" in result else json.dumps(result))
-  return 0
 
 
 if __name__ == "__main__":
-  sys.exit(main())
+  define_flags()
+  runner.launch(main, required_flags=(), positional=("data.json", "pred.json"))

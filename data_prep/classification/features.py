@@ -1,37 +1,24 @@
 """Examples -> fixed-length features -> TFRecords, as the original run_classifier.py.
 
 Each example becomes `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, zero-padded to
-max_seq_length, with the original's feature names (`data_prep.schema` spelling):
+max_seq_length, with the original's feature names (`schema.classifier_features`):
 
   input_ids, input_mask, segment_ids  [L] int64
   label_ids                           [1] int64 (float32 for regression, e.g. STS-B)
   is_real_example                     [1] int64 (0 only for padding examples)
 
 Texts are tokenized in batches (`FullTokenizer.encode_batch`); the per-example work is list
-slicing. `pack_pair` and `write_tfrecord` are shared with the NER and SWAG writers.
+slicing. `pack_pair` and `cached_tfrecord` are shared with the NER and SWAG writers.
 """
 
 import functools
 import json
-import logging
-import os
 import random
 
+from absl import logging
 import numpy as np
 
-from data_prep import schema
-from data_prep.example_encoder import ExampleEncoder
-
-logger = logging.getLogger(__name__)
-
-
-def classifier_schema(max_seq_length, regression=False):
-  L = max_seq_length  # pylint: disable=invalid-name
-  return (schema.Feature("input_ids", schema.INT64, L),
-          schema.Feature("input_mask", schema.INT64, L),
-          schema.Feature("segment_ids", schema.INT64, L),
-          schema.Feature("label_ids", schema.FLOAT32 if regression else schema.INT64, 1),
-          schema.Feature("is_real_example", schema.INT64, 1))
+from data_prep import tfrecord_io
 
 
 def truncate_seq_pair(tokens_a, tokens_b, max_length):
@@ -119,31 +106,11 @@ def convert_examples(examples, label_list, max_seq_length, tokenizer):
     cols["input_ids"][i], cols["input_mask"][i], cols["segment_ids"][i], cut = packed
     truncated += cut
   if truncated:
-    logger.info("%d of %d examples truncated to max_seq_length=%d", truncated, n,
+    logging.info("%d of %d examples truncated to max_seq_length=%d", truncated, n,
                 max_seq_length)
   cols["label_ids"] = labels
   cols["is_real_example"] = np.ones([n, 1], np.int64)
   return cols
-
-
-def write_tfrecord(path, features, columns, batch=4096):
-  """Writes one `tf.train.Example` per row of `columns` (name -> [n, length] array).
-
-  Written under a temporary name and renamed when complete, so an interrupted run never
-  leaves a complete-looking file.
-  """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  encoder = ExampleEncoder(features)
-  n = len(next(iter(columns.values())))
-  directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-  with tf.io.TFRecordWriter(tmp) as writer:
-    for start in range(0, n, batch):
-      for record in encoder.encode({k: v[start:start + batch] for k, v in columns.items()}):
-        writer.write(record)
-  os.replace(tmp, path)
-  return n
 
 
 def cached_tfrecord(path, key, build):
@@ -157,16 +124,16 @@ def cached_tfrecord(path, key, build):
     The meta dict, with "key" and "num_examples" added.
   """
   meta_path = path + ".json"
-  if os.path.exists(path) and os.path.exists(meta_path):
-    with open(meta_path, encoding="utf-8") as f:
+  fs = tfrecord_io.gfile()
+  if fs.exists(path) and fs.exists(meta_path):
+    with tfrecord_io.open_file(meta_path, "r") as f:
       meta = json.load(f)
     if meta.get("key") == json.loads(json.dumps(key)):
-      logger.info("Reusing %s (%d examples)", path, meta["num_examples"])
+      logging.info("Reusing %s (%d examples)", path, meta["num_examples"])
       return meta
   features, columns, meta = build()
-  meta = dict(meta, key=key, num_examples=write_tfrecord(path, features, columns))
-  with open(meta_path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(meta, f)
-  os.replace(meta_path + ".tmp", meta_path)
-  logger.info("Wrote %s (%d examples)", path, meta["num_examples"])
+  meta = dict(meta, key=key,
+              num_examples=tfrecord_io.write_examples(path, features, columns))
+  tfrecord_io.write_text(meta_path, json.dumps(meta))
+  logging.info("Wrote %s (%d examples)", path, meta["num_examples"])
   return meta

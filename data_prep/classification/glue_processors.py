@@ -19,6 +19,8 @@ import csv
 import os
 import sys
 
+from data_prep import tfrecord_io
+
 InputExample = collections.namedtuple("InputExample", ["guid", "text_a", "text_b", "label"])
 
 # Where a split's text and label are: column indices (None: absent); `header` skips line 1.
@@ -33,7 +35,7 @@ def read_tsv(path):
   first row's.
   """
   csv.field_size_limit(sys.maxsize)  # RTE/QNLI test rows exceed csv's default 128 KiB limit
-  with open(path, "r", encoding="utf-8", newline="") as f:
+  with tfrecord_io.open_file(path, "r", newline="") as f:
     rows = list(csv.reader(f, delimiter="\t", quotechar=None))
   for line_no, row in enumerate(rows, start=1):
     if len(row) != len(rows[0]):
@@ -84,7 +86,7 @@ class GlueProcessor:
   def get_examples(self, data_dir, split):
     """Examples of `split` ("train", "dev", "test", "dev_matched", ...) from `split.tsv`."""
     path = os.path.join(data_dir, split + ".tsv")
-    if not os.path.isfile(path):
+    if not tfrecord_io.is_file(path):
       raise FileNotFoundError(f"{self.name}: no {split}.tsv in {data_dir}")
     is_test = split.startswith("test")
     cols = self.test_columns if is_test else self.train_columns
@@ -184,7 +186,8 @@ def get_processor(task_name):
 
 def has_tfds_data(processor, data_dir):
   """Whether `data_dir` is a TFDS data dir holding the task (`glue/<config>/<version>`)."""
-  return bool(data_dir) and os.path.isdir(os.path.join(data_dir, processor.tfds_name))
+  return bool(data_dir) and tfrecord_io.gfile().isdir(
+      os.path.join(data_dir, processor.tfds_name))
 
 
 def load_examples(processor, split, data_dir=None, tfds_data_dir=None):

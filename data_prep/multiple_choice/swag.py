@@ -7,8 +7,8 @@ found by name, so both spellings read. As in the BERT paper and the original PyT
 (`run_swag.py`), choice i is `[CLS] sent1 [SEP] sent2 ending_i [SEP]`, truncated from the
 longer side, and one score per choice is taken from `[CLS]`.
 
-Features: input_ids, input_mask, segment_ids [num_choices * L] int64 (choice-major: reshape
-to [num_choices, L]); label_ids [1] int64.
+Features (`schema.swag_features`): input_ids, input_mask, segment_ids [num_choices * L] int64
+(choice-major: reshape to [num_choices, L]); label_ids [1] int64.
 """
 
 import collections
@@ -18,11 +18,12 @@ import numpy as np
 
 from data_prep.classification import features as classifier_features
 from data_prep import schema
+from data_prep import tfrecord_io
 
 SwagExample = collections.namedtuple("SwagExample",
                                      ["swag_id", "context", "start_ending", "endings", "label"])
 
-NUM_CHOICES = 4
+NUM_CHOICES = schema.SWAG_NUM_CHOICES
 _REQUIRED = ("sent1", "sent2") + tuple(f"ending{i}" for i in range(NUM_CHOICES))
 
 
@@ -30,7 +31,7 @@ def read_swag(path, require_label=True):
   """SwagExamples of a SWAG CSV. Raises ValueError naming file and line for a missing column,
   a row with the wrong number of fields, or a label that is not a choice index."""
   examples = []
-  with open(path, encoding="utf-8", newline="") as f:
+  with tfrecord_io.open_file(path, "r", newline="") as f:
     reader = csv.reader(f)
     header = next(reader, None)
     if header is None:
@@ -60,16 +61,8 @@ def read_swag(path, require_label=True):
   return examples
 
 
-def swag_schema(max_seq_length, num_choices=NUM_CHOICES):
-  n = num_choices * max_seq_length
-  return (schema.Feature("input_ids", schema.INT64, n),
-          schema.Feature("input_mask", schema.INT64, n),
-          schema.Feature("segment_ids", schema.INT64, n),
-          schema.Feature("label_ids", schema.INT64, 1))
-
-
 def convert_examples(examples, max_seq_length, tokenizer):
-  """SwagExamples -> columns of `swag_schema` (label 0 where an example has none)."""
+  """SwagExamples -> columns of `schema.swag_features` (label 0 where an example has none)."""
   cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
   contexts = classifier_features.ragged_rows(tokenizer, [e.context for e in examples])
   endings = classifier_features.ragged_rows(

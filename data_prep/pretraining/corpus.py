@@ -10,7 +10,8 @@ to the first of the next when a file lacks a trailing blank line).
 
 import array
 import glob
-import os
+
+from data_prep import tfrecord_io
 
 
 class CorpusError(ValueError):
@@ -21,8 +22,8 @@ def expand_input_patterns(patterns):
   """Comma-separated paths/globs -> sorted, de-duplicated files; each pattern must match."""
   files = []
   for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-    matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-    matches = [m for m in matches if os.path.isfile(m)]
+    matches = tfrecord_io.glob(pattern) if glob.has_magic(pattern) else [pattern]
+    matches = [m for m in matches if tfrecord_io.is_file(m)]
     if not matches:
       raise CorpusError(f"input file not found: {pattern!r} matches no file")
     files.extend(m for m in matches if m not in files)
@@ -68,7 +69,7 @@ def index_documents(files, errors="strict"):
   """Pass 1: document byte ranges of every file. Blank (whitespace-only) lines separate."""
   index = DocumentIndex(files)
   for file_id, path in enumerate(files):
-    with open(path, "rb") as f:
+    with tfrecord_io.open_file(path) as f:
       offset = 0
       doc_start = doc_end = doc_line = None
       for line_no, line in enumerate(f, start=1):
@@ -95,7 +96,7 @@ def read_documents(index, docs, errors="strict"):
   text = {}
   for file_id, file_docs in by_file.items():
     path = index.files[file_id]
-    with open(path, "rb") as f:
+    with tfrecord_io.open_file(path) as f:
       for doc in sorted(file_docs, key=lambda d: index.start[d]):  # sequential reads
         f.seek(index.start[doc])
         raw = f.read(index.end[doc] - index.start[doc])

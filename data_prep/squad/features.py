@@ -20,7 +20,7 @@ import json
 import numpy as np
 
 from data_prep import example_encoder
-from data_prep.squad import records as squad_schema
+from data_prep import schema
 
 Settings = collections.namedtuple(
     "Settings", ["max_seq_length", "doc_stride", "max_query_length", "is_training"])
@@ -200,7 +200,7 @@ def build_chunk(chunk, settings, cls_id, sep_id, vocab_tokens=None):
     columns["start_positions"] = pos[:, :1]
     columns["end_positions"] = pos[:, 1:2]
     columns["is_impossible"] = pos[:, 2:]
-  encoder = example_encoder.ExampleEncoder(squad_schema.squad_features(L, training))
+  encoder = example_encoder.ExampleEncoder(schema.squad_features(L, training))
   return encoder.encode(columns), lines, stats
 
 

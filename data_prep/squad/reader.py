@@ -26,6 +26,8 @@ import json
 import re
 from typing import List, Optional
 
+from data_prep import tfrecord_io
+
 # The original's `is_whitespace`: exactly these, not Python's str.split() set.
 _WORD = re.compile("[^ \t\r\n\u202f]+")
 
@@ -72,7 +74,7 @@ def split_words(context):
 def load_json(path):
   """The parsed file; SquadError naming the file if it is missing or not JSON."""
   try:
-    with open(path, "r", encoding="utf-8") as f:
+    with tfrecord_io.open_file(path, "r") as f:
       return json.load(f)
   except FileNotFoundError:
     raise SquadError(f"{path}: SQuAD file not found") from None

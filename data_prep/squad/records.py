@@ -1,17 +1,16 @@
-"""The SQuAD contract between `data_prep.create_squad_data` and `official_bert.run_squad`.
+"""The SQuAD metadata file between `data_prep.create_squad_data` and `official_bert.run_squad`.
 
-1. TFRecord features: the original run_squad.py's `FeatureWriter` (`squad_features`).
-2. A JSON-lines metadata file next to each TFRecord, `FILE.meta.jsonl`
-   (`metadata_path`). Its first line is a header: the settings, the number of examples and
-   features, the reader's counts. Prediction files (`is_training` false) go on with what
-   maps a window's logits back to the original text, stored once per paragraph instead of
-   once per window:
-     {"paragraph": k, "doc_tokens": [...], "sub_tokens": [...], "tok_to_orig": [...]}
-     {"example": i, "qas_id": "...", "question": "...", "paragraph": k, "query_tokens": [...]}
-     {"feature": unique_id, "example": i, "doc_span_index": j, "doc_start": s,
-      "doc_length": n, "max_context": "0011..1"}
-   `read_metadata` rebuilds the original's per-window `tokens`, `token_to_orig_map` and
-   `token_is_max_context` from them (`InputFeatures`).
+The TFRecord features are `schema.squad_features`. Next to each TFRecord goes a JSON-lines
+metadata file, `FILE.meta.jsonl` (`metadata_path`). Its first line is a header: the settings,
+the number of examples and features, the reader's counts. Prediction files (`is_training`
+false) go on with what maps a window's logits back to the original text, stored once per
+paragraph instead of once per window:
+  {"paragraph": k, "doc_tokens": [...], "sub_tokens": [...], "tok_to_orig": [...]}
+  {"example": i, "qas_id": "...", "question": "...", "paragraph": k, "query_tokens": [...]}
+  {"feature": unique_id, "example": i, "doc_span_index": j, "doc_start": s,
+   "doc_length": n, "max_context": "0011..1"}
+`read_metadata` rebuilds the original's per-window `tokens`, `token_to_orig_map` and
+`token_is_max_context` from them (`InputFeatures`).
 
 Like `data_prep.schema`, no TensorFlow at module level (worker processes import it).
 """
@@ -20,38 +19,10 @@ import dataclasses
 import json
 from typing import Dict, List
 
-from data_prep import schema
+from data_prep import tfrecord_io
 
 FORMAT = "official_bert.squad_features/1"
 UNIQUE_ID_BASE = 1000000000  # the original's first unique_id
-
-
-def squad_features(max_seq_length, is_training):
-  """The original `FeatureWriter` features, in its writing order (all int64).
-
-  `is_impossible` is the EXAMPLE's flag, as the original run_squad.py writes it (the Model
-  Garden writes "this window does not contain the answer" instead). Impossible questions and
-  windows without the answer have start_positions = end_positions = 0 ([CLS]) either way.
-  """
-  f, i64 = schema.Feature, schema.INT64
-  features = (
-      f("unique_ids", i64, 1),
-      f("input_ids", i64, max_seq_length),  # [CLS] query [SEP] window [SEP], zero-padded
-      f("input_mask", i64, max_seq_length),  # 1 for real tokens
-      f("segment_ids", i64, max_seq_length),  # 0: [CLS] query [SEP]; 1: window [SEP]
-  )
-  if is_training:
-    features += (
-        f("start_positions", i64, 1),  # token index in the window's sequence
-        f("end_positions", i64, 1),
-        f("is_impossible", i64, 1),
-    )
-  return features
-
-
-def tf_feature_spec(max_seq_length, is_training):
-  """`tf.io.parse_example` spec of `squad_features`."""
-  return schema.tf_feature_spec(squad_features(max_seq_length, is_training))
 
 
 def metadata_path(tfrecord_path):
@@ -87,7 +58,7 @@ class Metadata:
 def read_metadata(path, header_only=False):
   """Reads `FILE.meta.jsonl`; ValueError naming the file if it is not one of ours."""
   try:
-    f = open(path, "r", encoding="utf-8")
+    f = tfrecord_io.open_file(path, "r")
   except FileNotFoundError:
     raise ValueError(f"{path}: metadata file not found (written by data_prep.create_squad_data "
                      "next to its --output_file)") from None

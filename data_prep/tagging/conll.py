@@ -11,6 +11,8 @@ lines mark documents and are not sentences. Tags are always returned as IOB2:
 import collections
 import os
 
+from data_prep import tfrecord_io
+
 Sentence = collections.namedtuple("Sentence", ["words", "tags"])
 
 # The CoNLL-2003 label set, "O" first (id 0).
@@ -53,7 +55,7 @@ def read_conll(path, labels=CONLL2003_LABELS, tag_column=-1):
       words.clear()
       tags.clear()
 
-  with open(path, encoding="utf-8") as f:
+  with tfrecord_io.open_file(path, "r") as f:
     for line_no, line in enumerate(f, start=1):
       parts = line.split()
       if not parts:
@@ -78,6 +80,6 @@ def split_path(data_dir, split):
   """The file of `split` ("train", "dev", "test") in `data_dir`, in either spelling."""
   for name in SPLIT_FILES[split]:
     path = os.path.join(data_dir, name)
-    if os.path.isfile(path):
+    if tfrecord_io.is_file(path):
       return path
   raise FileNotFoundError(f"no {' or '.join(SPLIT_FILES[split])} in {data_dir}")

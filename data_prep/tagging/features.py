@@ -6,7 +6,7 @@ NER setup). A sentence longer than max_seq_length - 2 pieces is cut into several
 whole words, `[CLS] words [SEP]` each, so every word gets a prediction (a single word with
 more pieces than fit keeps its first ones).
 
-Features (original names where they exist):
+Features (`schema.ner_features`; original names where they exist):
   input_ids, input_mask, segment_ids  [L] int64
   label_ids                           [L] int64   label id on first pieces, 0 elsewhere
   label_weights                       [L] float32 1.0 on first pieces
@@ -15,16 +15,6 @@ Features (original names where they exist):
 import numpy as np
 
 from data_prep.classification import features as classifier_features
-from data_prep import schema
-
-
-def ner_schema(max_seq_length):
-  L = max_seq_length  # pylint: disable=invalid-name
-  return (schema.Feature("input_ids", schema.INT64, L),
-          schema.Feature("input_mask", schema.INT64, L),
-          schema.Feature("segment_ids", schema.INT64, L),
-          schema.Feature("label_ids", schema.INT64, L),
-          schema.Feature("label_weights", schema.FLOAT32, L))
 
 
 def word_pieces(tokenizer, sentences):

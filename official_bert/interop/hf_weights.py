@@ -1,36 +1,25 @@
-"""Loads Hugging Face BERT checkpoints (`config.json` + `.safetensors`).
+"""Hugging Face BERT files (`config.json` + `.safetensors`): names, layouts and configs.
 
-Purely local: files are read with `safetensors.numpy`; nothing touches the
-network or the HF hub. HF names are translated to canonical TF1 names by
-`weight_names`, then checked and assigned by `weight_loading`.
+Purely local: files are read and written through `tf.io.gfile` (so `gs://` works) with
+`safetensors.numpy`; nothing touches the network or the HF hub. HF names are translated to
+canonical TF1 names by `weight_names`; loading into a model is `weights_io.load_weights`,
+which reads HF files like every other format.
 """
 
 import json
-import logging
 import os
 
+from absl import logging
 import numpy as np
-from safetensors.numpy import load_file
-from safetensors.numpy import save_file
+import safetensors
+import safetensors.numpy
+import tensorflow as tf
 
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
+from official_bert.modeling import activation_names
 from official_bert.modeling.bert_config import BertConfig
-
-logger = logging.getLogger(__name__)
-
-# HF says "gelu" for the exact erf form; the tanh approximation (google-
-# research's "gelu") goes by several HF names.
-HF_TO_OUR_ACTIVATION = {
-    "gelu": "gelu_exact",
-    "gelu_new": "gelu",
-    "gelu_pytorch_tanh": "gelu",
-    "gelu_fast": "gelu",
-    "relu": "relu",
-    "tanh": "tanh",
-}
-
-_LAYER_NORM_EPSILON = 1e-12  # Fixed in our layers, as in the original.
+from official_bert.modeling.bert_config import LAYER_NORM_EPSILON
 
 
 def bert_config_from_hf_dict(d, source="<dict>"):
@@ -38,34 +27,65 @@ def bert_config_from_hf_dict(d, source="<dict>"):
   if not isinstance(d, dict):
     raise ValueError(f"{source}: expected a JSON object.")
   if d.get("model_type", "bert") != "bert":
-    logger.warning("%s: model_type is %r, not 'bert'.", source,
-                   d.get("model_type"))
+    logging.warning("%s: model_type is %r, not 'bert'.", source, d.get("model_type"))
   if d.get("position_embedding_type", "absolute") != "absolute":
     raise ValueError(f"{source}: only position_embedding_type='absolute' is "
                      f"supported, got {d['position_embedding_type']!r}.")
-  eps = d.get("layer_norm_eps", _LAYER_NORM_EPSILON)
-  if not np.isclose(eps, _LAYER_NORM_EPSILON, rtol=0, atol=1e-15):
+  eps = d.get("layer_norm_eps", LAYER_NORM_EPSILON)
+  if not np.isclose(eps, LAYER_NORM_EPSILON, rtol=0, atol=1e-15):
     raise ValueError(f"{source}: layer_norm_eps={eps!r} is not supported "
-                     f"(the model uses {_LAYER_NORM_EPSILON}).")
+                     f"(the model uses {LAYER_NORM_EPSILON}).")
   act = d.get("hidden_act", "gelu")
-  if act not in HF_TO_OUR_ACTIVATION:
+  if act not in activation_names.HF_TO_OURS:
     raise ValueError(f"{source}: unsupported hidden_act {act!r}; expected one "
-                     f"of {sorted(HF_TO_OUR_ACTIVATION)}.")
+                     f"of {sorted(activation_names.HF_TO_OURS)}.")
   # HF configs carry many unrelated keys; keep only BertConfig's fields.
   fields = set(BertConfig.__dataclass_fields__)
   ours = {k: v for k, v in d.items() if k in fields}
-  ours["hidden_act"] = HF_TO_OUR_ACTIVATION[act]
+  ours["hidden_act"] = activation_names.HF_TO_OURS[act]
   return BertConfig.from_dict(ours, source=source)
+
+
+def hf_config_dict(bert_config, architecture):
+  """Our config as an HF `config.json` dict (`architecture` e.g. "BertModel")."""
+  d = bert_config.to_dict()
+  d["hidden_act"] = activation_names.OURS_TO_HF[bert_config.hidden_act]
+  d.update(architectures=[architecture], model_type="bert", layer_norm_eps=LAYER_NORM_EPSILON,
+           pad_token_id=0, position_embedding_type="absolute")
+  return d
 
 
 def load_hf_config(path):
   """Reads an HF `config.json` into a `BertConfig`."""
-  with open(path, "r", encoding="utf-8") as f:
-    try:
-      d = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}: not valid JSON: {e}") from e
+  with tf.io.gfile.GFile(str(path), "r") as f:
+    text = f.read()
+  try:
+    d = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}: not valid JSON: {e}") from e
   return bert_config_from_hf_dict(d, source=str(path))
+
+
+def read_safetensors(path):
+  """{HF name: np.ndarray} of a `.safetensors` file; a damaged file is a ValueError naming it."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    data = f.read()
+  try:
+    return safetensors.numpy.load(data)
+  except (safetensors.SafetensorError, ValueError) as e:
+    raise ValueError(f"{path}: not a readable safetensors file (truncated or corrupt?): "
+                     f"{e}") from None
+
+
+def write_safetensors(state_dict, path):
+  """Writes {HF name: array} to `path` (creating its directory)."""
+  directory = os.path.dirname(path)
+  if directory:
+    tf.io.gfile.makedirs(directory)
+  # "format": "pt" is what HF's loader expects of a safetensors file.
+  data = safetensors.numpy.save(state_dict, metadata={"format": "pt"})
+  with tf.io.gfile.GFile(path, "wb") as f:
+    f.write(data)
 
 
 def hf_state_dict_to_canonical(state_dict, source="<state_dict>"):
@@ -92,10 +112,14 @@ def hf_state_dict_to_canonical(state_dict, source="<state_dict>"):
     tensors[tf1_name] = value.T if transpose else value
     source_names[tf1_name] = (hf_name, transpose)
   if unknown:
-    logger.warning("%s: ignoring %d non-BERT tensor(s): %s", source,
-                   len(unknown), unknown)
+    logging.warning("%s: ignoring %d non-BERT tensor(s): %s", source, len(unknown), unknown)
   _warn_if_decoder_untied(state_dict, tensors, source)
   return tensors, source_names
+
+
+def hf_prefix_of(state_dict):
+  """"bert." when the file's encoder tensors are prefixed (BertForPreTraining), else ""."""
+  return "bert." if any(k.startswith("bert.") for k in state_dict) else ""
 
 
 def _warn_if_decoder_untied(state_dict, tensors, source):
@@ -104,9 +128,8 @@ def _warn_if_decoder_untied(state_dict, tensors, source):
   words = tensors.get("bert/embeddings/word_embeddings")
   if decoder is not None and words is not None and not np.array_equal(
       np.asarray(decoder), words):
-    logger.warning("%s: cls.predictions.decoder.weight differs from the word "
-                   "embeddings; using the word embeddings (tied decoder).",
-                   source)
+    logging.warning("%s: cls.predictions.decoder.weight differs from the word embeddings; "
+                    "using the word embeddings (tied decoder).", source)
 
 
 def canonical_to_hf_state_dict(tensors, prefix=""):
@@ -119,49 +142,7 @@ def canonical_to_hf_state_dict(tensors, prefix=""):
   return out
 
 
-def load_hf_weights(model, safetensors_path, require_heads=True):
-  """Loads an HF `.safetensors` file into a `BertEncoder` or
-  `BertPretrainingModel`.
-
-  Args:
-    model: the Keras model; built here if needed.
-    safetensors_path: local path to the file.
-    require_heads: see `weight_loading.assign_canonical_weights`; pass False
-      to load a `BertModel` file (no `cls.*`) into a pretraining model.
-
-  Returns:
-    Sorted canonical names of the assigned variables.
-  """
-  source = str(safetensors_path)
-  state_dict = load_file(safetensors_path)
-  tensors, source_names = hf_state_dict_to_canonical(state_dict, source)
-  # Name absent tensors the way this file would have named them.
-  prefix = "bert." if any(k.startswith("bert.") for k in state_dict) else ""
-  for tf1_name, _ in weight_names.model_weight_pairs(model):
-    if tf1_name not in source_names:
-      source_names[tf1_name] = weight_names.tf1_to_hf_name(tf1_name, prefix)
-  return weight_loading.assign_canonical_weights(
-      model, tensors, source, require_heads=require_heads,
-      source_names=source_names)
-
-
 def save_hf_weights(model, safetensors_path, prefix=""):
   """Writes the model's variables as an HF-layout `.safetensors` file."""
   tensors = weight_loading.export_canonical_weights(model)
-  save_file(canonical_to_hf_state_dict(tensors, prefix=prefix),
-            safetensors_path)
-
-
-def load_hf_bert_encoder(model_dir, **encoder_kwargs):
-  """Builds a `BertEncoder` from `model_dir/config.json` and loads
-  `model_dir/model.safetensors` into it.
-
-  Returns:
-    (encoder, bert_config).
-  """
-  # Imported here so the name translation above stays usable without Keras.
-  from official_bert.modeling.encoder import BertEncoder  # pylint: disable=g-import-not-at-top
-  config = load_hf_config(os.path.join(model_dir, "config.json"))
-  encoder = BertEncoder.from_bert_config(config, **encoder_kwargs)
-  load_hf_weights(encoder, os.path.join(model_dir, "model.safetensors"))
-  return encoder, config
+  write_safetensors(canonical_to_hf_state_dict(tensors, prefix=prefix), str(safetensors_path))

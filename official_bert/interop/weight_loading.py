@@ -1,17 +1,14 @@
 """Validates and assigns canonically named arrays into a BERT model.
 
-Format-specific converters (HF safetensors, TF1 checkpoints) translate their
-tensors to canonical TF1 names and layouts (see `weight_names`) and hand them
-here, so that checking and assignment are implemented once.
+`weights_io.read_weights` translates every format (ours, TF1, HF safetensors)
+to canonical TF1 names and layouts (see `weight_names`); `weights_io.load_weights`
+hands them here, so that checking and assignment are implemented once.
 """
 
-import logging
-
+from absl import logging
 import numpy as np
 
 from official_bert.interop import weight_names
-
-logger = logging.getLogger(__name__)
 
 _HEAD_SCOPES = (weight_names.MLM_SCOPE, weight_names.NSP_SCOPE)
 
@@ -37,7 +34,7 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
   Nothing is assigned unless every check passes.
 
   Args:
-    model: a `BertEncoder` or `BertPretrainingModel` (built if needed).
+    model: a `BertEncoder`, `BertPretrainingModel` or fine-tuning model (built if needed).
     tensors: mapping canonical TF1 name -> np.ndarray in TF1 layout.
     source: file name used in messages.
     require_heads: for a pretraining model, when False a head (`cls/
@@ -66,7 +63,7 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
     for scope in sorted({_head_scope(n) for n, _ in pairs} - {None}):
       if scope not in file_scopes:
         skipped_scopes.add(scope)
-        logger.warning("%s: no %s* tensors; that head keeps its random "
+        logging.warning("%s: no %s* tensors; that head keeps its random "
                        "initialization.", source, scope)
 
   missing, misshaped, todo = [], [], []
@@ -98,7 +95,7 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
   wanted = {n for n, _ in pairs}
   extra = sorted(show(n) for n in tensors if n not in wanted)
   if extra:
-    logger.warning("%s: ignoring %d tensor(s) the model does not use: %s",
+    logging.warning("%s: ignoring %d tensor(s) the model does not use: %s",
                    source, len(extra), extra)
 
   for _, variable, value in todo:

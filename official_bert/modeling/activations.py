@@ -5,14 +5,17 @@ serialized model always refers to one of the names in ``ACTIVATIONS``.
 
 Naming follows the original google-research BERT, where ``"gelu"`` is the tanh
 approximation. Hugging Face uses ``"gelu"`` for the exact erf form; the HF
-converter (``official_bert.hf_weights``) translates names so this module never
-has to guess which convention a string follows.
+converter (``official_bert.interop.hf_weights``) translates names with the one
+table in ``activation_names``, so this module never has to guess which
+convention a string follows.
 """
 
 import math
 
 import keras
 from keras import ops
+
+from official_bert.modeling import activation_names
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -43,14 +46,9 @@ def linear(x):
   return ops.convert_to_tensor(x)
 
 
-ACTIVATIONS = {
-    "gelu": gelu_tanh,
-    "gelu_new": gelu_tanh,  # HF's name for the tanh approximation.
-    "gelu_exact": gelu_exact,
-    "relu": relu,
-    "tanh": tanh,
-    "linear": linear,
-}
+_FUNCTIONS = {f.__name__: f for f in (gelu_tanh, gelu_exact, relu, tanh, linear)}
+# Name -> function, from the one name table (a name without a function fails at import).
+ACTIVATIONS = {name: _FUNCTIONS[fn] for name, fn in activation_names.FUNCTION_OF.items()}
 
 
 def get_activation(name):

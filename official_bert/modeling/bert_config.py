@@ -1,16 +1,17 @@
 """`BertConfig`: the hyper-parameters of google-research `bert_config.json`."""
 
 import dataclasses
+import inspect
 import json
-import logging
 from typing import Any, Mapping
 
-logger = logging.getLogger(__name__)
+from absl import logging
 
-# Must stay in sync with `official_bert.activations.ACTIVATIONS`; duplicated
-# here so reading a config file does not import Keras/TensorFlow.
-_KNOWN_ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "tanh",
-                      "linear")
+from official_bert.modeling import activation_names
+
+# The epsilon of every LayerNorm, as in the original; not a config key (HF's
+# `layer_norm_eps` must equal it).
+LAYER_NORM_EPSILON = 1e-12
 
 
 @dataclasses.dataclass
@@ -38,7 +39,7 @@ class BertConfig:
 
   def _coerce_floats(self):
     # JSON writers emit `0` for a zero dropout rate; store it as a float.
-    for name, t in _FIELD_TYPES.items():
+    for name, t in _field_types().items():
       value = getattr(self, name)
       if t is float and type(value) is int:  # pylint: disable=unidiomatic-typecheck
         setattr(self, name, float(value))
@@ -47,7 +48,7 @@ class BertConfig:
     """Checks types and ranges; raises ValueError naming `source` and key."""
     for field in dataclasses.fields(self):
       value = getattr(self, field.name)
-      expected = _FIELD_TYPES[field.name]
+      expected = field.type
       # bool is an int subclass; `"num_hidden_layers": true` is a typo.
       if isinstance(value, bool) or not isinstance(value, expected):
         raise ValueError(
@@ -70,10 +71,10 @@ class BertConfig:
       raise ValueError(
           f"{source}: key 'hidden_size' ({self.hidden_size}) must be a "
           f"multiple of 'num_attention_heads' ({self.num_attention_heads}).")
-    if self.hidden_act not in _KNOWN_ACTIVATIONS:
+    if self.hidden_act not in activation_names.NAMES:
       raise ValueError(
           f"{source}: key 'hidden_act' is {self.hidden_act!r}; expected one "
-          f"of {list(_KNOWN_ACTIVATIONS)}.")
+          f"of {list(activation_names.NAMES)}.")
 
   @classmethod
   def from_dict(cls, d: Mapping[str, Any], source: str = "<dict>"):
@@ -84,7 +85,7 @@ class BertConfig:
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(d) - set(names))
     if unknown:
-      logger.warning("%s: ignoring unknown BERT config keys %s.", source,
+      logging.warning("%s: ignoring unknown BERT config keys %s.", source,
                      unknown)
     if "vocab_size" not in d:
       raise ValueError(f"{source}: missing required key 'vocab_size'.")
@@ -97,13 +98,22 @@ class BertConfig:
     return config
 
   @classmethod
+  def from_json_string(cls, text, source="<json>"):
+    try:
+      d = json.loads(text)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{source}: not valid JSON: {e}") from e
+    return cls.from_dict(d, source=source)
+
+  @classmethod
   def from_json_file(cls, path):
-    with open(path, "r", encoding="utf-8") as f:
-      try:
-        d = json.load(f)
-      except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: not valid JSON: {e}") from e
-    return cls.from_dict(d, source=str(path))
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top  (gs:// paths; lazily)
+    try:
+      with tf.io.gfile.GFile(path, "r") as f:
+        text = f.read()
+    except tf.errors.NotFoundError:
+      raise FileNotFoundError(f"{path}: no such BERT config file") from None
+    return cls.from_json_string(text, source=str(path))
 
   def to_dict(self):
     return dataclasses.asdict(self)
@@ -112,20 +122,16 @@ class BertConfig:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
   def to_json_file(self, path):
-    with open(path, "w", encoding="utf-8") as f:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    with tf.io.gfile.GFile(path, "w") as f:
       f.write(self.to_json_string())
 
+  def layer_arguments(self, layer_class):
+    """The fields `layer_class`'s constructor takes, by name: a layer is built from the
+    config without repeating its field list (`TransformerBlock(**c.layer_arguments(...))`)."""
+    accepted = inspect.signature(layer_class.__init__).parameters
+    return {name: value for name, value in self.to_dict().items() if name in accepted}
 
-_FIELD_TYPES = {
-    "vocab_size": int,
-    "hidden_size": int,
-    "num_hidden_layers": int,
-    "num_attention_heads": int,
-    "intermediate_size": int,
-    "hidden_act": str,
-    "hidden_dropout_prob": float,
-    "attention_probs_dropout_prob": float,
-    "max_position_embeddings": int,
-    "type_vocab_size": int,
-    "initializer_range": float,
-}
+
+def _field_types():
+  return {f.name: f.type for f in dataclasses.fields(BertConfig)}

@@ -41,71 +41,28 @@ class BertEncoder(keras.Model):
       encoder_outputs: list of num_hidden_layers [batch, seq, hidden].
   """
 
-  def __init__(self,
-               vocab_size,
-               hidden_size=768,
-               num_hidden_layers=12,
-               num_attention_heads=12,
-               intermediate_size=3072,
-               hidden_act="gelu",
-               hidden_dropout_prob=0.1,
-               attention_probs_dropout_prob=0.1,
-               max_position_embeddings=512,
-               type_vocab_size=16,
-               initializer_range=0.02,
-               **kwargs):
+  def __init__(self, vocab_size, **kwargs):
+    # The signature is `BertConfig`'s: its fields are written once, there. The other kwargs
+    # (name, dtype, trainable) go to keras.Model.
+    fields = {k: kwargs.pop(k) for k in BertConfig.__dataclass_fields__ if k in kwargs}
     super().__init__(**kwargs)
     # Validates all fields up front with clear messages.
-    self.bert_config = BertConfig(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        num_hidden_layers=num_hidden_layers,
-        num_attention_heads=num_attention_heads,
-        intermediate_size=intermediate_size,
-        hidden_act=hidden_act,
-        hidden_dropout_prob=hidden_dropout_prob,
-        attention_probs_dropout_prob=attention_probs_dropout_prob,
-        max_position_embeddings=max_position_embeddings,
-        type_vocab_size=type_vocab_size,
-        initializer_range=initializer_range)
-    self.vocab_size = vocab_size
-    self.hidden_size = hidden_size
-    self.num_hidden_layers = num_hidden_layers
-    self.num_attention_heads = num_attention_heads
-    self.intermediate_size = intermediate_size
-    self.hidden_act = hidden_act
-    self.hidden_dropout_prob = hidden_dropout_prob
-    self.attention_probs_dropout_prob = attention_probs_dropout_prob
-    self.max_position_embeddings = max_position_embeddings
-    self.type_vocab_size = type_vocab_size
-    self.initializer_range = initializer_range
+    self.bert_config = BertConfig(vocab_size=vocab_size, **fields)
+    for name, value in self.bert_config.to_dict().items():  # e.g. self.hidden_size
+      setattr(self, name, value)
+    c = self.bert_config
 
-    self.embeddings = BertEmbeddings(
-        vocab_size=vocab_size,
-        hidden_size=hidden_size,
-        max_position_embeddings=max_position_embeddings,
-        type_vocab_size=type_vocab_size,
-        hidden_dropout_prob=hidden_dropout_prob,
-        initializer_range=initializer_range,
-        dtype=self.dtype_policy,
-        name="embeddings")
+    self.embeddings = BertEmbeddings(**c.layer_arguments(BertEmbeddings),
+                                     dtype=self.dtype_policy, name="embeddings")
     self.transformer_layers = [
-        TransformerBlock(
-            hidden_size=hidden_size,
-            num_attention_heads=num_attention_heads,
-            intermediate_size=intermediate_size,
-            hidden_act=hidden_act,
-            hidden_dropout_prob=hidden_dropout_prob,
-            attention_probs_dropout_prob=attention_probs_dropout_prob,
-            initializer_range=initializer_range,
-            dtype=self.dtype_policy,
-            name=f"transformer_layer_{i}") for i in range(num_hidden_layers)
+        TransformerBlock(**c.layer_arguments(TransformerBlock), dtype=self.dtype_policy,
+                         name=f"transformer_layer_{i}") for i in range(c.num_hidden_layers)
     ]
     self.pooler_dense = keras.layers.Dense(
-        hidden_size,
+        c.hidden_size,
         activation="tanh",
         kernel_initializer=keras.initializers.TruncatedNormal(
-            stddev=initializer_range),
+            stddev=c.initializer_range),
         dtype=self.dtype_policy,
         name="pooler_dense")
 

@@ -31,18 +31,11 @@ class BertPretrainingModel(keras.Model):
                        f"{type(encoder).__name__}.")
     self.encoder = encoder
     config = encoder.bert_config
-    self.masked_lm_head = MaskedLMHead(
-        vocab_size=config.vocab_size,
-        hidden_size=config.hidden_size,
-        hidden_act=config.hidden_act,
-        initializer_range=config.initializer_range,
-        dtype=self.dtype_policy,
-        name="masked_lm_head")
-    self.next_sentence_head = NextSentenceHead(
-        hidden_size=config.hidden_size,
-        initializer_range=config.initializer_range,
-        dtype=self.dtype_policy,
-        name="next_sentence_head")
+    self.masked_lm_head = MaskedLMHead(**config.layer_arguments(MaskedLMHead),
+                                       dtype=self.dtype_policy, name="masked_lm_head")
+    self.next_sentence_head = NextSentenceHead(**config.layer_arguments(NextSentenceHead),
+                                               dtype=self.dtype_policy,
+                                               name="next_sentence_head")
 
   def build(self, input_shape=None):
     if self.built:  # Idempotent: a parent may rebuild a built child.

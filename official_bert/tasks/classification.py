@@ -7,14 +7,14 @@ the loop divides the batch's loss sum by the number of real examples in the GLOB
 
 import tensorflow as tf
 
-from data_prep.classification import features as classifier_features
-from official_bert.training import finetuning_input
-from official_bert.tasks import base as tasks
+from data_prep import schema
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.finetuning_models import BertClassifier
+from official_bert.tasks import base
+from official_bert.tasks import losses
 
 
-class ClassificationTask(finetuning_input.FixedLengthInputMixin, tasks.Task):
+class ClassificationTask(base.Task):
   """Args: bert_config; num_labels (1 with is_regression); seq_length of the records."""
 
   keep_features = ("label_ids", "is_real_example")  # passed through predictions to score
@@ -26,7 +26,7 @@ class ClassificationTask(finetuning_input.FixedLengthInputMixin, tasks.Task):
     self.bert_config = bert_config
     self.num_labels = num_labels
     self.is_regression = is_regression
-    self.features = classifier_features.classifier_schema(seq_length, is_regression)
+    self.features = schema.classifier_features(seq_length, is_regression)
     self.shuffle_buffer_size = shuffle_buffer_size
     self.loss_name = "regression_loss" if is_regression else "classification_loss"
 
@@ -37,26 +37,24 @@ class ClassificationTask(finetuning_input.FixedLengthInputMixin, tasks.Task):
     return model
 
   def _weights(self, features):
-    return tf.cast(features["is_real_example"], tf.float32)  # [b]
+    return features["is_real_example"]  # [b]: 0 for the original's padding examples
 
   def loss_normalizers(self, features):
-    return {self.loss_name: tf.reduce_sum(self._weights(features))}
+    return {self.loss_name: losses.count(features["label_ids"], self._weights(features))}
 
   def loss_sums(self, features, outputs):
     logits = tf.cast(outputs["logits"], tf.float32)  # [b, num_labels]
     if self.is_regression:
       per_example = tf.square(logits[:, 0] - tf.cast(features["label_ids"], tf.float32))
     else:
-      per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
-          tf.cast(features["label_ids"], tf.int32), logits)  # [b]
-    return {self.loss_name: tf.reduce_sum(per_example * self._weights(features))}
+      per_example = losses.sparse_nll(features["label_ids"], logits)  # [b]
+    return {self.loss_name: losses.weighted_sum(per_example, self._weights(features))}
 
   def metric_sums(self, features, outputs):
     weights = self._weights(features)
     if self.is_regression:  # never empty: the loop all-reduces this dict, which cannot be {}
       error = tf.abs(tf.cast(outputs["logits"][:, 0], tf.float32)
                      - tf.cast(features["label_ids"], tf.float32))
-      return {"mean_absolute_error": (tf.reduce_sum(error * weights), tf.reduce_sum(weights))}
-    hits = tf.cast(tf.equal(tf.argmax(outputs["logits"], -1, output_type=tf.int32),
-                            tf.cast(features["label_ids"], tf.int32)), tf.float32)
-    return {"accuracy": (tf.reduce_sum(hits * weights), tf.reduce_sum(weights))}
+      return {"mean_absolute_error": (losses.weighted_sum(error, weights),
+                                      losses.count(error, weights))}
+    return {"accuracy": losses.accuracy_sums(features["label_ids"], outputs["logits"], weights)}

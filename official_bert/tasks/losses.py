@@ -1,66 +1,44 @@
-"""Pretraining losses and metrics, as plain functions of tensors.
+"""The losses and metric sums every task is made of, as plain functions of tensors.
 
-They follow google-research BERT's `run_pretraining.py` exactly, including
-the 1e-5 in the masked-LM denominator (so a batch whose prediction slots are
-all padding yields loss 0 rather than NaN).
+Tasks report sums over a batch plus the normalizer they are divided by (see `base.Task`); the
+loop divides by the normalizer summed over the global batch. With the masked-LM normalizer
+(the number of real predictions) plus 1e-5, this is exactly google-research/bert's
+`sum(-log p * weight) / (sum(weight) + 1e-5)`: a batch whose prediction slots are all padding
+yields loss 0 rather than NaN.
 """
 
-from keras import ops
+import tensorflow as tf
 
 
-def masked_lm_loss(labels, logits, weights):
-  """Weighted mean negative log-likelihood of the masked tokens.
+def sparse_nll(labels, logits):
+  """-log softmax(logits)[label], in float32: [...], [..., classes] -> [...].
 
-  Args:
-    labels: int [batch, P], target token ids (`masked_lm_ids`).
-    logits: float [batch, P, vocab].
-    weights: float [batch, P], 1.0 for real predictions, 0.0 for padding
-      (`masked_lm_weights`).
-
-  Returns:
-    Scalar: sum(-log p(label) * weight) / (sum(weight) + 1e-5).
+  The fused kernel: a gather from log_softmax would backprop through a scatter
+  (UnsortedSegmentSum) into a zeroed [batch, P, vocab] tensor, much slower.
   """
-  logits = ops.cast(logits, "float32")
-  log_probs = ops.log_softmax(logits, axis=-1)  # [batch, P, vocab]
-  one_hot = ops.one_hot(ops.cast(labels, "int32"), ops.shape(logits)[-1],
-                        dtype="float32")  # [batch, P, vocab]
-  per_example = -ops.sum(log_probs * one_hot, axis=-1)  # [batch, P]
-  weights = ops.cast(weights, "float32")
-  numerator = ops.sum(per_example * weights)
-  denominator = ops.sum(weights) + 1e-5
-  return numerator / denominator
+  return tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.cast(labels, tf.int32), logits=tf.cast(logits, tf.float32))
 
 
-def next_sentence_loss(labels, logits):
-  """Mean cross-entropy of the 2-way next-sentence classifier.
-
-  Args:
-    labels: int [batch] (or [batch, 1]), 0 = "is next", 1 = "random".
-    logits: float [batch, 2].
-  """
-  logits = ops.cast(logits, "float32")
-  labels = ops.reshape(ops.cast(labels, "int32"), (-1,))  # [batch]
-  log_probs = ops.log_softmax(logits, axis=-1)  # [batch, 2]
-  one_hot = ops.one_hot(labels, 2, dtype="float32")  # [batch, 2]
-  return ops.mean(-ops.sum(log_probs * one_hot, axis=-1))
+def weighted_sum(values, weights=None):
+  """sum(values * weights) in float32 (all weights 1 when None)."""
+  values = tf.cast(values, tf.float32)
+  return tf.reduce_sum(values if weights is None else values * tf.cast(weights, tf.float32))
 
 
-def masked_lm_accuracy(labels, logits, weights):
-  """Weighted fraction of masked tokens whose argmax equals the label.
-
-  Returns 0 when all weights are 0 (like the original `tf.metrics.accuracy`
-  with weights).
-  """
-  predictions = ops.argmax(logits, axis=-1)  # [batch, P]
-  correct = ops.cast(
-      ops.equal(predictions, ops.cast(labels, predictions.dtype)),
-      "float32")  # [batch, P]
-  weights = ops.cast(weights, "float32")
-  return ops.divide_no_nan(ops.sum(correct * weights), ops.sum(weights))
+def count(labels, weights=None):
+  """The normalizer of `labels`: their number, or the sum of their weights."""
+  if weights is None:
+    return tf.cast(tf.size(labels), tf.float32)
+  return tf.reduce_sum(tf.cast(weights, tf.float32))
 
 
-def next_sentence_accuracy(labels, logits):
-  """Fraction of examples whose argmax equals the next-sentence label."""
-  predictions = ops.argmax(logits, axis=-1)  # [batch]
-  labels = ops.reshape(ops.cast(labels, predictions.dtype), (-1,))  # [batch]
-  return ops.mean(ops.cast(ops.equal(predictions, labels), "float32"))
+def argmax_hits(labels, logits):
+  """1.0 where argmax(logits) == label, else 0.0: [...], [..., classes] -> [...]."""
+  predicted = tf.argmax(logits, -1, output_type=tf.int32)
+  return tf.cast(tf.equal(predicted, tf.cast(labels, tf.int32)), tf.float32)
+
+
+def accuracy_sums(labels, logits, weights=None):
+  """(hits, count) of the argmax predictions: a ratio metric for `Task.metric_sums`."""
+  return weighted_sum(argmax_hits(labels, logits), weights), count(labels, weights)

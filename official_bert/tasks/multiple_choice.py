@@ -5,25 +5,24 @@ reshapes them to [num_choices, seq], and `BertMultipleChoice` encodes every choi
 own `[CLS] context [SEP] ending [SEP]` sequence.
 """
 
-import tensorflow as tf
 
-from data_prep.multiple_choice import swag
-from official_bert.training import finetuning_input
-from official_bert.tasks import base as tasks
+from data_prep import schema
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.finetuning_models import BertMultipleChoice
+from official_bert.tasks import base
+from official_bert.tasks import losses
 
 
-class MultipleChoiceTask(finetuning_input.FixedLengthInputMixin, tasks.Task):
+class MultipleChoiceTask(base.Task):
   """Args: bert_config; num_choices; seq_length of each choice."""
 
   keep_features = ("label_ids",)
 
-  def __init__(self, bert_config, seq_length, num_choices=swag.NUM_CHOICES,
+  def __init__(self, bert_config, seq_length, num_choices=schema.SWAG_NUM_CHOICES,
                shuffle_buffer_size=10000):
     self.bert_config = bert_config
     self.num_choices = num_choices
-    self.features = swag.swag_schema(seq_length, num_choices)
+    self.features = schema.swag_features(seq_length, num_choices)
     shape = (num_choices, seq_length)
     self.shapes = {"input_word_ids": shape, "input_mask": shape, "input_type_ids": shape}
     self.shuffle_buffer_size = shuffle_buffer_size
@@ -35,15 +34,11 @@ class MultipleChoiceTask(finetuning_input.FixedLengthInputMixin, tasks.Task):
     return model
 
   def loss_normalizers(self, features):
-    return {"multiple_choice_loss": tf.cast(tf.shape(features["label_ids"])[0], tf.float32)}
+    return {"multiple_choice_loss": losses.count(features["label_ids"])}
 
   def loss_sums(self, features, outputs):
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        tf.cast(features["label_ids"], tf.int32),
-        tf.cast(outputs["logits"], tf.float32))  # [b]
-    return {"multiple_choice_loss": tf.reduce_sum(nll)}
+    nll = losses.sparse_nll(features["label_ids"], outputs["logits"])  # [b]
+    return {"multiple_choice_loss": losses.weighted_sum(nll)}
 
   def metric_sums(self, features, outputs):
-    hits = tf.cast(tf.equal(tf.argmax(outputs["logits"], -1, output_type=tf.int32),
-                            tf.cast(features["label_ids"], tf.int32)), tf.float32)
-    return {"accuracy": (tf.reduce_sum(hits), tf.cast(tf.size(hits), tf.float32))}
+    return {"accuracy": losses.accuracy_sums(features["label_ids"], outputs["logits"])}

@@ -5,17 +5,14 @@ pieces, [CLS], [SEP] and padding weigh 0. The loss is the cross-entropy summed o
 pieces divided by the number of labeled pieces in the global batch, so a batch of long
 sentences weighs more than a batch of short ones, as one big batch would.
 """
-
-import tensorflow as tf
-
-from data_prep.tagging import features as ner_features
-from official_bert.training import finetuning_input
-from official_bert.tasks import base as tasks
+from data_prep import schema
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.finetuning_models import BertTokenClassifier
+from official_bert.tasks import base
+from official_bert.tasks import losses
 
 
-class TaggingTask(finetuning_input.FixedLengthInputMixin, tasks.Task):
+class TaggingTask(base.Task):
   """Args: bert_config; num_labels (tags, "O" included); seq_length of the records."""
 
   keep_features = ("label_ids", "label_weights")
@@ -23,7 +20,7 @@ class TaggingTask(finetuning_input.FixedLengthInputMixin, tasks.Task):
   def __init__(self, bert_config, num_labels, seq_length, shuffle_buffer_size=10000):
     self.bert_config = bert_config
     self.num_labels = num_labels
-    self.features = ner_features.ner_schema(seq_length)
+    self.features = schema.ner_features(seq_length)
     self.shuffle_buffer_size = shuffle_buffer_size
 
   def build_model(self):
@@ -33,17 +30,12 @@ class TaggingTask(finetuning_input.FixedLengthInputMixin, tasks.Task):
     return model
 
   def loss_normalizers(self, features):
-    return {"tagging_loss": tf.reduce_sum(tf.cast(features["label_weights"], tf.float32))}
+    return {"tagging_loss": losses.count(features["label_ids"], features["label_weights"])}
 
   def loss_sums(self, features, outputs):
-    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        tf.cast(features["label_ids"], tf.int32),
-        tf.cast(outputs["logits"], tf.float32))  # [b, seq]
-    weights = tf.cast(features["label_weights"], tf.float32)
-    return {"tagging_loss": tf.reduce_sum(nll * weights)}
+    nll = losses.sparse_nll(features["label_ids"], outputs["logits"])  # [b, seq]
+    return {"tagging_loss": losses.weighted_sum(nll, features["label_weights"])}
 
   def metric_sums(self, features, outputs):
-    weights = tf.cast(features["label_weights"], tf.float32)  # [b, seq]
-    hits = tf.cast(tf.equal(tf.argmax(outputs["logits"], -1, output_type=tf.int32),
-                            tf.cast(features["label_ids"], tf.int32)), tf.float32)
-    return {"token_accuracy": (tf.reduce_sum(hits * weights), tf.reduce_sum(weights))}
+    return {"token_accuracy": losses.accuracy_sums(features["label_ids"], outputs["logits"],
+                                                   features["label_weights"])}

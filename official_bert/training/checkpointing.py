@@ -4,8 +4,9 @@ Users of the original were unsure whether `--init_checkpoint` resumed a run or o
 weights (google-research/bert #888). Here the rule is explicit and logged:
   - a checkpoint in `--output_dir` resumes the model, optimizer (slots, step, so the learning
     rate schedule) and the input position; `--init_checkpoint` is then ignored;
-  - otherwise `--init_checkpoint` loads model weights only (ours, or a google-research TF1
-    checkpoint by its variable names); the optimizer and the step start from zero.
+  - otherwise `--init_checkpoint` loads model weights only (ours, a google-research TF1
+    checkpoint by its variable names, or a Hugging Face model: `weights_io`); the optimizer
+    and the step start from zero.
 """
 
 import os
@@ -15,8 +16,8 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
+from official_bert.interop import weights_io
 
 
 def trackable_variables(variables, names=None):
@@ -51,36 +52,9 @@ def model_checkpoint(model, **extra):
   return tf.train.Checkpoint(model=trackable_variables(model.variables, names), **extra)
 
 
-def _unescape(key):
-  """Object-graph key segment -> name (tf.train.Checkpoint writes "/" as ".S", "." as "..")."""
-  out, i = [], 0
-  while i < len(key):
-    if key[i] == "." and i + 1 < len(key):
-      out.append("/" if key[i + 1] == "S" else key[i + 1])
-      i += 2
-    else:
-      out.append(key[i])
-      i += 1
-  return "".join(out)
-
-
-def read_model_tensors(path):
-  """{name: array} of the model weights in one of our checkpoints (canonical names)."""
-  reader = tf.train.load_checkpoint(path)
-  tensors = {}
-  for key, _ in tf.train.list_variables(path):
-    parts = key.split("/")
-    if len(parts) == 4 and parts[0] == "model" and parts[2] == ".ATTRIBUTES":
-      name = _unescape(parts[1])
-      if "seed_generator" not in name:
-        tensors[name] = reader.get_tensor(key)
-  return tensors
-
-
 def _readable(key):
   """"model/bert.Sembeddings.Sword_embeddings/.ATTRIBUTES/VARIABLE_VALUE" -> the name."""
-  parts = key.split("/")
-  return _unescape(parts[1]) if len(parts) == 4 and parts[2] == ".ATTRIBUTES" else key
+  return weights_io.model_variable_name(key) or key
 
 
 def _shape_report(path, model):
@@ -106,25 +80,15 @@ def _raise_mismatch(path, model, error):
                    f"{detail}") from None
 
 
-def is_tf1_bert_checkpoint(path):
-  return any(name.startswith("bert/") for name, _ in tf.train.list_variables(path))
-
-
 def warm_start(model, path):
-  """Loads model weights only, from our checkpoint or a google-research/bert TF1 one."""
-  if tf.io.gfile.isdir(path):
-    path = tf.train.latest_checkpoint(path) or path
-  if is_tf1_bert_checkpoint(path):
-    reader = tf.train.load_checkpoint(path)
-    tensors = {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(path)
-               if not name.endswith(("adam_m", "adam_v")) and name != "global_step"}
-  else:
-    tensors = read_model_tensors(path)
-  # Checks every name and shape before assigning; a head absent from the file (a new
-  # fine-tuning head) keeps its initialization.
-  weight_loading.assign_canonical_weights(model, tensors, source=path, require_heads=False)
+  """Loads model weights only, from ours, a google-research TF1 checkpoint or an HF model.
+
+  A head absent from the file (a new fine-tuning head) keeps its initialization.
+  """
+  path = weights_io.load_weights(model, path, require_heads=False)
   logging.info("Warm-started model WEIGHTS ONLY from %s; optimizer, step and learning rate "
                "schedule start from zero.", path)
+  return path
 
 
 class CheckpointKeeper:

@@ -1,8 +1,11 @@
 """Flags shared by every run_*.py: defined once, google-research/bert names where they exist."""
 
+import dataclasses
+
 from absl import flags
 
 from official_bert.training import distribution
+from official_bert.training import settings
 
 
 def define_common_flags(default_batch_size=32, default_lr=5e-5):
@@ -67,10 +70,6 @@ def strategy_flags(flag_values):
   return name, tpu
 
 
-def steps_per_loop(flag_values):
-  return flag_values.iterations_per_loop or flag_values.steps_per_loop
-
-
 def flags_dict(flag_values, main_module):
   """This script's and the common flags' values, for the run's record in TensorBoard."""
   return {f.name: f.value for module in (main_module, __name__)
@@ -88,9 +87,24 @@ def define_finetuning_flags(default_batch_size=32, default_lr=5e-5, default_seq=
   flags.DEFINE_float("num_train_epochs", 3.0, "Epochs over the training data.")
   flags.DEFINE_float("warmup_proportion", 0.1,
                      "Fraction of the training steps with linear warmup.")
+  flags.DEFINE_integer("max_train_examples", 0,
+                       "Train on a seeded random subset of this many examples (0: all).")
 
 
-def finetuning_steps(num_examples, num_train_epochs, train_batch_size, warmup_proportion):
-  """(num_train_steps, num_warmup_steps) as the original run_classifier/run_squad count them."""
-  num_train_steps = max(1, int(num_examples / train_batch_size * num_train_epochs))
-  return num_train_steps, int(num_train_steps * warmup_proportion)
+def settings_from_flags(settings_class, flag_values):
+  """`settings_class` (a `settings.RunSettings` dataclass) filled from the flags of the same
+  names; the strategy resolved from the original's TPU flags too. For fine-tuning settings,
+  --num_train_steps/--num_warmup_steps count only when given (else: from the epochs)."""
+  values = {}
+  finetuning = issubclass(settings_class, settings.FinetuningSettings)
+  for field in dataclasses.fields(settings_class):
+    if field.name not in flag_values:
+      continue
+    flag = flag_values[field.name]
+    if finetuning and field.name in ("num_train_steps", "num_warmup_steps") and not flag.present:
+      continue
+    values[field.name] = flag.value
+  values["distribution_strategy"], values["tpu"] = strategy_flags(flag_values)
+  if flag_values["iterations_per_loop"].value:
+    values["steps_per_loop"] = flag_values["iterations_per_loop"].value
+  return settings_class(**values)

@@ -4,6 +4,7 @@ import json
 import os
 
 from absl import logging
+import keras
 import tensorflow as tf
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
@@ -64,3 +65,11 @@ def is_chief(strategy):
     return True
   task_type, task_id = resolver.task_type, resolver.task_id
   return task_type is None or (task_type in ("chief", "worker") and task_id == 0)
+
+
+def set_precision(dtype):
+  """Global Keras policy for float32 | bfloat16 | float16 (mixed: float32 variables)."""
+  policies = {"float32": "float32", "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+  if dtype not in policies:
+    raise ValueError(f"--dtype={dtype!r}: expected one of {sorted(policies)}")
+  keras.mixed_precision.set_dtype_policy(policies[dtype])

@@ -1,30 +1,26 @@
-"""tf.data input pipeline for BERT pretraining TFRecords (the `data_prep.schema` contract).
+"""The one tf.data input builder: TFRecords of fixed-length features -> the model's batches.
 
-    ds = pretraining_dataset("out/pretrain.tfrecord-*", seq_length=128,
-                             max_predictions_per_seq=20, batch_size=32)
+    ds = dataset("out/pretrain.tfrecord-*", schema.pretraining_features(128, 20),
+                 batch_size=32, is_training=True)
 
-yields dicts of `input_word_ids`, `input_mask`, `input_type_ids` [batch, seq] int32,
-`masked_lm_positions`, `masked_lm_ids` [batch, P] int32, `masked_lm_weights` [batch, P]
-float32 and `next_sentence_labels` [batch] int32: the model's names, whichever of the v1
-(`input_ids`/`segment_ids`) or v2 (`input_word_ids`/`input_type_ids`) names the files use.
+Every task reads through `dataset` (pretraining, classification, tagging, multiple choice,
+SQuAD): it yields dicts of the model's names (`input_ids` -> `input_word_ids`,
+`segment_ids` -> `input_type_ids`, `schema.V2_NAMES`; files written with either spelling
+read), int64 cast to int32 (TPUs want int32), length-1 features as [batch] and `shapes`
+applied (e.g. multiple choice [batch, num_choices, seq]). Files are found, sniffed for GZIP
+and read through `tf.io.gfile`/`TFRecordDataset`, so `gs://` works like a local path.
 
 Corrupt files: TensorFlow's `DataLossError` ("corrupted record at 0") does not name the
-file, and it surfaces deep inside `model.fit`. So `check_pretraining_files` (run by default)
+file, and it surfaces deep inside the training loop. So `check_files` (run by default)
 reads the first record of every file before training, which catches files that are not
 TFRecords, have the wrong compression, are empty or were written with other lengths. A
 file damaged further in still fails only when reached; `find_corrupt_files` then reads
 every file to the end and names the damaged ones.
 """
 
-import os
-
 import tensorflow as tf
 
 from data_prep import schema
-
-_V1_TO_MODEL = {"input_ids": "input_word_ids", "segment_ids": "input_type_ids"}
-_MODEL_NAMES = ("input_word_ids", "input_mask", "input_type_ids", "masked_lm_positions",
-                "masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
 def expand_patterns(input_patterns):
@@ -39,14 +35,6 @@ def expand_patterns(input_patterns):
       raise ValueError(f"input pattern {pattern!r} matches no file")
     paths.update(matches)
   return sorted(paths)
-
-
-def _compression(path):
-  # schema.compression_of uses open(); remote paths (gs://) need gfile.
-  if os.path.exists(path):
-    return schema.compression_of(path)
-  with tf.io.gfile.GFile(path, "rb") as f:
-    return "GZIP" if f.read(2) == schema.GZIP_MAGIC else ""
 
 
 def _first_example(path, compression):
@@ -64,43 +52,52 @@ def _first_example(path, compression):
     raise ValueError(f"{path}: the first record is not a tf.train.Example ({e})") from e
 
 
-def check_pretraining_files(paths, seq_length, max_predictions_per_seq):
-  """Checks the first record of each file against the schema.
+def _length_flag(name, length, seq_length):
+  if name.startswith("masked_lm"):
+    return "--max_predictions_per_seq"
+  return "--max_seq_length" if length == seq_length else "expected"
+
+
+def check_files(paths, features):
+  """Checks the first record of each file against `features` (writers' names).
 
   Returns (compression, v2_names) shared by all files. Raises ValueError naming the file
-  for a bad or empty file, mixed compression or feature names, or a feature whose length
-  is not the one the flags ask for.
+  for a bad or empty file, mixed compression or feature names, a missing feature (records
+  of another task), or a feature whose length is not the one the flags ask for.
   """
   if not paths:
     raise ValueError("no input files")
-  compressions = {p: _compression(p) for p in paths}
+  compressions = {p: schema.compression_of(p) for p in paths}
   if len(set(compressions.values())) > 1:
     gz = [p for p, c in compressions.items() if c]
     plain = [p for p, c in compressions.items() if not c]
     raise ValueError(f"mixed compression: {len(gz)} GZIP file(s) (e.g. {gz[0]}) and "
                      f"{len(plain)} uncompressed (e.g. {plain[0]}); use one kind")
   compression = compressions[paths[0]]
+  seq_length = next((f.length for f in features if f.name == "input_ids"), None)
   v2_first = None
   for path in paths:
     feature = _first_example(path, compression).features.feature
-    v2 = "input_word_ids" in feature
+    v2 = schema.V2_NAMES["input_ids"] in feature
     if v2_first is None:
       v2_first = v2
     elif v2 != v2_first:
       raise ValueError(f"{path}: uses {'v2' if v2 else 'v1'} feature names but {paths[0]} "
                        f"uses {'v2' if v2_first else 'v1'}; files must share one naming")
-    for f in schema.pretraining_features(seq_length, max_predictions_per_seq, v2_names=v2):
-      if f.name not in feature:
-        raise ValueError(f"{path}: feature {f.name} is missing (found {sorted(feature)})")
+    named = schema.with_v2_names(features) if v2 else features
+    missing = [f.name for f in named if f.name not in feature]
+    if missing:
+      raise ValueError(f"{path}: records lack feature(s) {missing} (they have "
+                       f"{sorted(feature)}): not written for this task?")
+    for f in named:
       kind = "float_list" if f.dtype == schema.FLOAT32 else "int64_list"
       if feature[f.name].WhichOneof("kind") != kind:
         raise ValueError(f"{path}: {f.name} is a {feature[f.name].WhichOneof('kind')}, "
                          f"expected a {kind}")
       found = len(getattr(feature[f.name], kind).value)
       if found != f.length:
-        flag = ("--max_predictions_per_seq" if f.name.startswith("masked_lm") else
-                "--max_seq_length" if f.length == seq_length else "expected")
-        raise ValueError(f"{path}: {f.name} has length {found} but {flag}={f.length}")
+        raise ValueError(f"{path}: {f.name} has length {found} but "
+                         f"{_length_flag(f.name, f.length, seq_length)}={f.length}")
   return compression, v2_first
 
 
@@ -112,58 +109,64 @@ def find_corrupt_files(input_patterns):
   bad = []
   for path in expand_patterns(input_patterns):
     try:
-      for _ in tf.data.TFRecordDataset(path, compression_type=_compression(path)).batch(4096):
+      for _ in tf.data.TFRecordDataset(path, compression_type=schema.compression_of(path)).batch(4096):
         pass
     except tf.errors.DataLossError as e:
       bad.append((path, e.message.strip()))
   return bad
 
 
-def _parse_batch(v2_names, seq_length, max_predictions_per_seq):
-  spec = schema.tf_feature_spec(
-      schema.pretraining_features(seq_length, max_predictions_per_seq, v2_names=v2_names))
 
-  def parse(serialized):  # [batch] strings
-    raw = tf.io.parse_example(serialized, spec)
+def _parser(features, shapes):
+  spec = schema.tf_feature_spec(features)
+  model_names = dict(schema.V2_NAMES)
+
+  def parse(serialized):  # [batch] strings -> dict of [batch, ...] tensors
     out = {}
-    for name, value in raw.items():
-      name = _V1_TO_MODEL.get(name, name)
-      out[name] = tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
-    out["next_sentence_labels"] = tf.squeeze(out["next_sentence_labels"], -1)  # [b, 1] -> [b]
-    return {name: out[name] for name in _MODEL_NAMES}
+    for name, value in tf.io.parse_example(serialized, spec).items():
+      value = tf.cast(value, tf.int32) if value.dtype == tf.int64 else value
+      name = model_names.get(name, name)
+      if name in shapes:
+        value = tf.reshape(value, [-1] + list(shapes[name]))
+      elif value.shape[-1] == 1:
+        value = tf.squeeze(value, -1)  # [b, 1] -> [b]
+      out[name] = value
+    return out
 
   return parse
 
 
-def pretraining_dataset(input_patterns, seq_length, max_predictions_per_seq, batch_size,
-                        is_training=True, input_context=None, seed=None,
-                        shuffle_buffer_size=10000, cycle_length=None, drop_remainder=None,
-                        check_files=True, skip_examples=0):
-  """Batched pretraining examples from TFRecords (see the module docstring).
+def dataset(input_patterns, features, batch_size, is_training=True, input_context=None,
+            seed=None, skip_examples=0, shuffle_buffer_size=10000, shapes=None,
+            drop_remainder=None, cycle_length=None, check_all_files=True):
+  """Batched, parsed examples of `features` (a tuple of `schema.Feature`) from TFRecords.
 
   Args:
     input_patterns: comma-separated files/globs; GZIP is detected from the bytes.
+    features: the writer's schema (`data_prep.schema`), v1 names; v2 files read too.
     batch_size: the PER-REPLICA batch: with a `tf.distribute` strategy pass
       `input_context.get_per_replica_batch_size(global_batch_size)`.
-    is_training: shuffle (files and records) and repeat forever; else one pass, in order.
+    is_training: shuffle (files and records) and repeat forever; else one pass, in file
+      order (predictions come back in input order).
     input_context: a `tf.distribute.InputContext`. With at least `num_input_pipelines`
       files, each pipeline reads a disjoint subset of the files; with fewer files, every
       pipeline reads all of them and keeps every `num_input_pipelines`-th record (correct
       but each pipeline does all the I/O).
     seed: for the file and record shuffles; the same seed gives the same batches.
-    cycle_length: files read at once; default min(files, 8) for training, 1 for eval so
-      eval records come in file order.
-    drop_remainder: default `is_training`: TPUs and XLA want a static batch dimension.
-    check_files: run `check_pretraining_files` on every file first; if False only the
-      first file is read (for its compression and feature names).
     skip_examples: drop this many records of this pipeline's (shuffled, repeated) stream
       before batching: with the same seed, a restart at step s passes the records the
       pipeline served before s and continues the same stream. The skipped records are
       still read (not parsed), so this costs I/O.
+    shapes: model feature name -> per-example shape, for features stored flattened.
+    drop_remainder: default `is_training`: TPUs and XLA want a static batch dimension.
+    cycle_length: files read at once; default min(files, 8) for training, 1 otherwise so
+      records come in file order.
+    check_all_files: `check_files` on every file first; if False only on the first.
   """
   paths = expand_patterns(input_patterns)
-  compression, v2_names = check_pretraining_files(
-      paths if check_files else paths[:1], seq_length, max_predictions_per_seq)
+  compression, v2_names = check_files(paths if check_all_files else paths[:1], features)
+  if v2_names:
+    features = schema.with_v2_names(features)
   if drop_remainder is None:
     drop_remainder = is_training
 
@@ -193,8 +196,8 @@ def pretraining_dataset(input_patterns, seq_length, max_predictions_per_seq, bat
     ds = ds.skip(skip_examples)
   # Batch the serialized strings, then parse a whole batch in one vectorized op.
   ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-  ds = ds.map(_parse_batch(v2_names, seq_length, max_predictions_per_seq),
-              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  ds = ds.map(_parser(features, shapes or {}), num_parallel_calls=tf.data.AUTOTUNE,
+              deterministic=True)
 
   options = tf.data.Options()
   options.deterministic = True
@@ -202,6 +205,14 @@ def pretraining_dataset(input_patterns, seq_length, max_predictions_per_seq, bat
     # We sharded ourselves; tf.distribute must not shard again.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
   return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def pretraining_dataset(input_patterns, seq_length, max_predictions_per_seq, batch_size,
+                        **kwargs):
+  """`dataset` of the original pretraining records (`schema.pretraining_features`)."""
+  return dataset(input_patterns,
+                 schema.pretraining_features(seq_length, max_predictions_per_seq),
+                 batch_size, **kwargs)
 
 
 def synthetic_pretraining_dataset(seq_length, max_predictions_per_seq, vocab_size, batch_size,

@@ -8,37 +8,37 @@ import json
 import math
 import os
 import re
-import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import keras
 import tensorflow as tf
 
+from data_prep import cli
 from data_prep import schema
 from official_bert.training import checkpointing
-from official_bert.training import common_flags
 from official_bert.training import distribution
+from official_bert.training import evaluation
 from official_bert.training import input_pipeline
 from official_bert.training import optimization
 from official_bert.training import training_loop
 
 
-def setup_runtime(flag_values):
-  """Logical CPUs, the strategy, then seeds and determinism; returns the strategy.
+def setup_runtime(settings):
+  """Logical CPUs, the strategy, seeds, determinism and precision; returns the strategy.
 
   The order matters: logical devices and multi-worker collectives must be configured before
   anything initializes the TF context, and seeds before any variable exists.
   """
-  if flag_values.cpu_devices:
-    distribution.use_logical_cpus(flag_values.cpu_devices)
-  name, tpu = common_flags.strategy_flags(flag_values)
-  strategy = distribution.get_strategy(name, flag_values.num_gpus, tpu, flag_values.cpu_devices,
-                                       flag_values.tpu_zone, flag_values.gcp_project)
-  keras.utils.set_random_seed(flag_values.random_seed)
-  if flag_values.deterministic:
+  if settings.cpu_devices:
+    distribution.use_logical_cpus(settings.cpu_devices)
+  strategy = distribution.get_strategy(settings.distribution_strategy, settings.num_gpus,
+                                       settings.tpu, settings.cpu_devices, settings.tpu_zone,
+                                       settings.gcp_project)
+  keras.utils.set_random_seed(settings.random_seed)
+  if settings.deterministic:
     tf.config.experimental.enable_op_determinism()
+  distribution.set_precision(settings.dtype)
   logging.info("Strategy %s with %d replica(s)", type(strategy).__name__,
                strategy.num_replicas_in_sync)
   return strategy
@@ -51,17 +51,26 @@ def check_sequence_length(max_seq_length, config, source):
                      f"max_position_embeddings={config.max_position_embeddings} of {source}")
 
 
-def make_trainer(flag_values, strategy, task, num_train_steps, num_warmup_steps):
-  """The `Trainer` with the original's optimizer and schedule, as the common flags say."""
-  schedule = optimization.WarmupLinearDecay(flag_values.learning_rate, num_warmup_steps,
+def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
+  """The `Trainer` with the original's optimizer and schedule, as the settings say."""
+  schedule = optimization.WarmupLinearDecay(settings.learning_rate, num_warmup_steps,
                                             num_train_steps)
   return training_loop.Trainer(
       strategy, task,
-      lambda: optimization.create_optimizer(flag_values.optimizer, schedule,
-                                            weight_decay=flag_values.weight_decay),
-      flag_values.train_batch_size, flag_values.num_accumulation_steps,
-      clip_norm=flag_values.clip_norm, dtype=flag_values.dtype,
-      enable_xla=flag_values.enable_xla)
+      lambda: optimization.create_optimizer(settings.optimizer, schedule,
+                                            weight_decay=settings.weight_decay),
+      settings.train_batch_size, settings.num_accumulation_steps,
+      clip_norm=settings.clip_norm, dtype=settings.dtype, enable_xla=settings.enable_xla)
+
+
+def dataset_fn(task, input_patterns, global_batch_size, is_training, seed):
+  """(InputContext, start_step) -> this pipeline's dataset, skipping what was consumed."""
+  def fn(ctx, start_step=0):
+    per_replica = ctx.get_per_replica_batch_size(global_batch_size)
+    consumed = start_step * per_replica * (ctx.num_replicas_in_sync // ctx.num_input_pipelines)
+    return task.build_dataset(input_patterns, per_replica, is_training, input_context=ctx,
+                              seed=seed, skip_examples=consumed if is_training else 0)
+  return fn
 
 
 def write_config_text(writer, config):
@@ -138,23 +147,11 @@ def restore_for_eval(trainer, output_dir, init_checkpoint=None):
 
 
 def run_evaluation(trainer, dataset_fn, output_dir, max_eval_steps, name="eval"):
-  """Evaluates the current weights; writes summaries and `{name}_results.txt` (chief)."""
-  strategy = trainer.strategy
-  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-  results = trainer.evaluate(iterator, max_eval_steps)
+  """Evaluates the current weights; writes `{name}_results.txt` and TensorBoard (chief)."""
+  results, _ = evaluation.evaluate(trainer, dataset_fn, max_eval_steps)
   results["global_step"] = int(trainer.step.numpy())
-  logging.info("%s results: %s", name, results)
-  if distribution.is_chief(strategy):
-    tf.io.gfile.makedirs(output_dir)
-    with tf.io.gfile.GFile(os.path.join(output_dir, f"{name}_results.txt"), "w") as f:
-      for key in sorted(results):
-        f.write(f"{key} = {results[key]}\n")
-    writer = tf.summary.create_file_writer(os.path.join(output_dir, name))
-    with writer.as_default(step=results["global_step"]):
-      for key, value in results.items():
-        if key != "global_step":
-          tf.summary.scalar(key, value)
-    writer.flush()
+  if distribution.is_chief(trainer.strategy):
+    evaluation.write_results(output_dir, name, results, results["global_step"])
   return results
 
 
@@ -199,20 +196,9 @@ def corrupt_input_error(input_patterns, error):
   return ValueError(f"corrupt input data: {where or error.message}")
 
 
-def main(run_fn, argv):
-  """absl main: runs `run_fn()`; a ValueError or missing file ends with its message and exit
-  status 1 (no traceback: it is the user's input)."""
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  logging.set_verbosity(logging.INFO)
-  try:
-    run_fn()
-  except (ValueError, FileNotFoundError, FloatingPointError) as e:
-    logging.error("%s", e)
-    sys.exit(1)
-
-
-def launch(run_fn, required_flags=("output_dir",)):
-  """A script's `__main__`: `run_fn(FLAGS)` through `main`, the given flags required."""
-  flags.mark_flags_as_required(list(required_flags))
-  app.run(lambda argv: main(lambda: run_fn(flags.FLAGS), argv))
+def launch(run_fn, required_flags=("output_dir",), positional=()):
+  """A script's `__main__` (after its `define_flags()`): `run_fn(FLAGS, *positional args)`
+  through the one launcher, `data_prep.cli.launch`: a user error (a ValueError, a missing
+  file or required flag, a non-finite loss) is its message and exit status 1."""
+  cli.launch(lambda argv: run_fn(flags.FLAGS, *argv[1:]), required_flags,
+             positional=positional)

@@ -22,7 +22,7 @@ import tensorflow as tf
 from official_bert.training import optimization
 
 SUM = tf.distribute.ReduceOp.SUM
-# Marks the assertion `Trainer._checked` raises: "[ID_RANGE] [feature] [id] [key] [limit]".
+# Marks the assertion `Trainer.checked` raises: "[ID_RANGE] [feature] [id] [key] [limit]".
 ID_RANGE_ERROR = "ID_RANGE"
 
 
@@ -66,11 +66,10 @@ class Trainer:
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self._train_loop_fn = None
-    self._eval_step_fn = None
 
   # ---- per-replica math -------------------------------------------------------------------
 
-  def _checked(self, features):
+  def checked(self, features):
     """`features` once their ids are inside the task's tables (`Task.input_id_limits`).
 
     Runs before the model (control dependencies, outside any XLA region), so a record with
@@ -108,7 +107,7 @@ class Trainer:
     return grads, parts, metrics
 
   def _replica_train_step(self, features):
-    features = self._checked(features)
+    features = self.checked(features)
     ctx = tf.distribute.get_replica_context()
     normalizers = ctx.all_reduce(SUM, self.task.loss_normalizers(features))
     grad_fn = self._micro_gradients
@@ -149,17 +148,6 @@ class Trainer:
       out[name + "_num"], out[name + "_den"] = num, den
     return out
 
-  def _replica_eval_step(self, features):
-    features = self._checked(features)
-    ctx = tf.distribute.get_replica_context()
-    normalizers = ctx.all_reduce(SUM, self.task.loss_normalizers(features))
-    loss, parts, metrics = self._scores(features, normalizers, training=False)
-    out = dict(parts)
-    out["loss"] = loss
-    for name, (num, den) in metrics.items():
-      out[name + "_num"], out[name + "_den"] = num, den
-    return ctx.all_reduce(SUM, out)  # never empty: holds the loss
-
   # ---- host-side loops --------------------------------------------------------------------
 
   def _first(self, per_replica):
@@ -184,52 +172,6 @@ class Trainer:
       self._train_loop_fn = self._build_train_loop()
     totals = self._train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
     return summarize(totals, num_steps)
-
-  def evaluate(self, iterator, max_steps=None):
-    """Global metrics over up to `max_steps` batches (or the whole finite dataset)."""
-    if self._eval_step_fn is None:
-      self._eval_step_fn = tf.function(
-          lambda f: self._first(self.strategy.run(self._replica_eval_step, args=(f,))))
-    totals, steps = None, 0
-    while max_steps is None or steps < max_steps:
-      optional = iterator.get_next_as_optional()
-      if not optional.has_value():
-        break
-      out = {k: v.numpy() for k, v in self._eval_step_fn(optional.get_value()).items()}
-      totals = out if totals is None else {k: totals[k] + out[k] for k in out}
-      steps += 1
-    if totals is None:
-      raise ValueError("evaluation data is empty")
-    return summarize(totals, steps)
-
-
-def predict(strategy, model, dataset_fn, keep_features=()):
-  """Model outputs for every example of a finite dataset, in input order, as numpy arrays.
-
-  Args:
-    dataset_fn: (tf.distribute.InputContext) -> per-replica batched, finite dataset.
-    keep_features: feature names to pass through next to the outputs (e.g. "unique_ids").
-  Returns:
-    dict name -> np.ndarray [num_examples, ...] with the model outputs and kept features.
-  """
-  def replica_fn(features):
-    outputs = dict(model(features, training=False))
-    outputs.update({name: features[name] for name in keep_features})
-    return outputs
-
-  step = tf.function(lambda f: strategy.run(replica_fn, args=(f,)))
-  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-  chunks = {}
-  while True:
-    optional = iterator.get_next_as_optional()
-    if not optional.has_value():
-      break
-    out = step(optional.get_value())
-    for name, value in out.items():
-      # Replicas took consecutive batches of the stream: their concatenation is input order.
-      for local in strategy.experimental_local_results(value):
-        chunks.setdefault(name, []).append(np.asarray(local))
-  return {name: np.concatenate(parts) for name, parts in chunks.items()}
 
 
 def summarize(totals, steps):

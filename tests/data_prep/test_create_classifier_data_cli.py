@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, SHARED_DATA, UNCASED_VOCAB, need
+from conftest import GLUE_DATA, REPO, UNCASED_VOCAB, need
 
 SEQ = 64  # short enough that many pairs are truncated
 
@@ -51,7 +51,7 @@ def _tsv_examples(path, task, classifier_data_lib):
 
 @pytest.mark.parametrize("task,regression", [("MRPC", False), ("RTE", False), ("STS-B", True)])
 def test_dev_records_equal_model_garden_features(tmp_path, task, regression):
-  data_dir = os.path.join(SHARED_DATA, "glue", task)
+  data_dir = os.path.join(GLUE_DATA, task)  # first and 10 longest dev rows (tests/data)
   need(os.path.join(data_dir, "dev.tsv"))
   need(UNCASED_VOCAB)
   from official.nlp.data import classifier_data_lib  # pylint: disable=import-outside-toplevel
@@ -73,7 +73,7 @@ def test_dev_records_equal_model_garden_features(tmp_path, task, regression):
   labels = _COLUMNS[task][3]
   if labels:
     assert meta["labels"] == labels
-  assert len(ours) == len(examples) > 200
+  assert len(ours) == len(examples) == {"MRPC": 50, "RTE": 40, "STS-B": 50}[task]
   assert meta["num_examples"] == len(examples)
   truncated = 0
   for i, (mine, example) in enumerate(zip(ours, examples)):
@@ -86,7 +86,7 @@ def test_dev_records_equal_model_garden_features(tmp_path, task, regression):
       assert mine["label_ids"][0] == want.label_id, i
     assert mine["is_real_example"][0] == 1
     truncated += int(mine["input_mask"][-1] == 1)
-  assert truncated > 10  # the truncation rule was exercised
+  assert truncated >= 5  # the truncation rule was exercised
 
 
 def test_a_missing_data_dir_is_a_clear_error(tmp_path):

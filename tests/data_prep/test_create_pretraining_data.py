@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, UNCASED_VOCAB, corpus_slice, need
+from conftest import REAL_UNCASED_VOCAB, REPO, UNCASED_VOCAB, corpus_slice, corpus_text, need
 from data_prep import create_pretraining_data as cpd
 from data_prep.pretraining import instances as pretraining_instances
 from data_prep import schema
@@ -39,7 +39,7 @@ def _read(paths, seq=L, preds=P, compression=""):
 @pytest.fixture(scope="module")
 def small_corpus(tmp_path_factory):
   path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-  path.write_text(corpus_slice(120_000, start=3_000_000), encoding="utf-8")
+  path.write_text(corpus_text(120_000), encoding="utf-8")
   return path
 
 
@@ -167,14 +167,16 @@ def _statistics(f, mask_id, seq):
 
 
 def test_statistics_agree_with_the_peer_on_real_text(tmp_path):
-  """Same corpus and flags through the Model Garden's create_pretraining_data and ours."""
+  """Same corpus and flags through the Model Garden's create_pretraining_data and ours.
+
+  Real data: 600 KB of ../shared's Gutenberg corpus and the full uncased vocabulary."""
   # Real sentences in documents of 10: the per-document draws (short target, random
   # document) then average over ~500 documents instead of the ~40 chapters of the slice.
   lines = [l for l in corpus_slice(600_000, start=12_000_000).split("\n") if l.strip()]
   corpus = tmp_path / "corpus.txt"
   corpus.write_text("\n\n".join("\n".join(lines[i:i + 10]) for i in range(0, len(lines), 10)),
                     encoding="utf-8")
-  flags = [f"--input_file={corpus}", f"--vocab_file={need(UNCASED_VOCAB)}",
+  flags = [f"--input_file={corpus}", f"--vocab_file={need(REAL_UNCASED_VOCAB)}",
            "--do_lower_case=True", "--max_seq_length=128", "--max_predictions_per_seq=20",
            "--dupe_factor=2", "--masked_lm_prob=0.15", "--short_seq_prob=0.1"]
   peer_out = tmp_path / "peer.tfrecord"
@@ -183,7 +185,7 @@ def test_statistics_agree_with_the_peer_on_real_text(tmp_path):
                  timeout=300)
   ours_out = tmp_path / "ours.tfrecord"
   cpd.run(cpd.Settings(input_file=str(corpus), output_file=str(ours_out),
-                       vocab_file=UNCASED_VOCAB, dupe_factor=2, num_workers=1))
+                       vocab_file=REAL_UNCASED_VOCAB, dupe_factor=2, num_workers=1))
   peer = _statistics(_read([str(peer_out)], 128, 20), 103, 128)
   ours = _statistics(_read([str(ours_out)], 128, 20), 103, 128)
   tolerance = {"masked_fraction": 0.005, "as_mask": 0.02, "kept": 0.015,
@@ -367,7 +369,7 @@ def test_failure_midway_leaves_no_output(small_corpus, tmp_path, monkeypatch):
 
 def test_killed_run_never_leaves_a_complete_looking_file(tmp_path):
   corpus = tmp_path / "c.txt"
-  corpus.write_text(corpus_slice(3_000_000), encoding="utf-8")
+  corpus.write_text(corpus_text() * 10, encoding="utf-8")  # ~3 MB: long enough to kill
   out = tmp_path / "o.tfrecord"
   proc = subprocess.Popen(
       [sys.executable, "-m", "data_prep.create_pretraining_data", f"--input_file={corpus}",

@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import SHARED_DATA, UNCASED_VOCAB, need
+from conftest import GLUE_DATA, UNCASED_VOCAB, need
 from data_prep.classification import features as cf
 from data_prep import create_classifier_data
+from data_prep import schema
+from data_prep import tfrecord_io
 from data_prep.classification import glue_processors as gp
-from official_bert.training import finetuning_input
+from official_bert.training import input_pipeline
 from official_bert.training import optimization
 from official_bert.training import training_loop
 from official_bert.modeling.bert_config import BertConfig
@@ -60,11 +62,11 @@ def test_convert_examples_labels_and_errors(tokenizer):
 
 
 def test_written_records_read_back_through_the_input_pipeline(tmp_path):
-  data = need(os.path.join(SHARED_DATA, "glue", "STS-B"))
+  data = os.path.join(GLUE_DATA, "STS-B")  # 50 rows of the dev set (tests/data)
   processor = gp.get_processor("STS-B")
   path, meta = create_classifier_data.write_split(processor, "dev", str(tmp_path),
                                                   UNCASED_VOCAB, True, 32, data_dir=data)
-  assert meta["num_examples"] == 1500 and meta["guids"][:2] == ["dev-0", "dev-1"]
+  assert meta["num_examples"] == 50 and meta["guids"][:2] == ["dev-0", "dev-1"]
   # Same settings: reused, not rewritten; other settings: rewritten.
   stamp = os.stat(path).st_mtime_ns
   assert create_classifier_data.write_split(processor, "dev", str(tmp_path), UNCASED_VOCAB,
@@ -72,7 +74,7 @@ def test_written_records_read_back_through_the_input_pipeline(tmp_path):
   assert os.stat(path).st_mtime_ns == stamp
   with open(path + ".json", encoding="utf-8") as f:
     assert json.load(f)["key"]["max_seq_length"] == 32
-  ds = finetuning_input.fixed_length_dataset(path, cf.classifier_schema(32, regression=True),
+  ds = input_pipeline.dataset(path, schema.classifier_features(32, regression=True),
                                              batch_size=4, is_training=False)
   first = next(iter(ds))
   assert sorted(first) == ["input_mask", "input_type_ids", "input_word_ids", "is_real_example",
@@ -83,15 +85,15 @@ def test_written_records_read_back_through_the_input_pipeline(tmp_path):
   expected = [e.label for e in processor.get_examples(data, "dev")]
   np.testing.assert_allclose(labels, expected, rtol=1e-6)  # all of them, in file order
   # A training stream skips exactly what a resumed run consumed.
-  train = finetuning_input.fixed_length_dataset(
-      path, cf.classifier_schema(32, True), 4, is_training=True, seed=1)
-  resumed = finetuning_input.fixed_length_dataset(
-      path, cf.classifier_schema(32, True), 4, is_training=True, seed=1, skip_examples=8)
+  train = input_pipeline.dataset(
+      path, schema.classifier_features(32, True), 4, is_training=True, seed=1)
+  resumed = input_pipeline.dataset(
+      path, schema.classifier_features(32, True), 4, is_training=True, seed=1, skip_examples=8)
   stream = [b["label_ids"].numpy() for b in train.take(3)]
   np.testing.assert_array_equal(next(iter(resumed))["label_ids"], stream[2])
   with pytest.raises(ValueError, match="lack feature"):
-    next(iter(finetuning_input.fixed_length_dataset(
-        path, cf.classifier_schema(32) + (cf.schema.Feature("x", "int64", 1),), 2, False)))
+    next(iter(input_pipeline.dataset(
+        path, schema.classifier_features(32) + (schema.Feature("x", "int64", 1),), 2, False)))
 
 
 @pytest.mark.parametrize("regression", [False, True])
@@ -125,7 +127,7 @@ def test_regression_task_trains_in_the_training_loop(tmp_path):
              "segment_ids": np.zeros((8, 16), int), "label_ids": rng.random((8, 1)) * 5,
              "is_real_example": np.ones((8, 1), int)}
   path = str(tmp_path / "train.tf_record")
-  cf.write_tfrecord(path, cf.classifier_schema(16, regression=True), columns)
+  tfrecord_io.write_examples(path, schema.classifier_features(16, regression=True), columns)
   task = ClassificationTask(config, 1, 16, is_regression=True)
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   trainer = training_loop.Trainer(strategy, task,

@@ -1,15 +1,17 @@
-"""GLUE processors on the real glue_data files, bad input, and TFDS (mock data)."""
+"""GLUE processors on excerpts of the real glue_data files (tests/data; the full files when
+../shared is present), bad input, and TFDS (mock data)."""
 
 import os
 
 import pytest
 
 from data_prep.classification import glue_processors as gp
-from conftest import SHARED_DATA, need
+from conftest import GLUE_DATA, SHARED_DATA, need
 
-GLUE = os.path.join(SHARED_DATA, "glue")
+GLUE = GLUE_DATA  # the fixture excerpts in tests/data/glue
+REAL_GLUE = os.path.join(SHARED_DATA, "glue")
 
-# (task, split, rows, labels seen, has text_b): counts from the data README.
+# (task, split, rows, labels seen, has text_b): counts from the data README (full files).
 REAL = [
     ("CoLA", "train", 8551, {"0", "1"}, False),
     ("CoLA", "dev", 1043, {"0", "1"}, False),
@@ -26,18 +28,37 @@ REAL = [
 ]
 
 
+# Rows in the fixture excerpts (the first rows, plus the 10 longest of each dev file and RTE's
+# last test row): see tests/data/README.md.
+FIXTURE_ROWS = {("CoLA", "train"): 40, ("CoLA", "dev"): 50, ("CoLA", "test"): 20,
+                ("SST-2", "train"): 40, ("SST-2", "dev"): 50, ("MRPC", "train"): 40,
+                ("MRPC", "dev"): 50, ("MRPC", "test"): 20, ("RTE", "train"): 20,
+                ("RTE", "test"): 21, ("QNLI", "dev"): 30, ("WNLI", "train"): 20}
+
+
 @pytest.mark.parametrize("task,split,rows,labels,pair", REAL)
 def test_real_glue_files(task, split, rows, labels, pair):
+  del rows  # the full files' counts: test_full_glue_files_row_counts
   processor = gp.get_processor(task)
-  examples = processor.get_examples(need(os.path.join(GLUE, task)), split)
-  assert len(examples) == rows
+  examples = processor.get_examples(os.path.join(GLUE, task), split)
+  assert len(examples) == FIXTURE_ROWS[task, split]
   assert {e.label for e in examples} == labels
   assert all((e.text_b is not None) == pair for e in examples)
   assert all(e.text_a for e in examples)
 
 
+def test_full_glue_files_row_counts():
+  """Real data: every full GLUE file in ../shared has its published number of rows."""
+  for task, split, rows, labels, _ in REAL:
+    examples = gp.get_processor(task).get_examples(need(os.path.join(REAL_GLUE, task)), split)
+    assert (task, split, len(examples)) == (task, split, rows)
+    assert {e.label for e in examples} == labels
+  assert len(gp.get_processor("STS-B").get_examples(os.path.join(REAL_GLUE, "STS-B"),
+                                                    "dev")) == 1500
+
+
 def test_columns_and_guids_match_the_original():
-  mrpc = gp.get_processor("mrpc").get_examples(need(os.path.join(GLUE, "MRPC")), "dev")
+  mrpc = gp.get_processor("mrpc").get_examples(os.path.join(GLUE, "MRPC"), "dev")
   assert mrpc[0] == gp.InputExample(
       "dev-0", "He said the foodservice pie business doesn 't fit the company 's long-term "
       "growth strategy .", '" The foodservice pie business does not fit our long-term growth '
@@ -46,7 +67,7 @@ def test_columns_and_guids_match_the_original():
   assert cola[0] == gp.InputExample("test-0", "Bill whistled past the house.", None, "0")
   stsb = gp.get_processor("STS-B")
   dev = stsb.get_examples(os.path.join(GLUE, "STS-B"), "dev")
-  assert len(dev) == 1500 and dev[0].label == 5.0 and stsb.is_regression
+  assert len(dev) == 50 and dev[0].label == 5.0 and stsb.is_regression  # 1500 in the full file
   assert dev[0].text_a == "A man with a hard hat is dancing."
   assert stsb.get_labels() == [None]
   rte = gp.get_processor("RTE").get_examples(os.path.join(GLUE, "RTE"), "test")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from conftest import corpus_slice
+from conftest import corpus_text
 from data_prep.pretraining import corpus
 from data_prep import create_pretraining_data
 from data_prep import learn_vocab
@@ -145,8 +145,8 @@ def test_assemble_trims_learned_tail_and_adds_characters():
 
 
 def test_gutenberg_sample(tmp_path):
-  """Real prose: the first ~300 KB of ../shared's Gutenberg corpus (skipped if absent)."""
-  lines = corpus_slice(300_000).split("\n")
+  """Real prose: tests/data's ~300 KB slice of the Gutenberg corpus."""
+  lines = corpus_text().split("\n")
   cut = int(len(lines) * 0.85)
   train = tmp_path / "train.txt"
   train.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")

@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import SHARED_DATA, UNCASED_VOCAB, need
+from conftest import CONLL_DATA, SHARED_DATA, UNCASED_VOCAB, need
 from data_prep.classification import features as classifier_features
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
@@ -14,7 +14,8 @@ from official_bert.tasks import metrics
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.tasks.tagging import TaggingTask
 
-CONLL = os.path.join(SHARED_DATA, "conll2003")
+CONLL = CONLL_DATA  # the first sentences of each file (tests/data)
+REAL_CONLL = os.path.join(SHARED_DATA, "conll2003")
 LABELS = list(conll.CONLL2003_LABELS)
 
 
@@ -25,15 +26,29 @@ def test_iob1_to_iob2_hand_worked():
   assert conll.iob1_to_iob2(iob2) == iob2  # IOB2 is left as it is
 
 
+def _dev_files(folder):
+  iob1 = conll.read_conll(need(os.path.join(folder, "eng.testa")))
+  iob2 = conll.read_conll(need(os.path.join(folder, "valid.txt")))
+  counts = collections.Counter(kind for s in iob1 for kind, _, _ in metrics.entities(s.tags))
+  return iob1, iob2, counts
+
+
 def test_original_iob1_files_equal_the_iob2_copies():
-  iob1 = conll.read_conll(need(os.path.join(CONLL, "eng.testa")))
-  iob2 = conll.read_conll(need(os.path.join(CONLL, "valid.txt")))
+  iob1, iob2, counts = _dev_files(CONLL)  # the first 60 sentences of each
+  assert len(iob1) == len(iob2) == 60
+  assert iob1 == iob2
+  assert counts == {"LOC": 33, "MISC": 8, "ORG": 56, "PER": 40}
+  assert sum(len(s.words) for s in iob1) == 890
+  assert conll.split_path(CONLL, "dev").endswith("eng.testa")
+
+
+def test_full_dev_set_has_the_published_counts():
+  """Real data: the whole of ../shared's eng.testa and valid.txt."""
+  iob1, iob2, counts = _dev_files(REAL_CONLL)
   assert len(iob1) == len(iob2) == 3250
   assert iob1 == iob2
-  counts = collections.Counter(kind for s in iob1 for kind, _, _ in metrics.entities(s.tags))
   assert counts == {"LOC": 1837, "MISC": 922, "ORG": 1341, "PER": 1842}  # published counts
   assert sum(len(s.words) for s in iob1) == 51362
-  assert conll.split_path(CONLL, "dev").endswith("eng.testa")
 
 
 def test_bad_lines_name_file_and_line(tmp_path):

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import SHARED_DATA, UNCASED_VOCAB, need
+from conftest import SQUAD_V1, SQUAD_V2, UNCASED_VOCAB, need
 from data_prep import create_squad_data
+from data_prep import schema
 from data_prep.squad import features as squad_features
 from data_prep.squad import records as squad_schema
 
-DEV_V1 = f"{SHARED_DATA}/squad/dev-v1.1.json"
-DEV_V2 = f"{SHARED_DATA}/squad/cs224n-dev-v2.0-half.json"
+DEV_V1 = SQUAD_V1  # the first articles and paragraphs of the dev sets (tests/data)
+DEV_V2 = SQUAD_V2
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,7 @@ def _ours(path, out, is_training, v2, seq, stride, query):
       input_file=path, output_file=str(out), vocab_file=need(UNCASED_VOCAB),
       max_seq_length=seq, doc_stride=stride, max_query_length=query,
       version_2_with_negative=v2, is_training=is_training, num_workers=1))
-  spec = squad_schema.tf_feature_spec(seq, is_training)
+  spec = schema.tf_feature_spec(schema.squad_features(seq, is_training))
   records = [{k: v.numpy().tolist() for k, v in tf.io.parse_single_example(r, spec).items()}
              for r in tf.data.TFRecordDataset(str(out))]
   return records, squad_schema.read_metadata(squad_schema.metadata_path(str(out)))

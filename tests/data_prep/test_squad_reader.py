@@ -4,11 +4,11 @@ import json
 
 import pytest
 
-from conftest import SHARED_DATA, need
+from conftest import SQUAD_V1, need
 from data_prep.squad import reader as squad_reader
 from data_prep.squad.reader import SquadError
 
-DEV_V1 = f"{SHARED_DATA}/squad/dev-v1.1.json"
+DEV_V1 = SQUAD_V1  # the first articles and paragraphs of the dev set (tests/data)
 
 
 def _write(tmp_path, data, version="1.1", name="in.json"):

@@ -1,11 +1,22 @@
-"""Our TFRecord framing is TensorFlow's, byte for byte; gzip files read back in TF."""
+"""Our TFRecord framing is TensorFlow's, byte for byte; gzip files read back in TF; files go
+through tf.io.gfile (ram://, TensorFlow's in-memory filesystem, stands in for gs://)."""
+
+import uuid
 
 import pytest
 import tensorflow as tf
 
+from data_prep import schema
 from data_prep import tfrecord_io
 
 RECORDS = [b"", b"x", b"hello world" * 50, bytes(range(256)) * 300]
+
+
+def _write(path, gzip_compress=False):
+  with tfrecord_io.RecordFile(str(path), gzip_compress=gzip_compress) as f:
+    for r in RECORDS[:2]:
+      f.write(r)  # one record at a time...
+    f.write_framed(b"".join(tfrecord_io.frame(r) for r in RECORDS[2:]))  # ...or pre-framed
 
 
 def test_framing_equals_tensorflow_writer(tmp_path):
@@ -14,9 +25,7 @@ def test_framing_equals_tensorflow_writer(tmp_path):
     for r in RECORDS:
       w.write(r)
   ours = tmp_path / "ours.tfrecord"
-  f = tfrecord_io.RecordFile(str(ours))
-  f.write(b"".join(tfrecord_io.frame(r) for r in RECORDS))
-  f.close()
+  _write(ours)
   assert ours.read_bytes() == theirs.read_bytes()
   assert list(tfrecord_io.read_records(str(ours))) == RECORDS
 
@@ -25,9 +34,7 @@ def test_gzip_is_readable_by_tensorflow_and_deterministic(tmp_path):
   paths = []
   for name in ("a", "b"):
     path = tmp_path / f"{name}.tfrecord.gz"
-    f = tfrecord_io.RecordFile(str(path), gzip_compress=True)
-    f.write(b"".join(tfrecord_io.frame(r) for r in RECORDS))
-    f.close()
+    _write(path, gzip_compress=True)
     paths.append(path)
   assert paths[0].read_bytes() == paths[1].read_bytes()
   got = [r.numpy() for r in tf.data.TFRecordDataset(str(paths[0]), compression_type="GZIP")]
@@ -42,3 +49,44 @@ def test_corruption_is_detected(tmp_path):
   path.write_bytes(bytes(data))
   with pytest.raises(ValueError, match="x.tfrecord: corrupt"):
     list(tfrecord_io.read_records(str(path)))
+
+
+def test_remote_paths_compression_and_round_trip():
+  root = f"ram://{uuid.uuid4().hex}"
+  plain, gz = f"{root}/sub/plain.tfrecord", f"{root}/sub/gz.tfrecord"
+  _write(plain)
+  _write(gz, gzip_compress=True)
+  assert schema.compression_of(plain) == ""
+  assert schema.compression_of(gz) == "GZIP"
+  assert list(tfrecord_io.read_records(gz)) == RECORDS
+  assert [r.numpy() for r in tf.data.TFRecordDataset(gz, compression_type="GZIP")] == RECORDS
+  assert sorted(tf.io.gfile.listdir(f"{root}/sub")) == ["gz.tfrecord", "plain.tfrecord"]
+  with pytest.raises(FileNotFoundError, match="nothing.tfrecord"):
+    schema.compression_of(f"{root}/nothing.tfrecord")
+
+
+def test_text_round_trip_and_missing_file(tmp_path):
+  path = str(tmp_path / "d" / "t.txt")
+  tfrecord_io.write_text(path, "héllo\r\nwörld\n")
+  with tfrecord_io.open_file(path, "r", newline="") as f:
+    assert f.read() == "héllo\r\nwörld\n"  # no newline translation on write
+  with tfrecord_io.open_file(path) as f:
+    f.seek(6)  # "héllo" is 6 bytes
+    assert f.read() == "\r\nwörld\n".encode()
+  with pytest.raises(FileNotFoundError, match="nope.txt"):
+    tfrecord_io.open_file(str(tmp_path / "nope.txt"))
+
+
+def test_a_failed_write_leaves_nothing(tmp_path):
+  path = tmp_path / "o.tfrecord"
+  with pytest.raises(RuntimeError):
+    with tfrecord_io.RecordFile(str(path)) as f:
+      f.write(b"half")
+      assert list(tmp_path.iterdir()) == [tmp_path / tfrecord_io.temporary_path("o.tfrecord")]
+      raise RuntimeError("interrupted")
+  assert not list(tmp_path.iterdir())
+
+
+def test_an_empty_output_still_exists(tmp_path):
+  assert tfrecord_io.write_examples(str(tmp_path / "e.tfrecord"), (), {"x": []}) == 0
+  assert (tmp_path / "e.tfrecord").read_bytes() == b""

@@ -6,7 +6,8 @@ import pytest
 import tensorflow as tf
 from official.nlp.tools import tokenization as reference
 
-from conftest import CASED_VOCAB, CHINESE_VOCAB, UNCASED_VOCAB, corpus_slice, need
+from conftest import (CASED_VOCAB, CHINESE_VOCAB, REAL_CASED_VOCAB, REAL_UNCASED_VOCAB,
+                      UNCASED_VOCAB, corpus_slice, need, vocab_ids)
 from data_prep import tokenization
 
 ADVERSARIAL = [
@@ -35,12 +36,16 @@ def _ref_ids(ref, texts):
   return [ref.convert_tokens_to_ids(ref.tokenize(t)) for t in texts]
 
 
+# The vocabulary slices in tests/data (see conftest), and the full vocabularies in ../shared.
 CONFIGS = [(UNCASED_VOCAB, True), (UNCASED_VOCAB, False), (CASED_VOCAB, False),
            (CASED_VOCAB, True)]
+REAL_CONFIGS = [(REAL_UNCASED_VOCAB, True), (REAL_UNCASED_VOCAB, False),
+                (REAL_CASED_VOCAB, False), (REAL_CASED_VOCAB, True)]
 
 
-@pytest.mark.parametrize("vocab_file,lower", CONFIGS)
+@pytest.mark.parametrize("vocab_file,lower", REAL_CONFIGS)
 def test_parity_on_real_corpus_slice(vocab_file, lower):
+  """Real data: 400 KB of the Gutenberg corpus with the full vocabularies (../shared)."""
   lines = corpus_slice(400_000, start=7_000_000).split("\n")
   ref = _reference(need(vocab_file), lower)
   ours = tokenization.FullTokenizer(vocab_file, do_lower_case=lower)
@@ -111,14 +116,18 @@ def test_full_tokenizer_interface():
   tok = tokenization.FullTokenizer(need(UNCASED_VOCAB), do_lower_case=True)
   assert tok.tokenize("Unaffable!") == ["una", "##ffa", "##ble", "!"]
   ids = tok.convert_tokens_to_ids(["[CLS]", "una", "##ffa", "##ble", "[SEP]"])
-  assert ids == [101, 14477, 20961, 3468, 102]
+  # Ids are line numbers: 101, 14477, 20961, 3468, 102 in the full vocab; the slice keeps the
+  # first 3000 lines in place.
+  assert ids == [101] + vocab_ids(UNCASED_VOCAB, ["una", "##ffa", "##ble"]) + [102]
   assert tok.convert_ids_to_tokens(ids) == ["[CLS]", "una", "##ffa", "##ble", "[SEP]"]
   assert tok.vocab["[MASK]"] == 103 and tok.inv_vocab[103] == "[MASK]"
-  assert len(tok.vocab) == 30522
+  with open(UNCASED_VOCAB, encoding="utf-8") as f:
+    assert len(tok.vocab) == len(f.read().splitlines())  # 30522 in the full vocab
   assert tok.tokenize(b"Hello") == ["hello"]  # bytes are decoded as UTF-8
   assert tok.tokenize_to_ids_batch([]) == []
   ids, splits = tok.encode_batch(["hello world", "", "hi"])
-  assert splits.tolist() == [0, 2, 2, 3] and ids.tolist() == [7592, 2088, 7632]
+  assert splits.tolist() == [0, 2, 2, 3]
+  assert ids.tolist() == vocab_ids(UNCASED_VOCAB, ["hello", "world", "hi"])
   assert tok.split_words_batch(["Hello, WORLD!"]) == [["hello", ",", "world", "!"]]
 
 
@@ -127,9 +136,10 @@ def test_in_graph_tokenizer_in_tf_function_and_dataset():
   module = tokenization.TextTokenizer(tokens, lower_case=True)
   fn = tf.function(module.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
   out = fn(tf.constant(["Hello world!", "naïve"]))
-  assert out.to_list() == [[7592, 2088, 999], [15743]]
+  hello_world = vocab_ids(UNCASED_VOCAB, ["hello", "world", "!"])  # 7592, 2088, 999 in full
+  assert out.to_list() == [hello_world, vocab_ids(UNCASED_VOCAB, ["naive"])]
   ds = tf.data.Dataset.from_tensor_slices(["Hello world!"]).batch(1).map(module.tokenize)
-  assert next(iter(ds)).to_list() == [[7592, 2088, 999]]
+  assert next(iter(ds)).to_list() == [hello_world]
 
 
 def test_vocab_errors(tmp_path):

@@ -23,6 +23,7 @@ from official_bert import convert_checkpoint
 from official_bert.modeling import model_types
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_names
+from official_bert.interop import weights_io
 from official_bert.modeling.bert_config import BertConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -153,8 +154,8 @@ def test_ours_to_tf1_to_ours_is_exact(tmp_path):
   convert_checkpoint.convert(ours, "ours", str(tmp_path / "tf1") + "/", "tf1")  # a prefix
   convert_checkpoint.convert(str(tmp_path / "tf1"), "tf1", str(tmp_path / "back") + "/", "ours")
 
-  expected = checkpointing.read_model_tensors(ours)
-  back = checkpointing.read_model_tensors(tf.train.latest_checkpoint(str(tmp_path / "back")))
+  expected = weights_io.read_weights(ours).tensors
+  back = weights_io.read_weights(str(tmp_path / "back")).tensors
   names = {n for n, _ in weight_names.model_weight_pairs(model)}
   assert names <= set(expected) and names <= set(back)
   for name in names:
@@ -191,7 +192,7 @@ def test_original_tf1_checkpoint_matches_numpy_reference(tmp_path):
   real = inputs["input_mask"].astype(bool)
   for path in (prefix, written):  # the original file directly, and after conversion
     model = model_types.build_model("pretraining", TINY)
-    tf1_checkpoint.load_weights(model, path)
+    weights_io.load_weights(model, path)
     got = _model_outputs(model, inputs, positions)
     np.testing.assert_allclose(got[0][real], sequence[real], atol=1e-5, rtol=0)
     np.testing.assert_allclose(got[1], pooled, atol=1e-5, rtol=0)
@@ -235,7 +236,7 @@ def test_minilm_round_trips_hf_ours_tf1_hf(tmp_path):
   mask = (ids > 0).astype(np.int32)
   inputs = {"input_word_ids": ids, "input_mask": mask, "input_type_ids": np.zeros_like(ids)}
   model = model_types.build_model("encoder", config)
-  tf1_checkpoint.load_weights(model, str(tmp_path / "tf1"))
+  weights_io.load_weights(model, str(tmp_path / "tf1"))
   out = model(inputs, training=False)
   canonical = {weight_names.hf_to_tf1_name(k)[0]: (v.T if weight_names.hf_to_tf1_name(k)[1]
                                                    else v)

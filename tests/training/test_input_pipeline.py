@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import UNCASED_VOCAB, corpus_slice, need
+from conftest import UNCASED_VOCAB, corpus_text, need
 from data_prep import create_pretraining_data as cpd
 from data_prep import schema
 from official_bert.training import input_pipeline as ip
@@ -22,7 +22,7 @@ def data(tmp_path_factory):
   """Three runs of the writer on one corpus: same records (seeded), different encodings."""
   root = tmp_path_factory.mktemp("pipeline")
   corpus = root / "corpus.txt"
-  corpus.write_text(corpus_slice(60_000, start=3_000_000), encoding="utf-8")
+  corpus.write_text(corpus_text(60_000), encoding="utf-8")
   out = {}
   for name, kw in [("plain", {}), ("gzip", {"gzip_compress": True}),
                    ("v2", {"use_v2_feature_names": True})]:
@@ -101,8 +101,8 @@ def test_eval_values_equal_raw_records_in_order(data):
 
 def test_gzip_autodetected_and_v2_names_accepted(data):
   plain = _collect(_eval(",".join(data["plain"])))
-  assert ip.check_pretraining_files(data["gzip"], L, P) == ("GZIP", False)
-  assert ip.check_pretraining_files(data["v2"], L, P) == ("", True)
+  assert ip.check_files(data["gzip"], schema.pretraining_features(L, P)) == ("GZIP", False)
+  assert ip.check_files(data["v2"], schema.pretraining_features(L, P)) == ("", True)
   for variant in ("gzip", "v2"):
     got = _collect(_eval(",".join(data[variant])))
     for k in KEYS:
@@ -200,7 +200,7 @@ def test_length_mismatch_names_file_feature_and_lengths(data):
   assert data["plain"][0] in msg and "input_ids" in msg and "64" in msg and "128" in msg
   assert "--max_seq_length" in msg
   with pytest.raises(ValueError, match="masked_lm_positions has length 10.*=20"):
-    ip.check_pretraining_files(data["plain"][:1], L, 20)
+    ip.check_files(data["plain"][:1], schema.pretraining_features(L, 20))
 
 
 def test_corrupt_and_empty_files_are_named(data, tmp_path):
@@ -211,7 +211,7 @@ def test_corrupt_and_empty_files_are_named(data, tmp_path):
   empty = tmp_path / "empty.tfrecord"
   empty.write_bytes(b"")
   with pytest.raises(ValueError, match="empty.tfrecord.*empty"):
-    ip.check_pretraining_files([data["plain"][0], str(empty)], L, P)
+    ip.check_files([data["plain"][0], str(empty)], schema.pretraining_features(L, P))
 
 
 def test_truncated_file_found_by_find_corrupt_files(data, tmp_path):
@@ -235,7 +235,7 @@ def test_mixed_compression_is_an_error(data):
 
 def test_mixed_feature_names_is_an_error(data):
   with pytest.raises(ValueError, match="feature names"):
-    ip.check_pretraining_files([data["plain"][0], data["v2"][1]], L, P)
+    ip.check_files([data["plain"][0], data["v2"][1]], schema.pretraining_features(L, P))
 
 
 def test_synthetic_matches_real_structure_and_is_well_formed(data):

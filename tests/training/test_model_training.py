@@ -37,10 +37,11 @@ def test_every_variable_gets_a_gradient_in_graph_mode():
   def step(features):
     with tf.GradientTape() as tape:
       out = model(features, training=True)
-      loss = losses.masked_lm_loss(
-          tf.constant([[5, 9], [1, 0]]), out["masked_lm_logits"],
-          tf.constant([[1.0, 1.0], [1.0, 0.0]])) + losses.next_sentence_loss(
-              tf.constant([0, 1]), out["next_sentence_logits"])
+      weights = tf.constant([[1.0, 1.0], [1.0, 0.0]])
+      mlm_nll = losses.sparse_nll(tf.constant([[5, 9], [1, 0]]), out["masked_lm_logits"])
+      nsp_nll = losses.sparse_nll(tf.constant([0, 1]), out["next_sentence_logits"])
+      loss = (losses.weighted_sum(mlm_nll, weights) / losses.count(mlm_nll, weights)
+              + losses.weighted_sum(nsp_nll) / losses.count(nsp_nll))
     grads = tape.gradient(loss, model.trainable_variables)
     none_grads.extend(v.path for g, v in zip(grads, model.trainable_variables)
                       if g is None)

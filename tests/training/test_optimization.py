@@ -183,7 +183,7 @@ def test_fused_adamw_equals_keras_adamw_including_sparse_grads():
 _MIRRORED_SCRIPT = """
 import json, sys
 import numpy as np, tensorflow as tf, keras
-from official_bert.training import distribution
+from official_bert.training import distribution, optimization
 distribution.use_logical_cpus(2)
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 with strategy.scope():

@@ -16,14 +16,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, UNCASED_VOCAB, corpus_slice, need
+from conftest import REPO, UNCASED_VOCAB, corpus_text, need
 from data_prep import create_pretraining_data as cpd
 from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.training import distribution
 from official_bert.training import input_pipeline
 from official_bert.training import optimization
 from official_bert.training import runner
-from official_bert.tasks import base as tasks
+from official_bert.tasks.pretraining import PretrainingTask
+from official_bert.training import evaluation
 from official_bert.training import training_loop
 
 SEQ, PREDS = 32, 5
@@ -37,7 +38,7 @@ TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention
 def data(tmp_path_factory):
   root = tmp_path_factory.mktemp("pretrain")
   corpus = root / "corpus.txt"
-  corpus.write_text(corpus_slice(60_000, start=5_000_000), encoding="utf-8")
+  corpus.write_text(corpus_text(60_000), encoding="utf-8")
   cpd.run(cpd.Settings(input_file=str(corpus), output_file=str(root / "data.tfrecord"),
                        vocab_file=need(UNCASED_VOCAB), max_seq_length=SEQ,
                        max_predictions_per_seq=PREDS, dupe_factor=2, num_workers=1))
@@ -94,7 +95,7 @@ def test_mirrored_on_two_cpus_equals_one_device(data, tmp_path):
   _assert_close(_model_weights(tmp_path / "one"), _model_weights(tmp_path / "two"), 1e-5)
 
 
-def _trainer(config, batch, accumulation, dtype="float32", task_cls=tasks.PretrainingTask):
+def _trainer(config, batch, accumulation, dtype="float32", task_cls=PretrainingTask):
   keras.utils.set_random_seed(1)
   task = task_cls(bert_config_lib.BertConfig.from_json_file(config), SEQ, PREDS)
   schedule = optimization.WarmupLinearDecay(1e-3, 2, 10)
@@ -273,7 +274,7 @@ def test_predict_returns_outputs_in_input_order(data):
   trainer = _trainer(data["configs"]["nodrop"], 8, 1)
   ds_fn = lambda ctx: input_pipeline.pretraining_dataset(data["records"], SEQ, PREDS, 5,
                                                          is_training=False)
-  out = training_loop.predict(trainer.strategy, trainer.model, ds_fn,
+  out = evaluation.predict(trainer.strategy, trainer.model, ds_fn,
                               keep_features=("input_word_ids",))
   records = [r for r in tf.data.TFRecordDataset(data["records"])]
   assert out["masked_lm_logits"].shape == (len(records), PREDS, 30522)
@@ -293,14 +294,14 @@ def test_nan_loss_stops_with_a_message(data, tmp_path, monkeypatch):
   assert tf.train.latest_checkpoint(str(tmp_path)) is None
 
 
-class _InfiniteLossTask(tasks.PretrainingTask):
+class _InfiniteLossTask(PretrainingTask):
   def loss_sums(self, features, outputs):
     return {k: v * float("inf") for k, v in super().loss_sums(features, outputs).items()}
 
 
 def test_float16_skips_non_finite_steps_and_lowers_the_loss_scale(data):
   try:
-    tasks.set_precision("float16")
+    distribution.set_precision("float16")
     trainer = _trainer(data["configs"]["tiny"], 8, 1, dtype="float16",
                        task_cls=_InfiniteLossTask)
     before = [v.numpy().copy() for v in trainer.model.trainable_variables]
@@ -310,18 +311,18 @@ def test_float16_skips_non_finite_steps_and_lowers_the_loss_scale(data):
     assert all(np.array_equal(a, b) for a, b in zip(before, after))
     assert float(trainer.optimizer.dynamic_scale.numpy()) == scale / 2
   finally:
-    tasks.set_precision("float32")
+    distribution.set_precision("float32")
 
 
 def test_float16_and_bfloat16_train_finite(data):
   for dtype in ("bfloat16", "float16"):
     try:
-      tasks.set_precision(dtype)
+      distribution.set_precision(dtype)
       trainer = _trainer(data["configs"]["tiny"], 8, 1, dtype=dtype)
       metrics = trainer.train_steps(_eval_iterator(trainer, data["records"], 8), 2)
       assert math.isfinite(metrics["loss"]) and metrics["loss"] > 5, (dtype, metrics)
     finally:
-      tasks.set_precision("float32")
+      distribution.set_precision("float32")
 
 
 def test_strategy_names_and_errors():

@@ -2,6 +2,8 @@
 
 import keras
 from keras import ops
+from official_bert.modeling.layers.config_layer import ConfigLayer
+from official_bert.modeling.layers.config_layer import truncated_normal
 
 # The original adds -10000 (not -inf) to logits of padded keys. exp(-10000)
 # underflows to 0 in float32, so real positions match an -inf mask, and a row
@@ -10,7 +12,7 @@ _MASK_ADDER = -10000.0
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
-class BertSelfAttention(keras.layers.Layer):
+class BertSelfAttention(ConfigLayer):
   """Scaled dot-product self-attention with [hidden, hidden] projections.
 
   Separate `query`/`key`/`value` Dense layers (instead of
@@ -35,21 +37,17 @@ class BertSelfAttention(keras.layers.Layer):
                initializer_range=0.02,
                **kwargs):
     super().__init__(**kwargs)
+    self.store_config(locals())
     if hidden_size % num_attention_heads:
       raise ValueError(
           f"hidden_size ({hidden_size}) must be a multiple of "
           f"num_attention_heads ({num_attention_heads}).")
-    self.hidden_size = hidden_size
-    self.num_attention_heads = num_attention_heads
-    self.attention_probs_dropout_prob = attention_probs_dropout_prob
-    self.initializer_range = initializer_range
     self.head_size = hidden_size // num_attention_heads
 
     def dense(name):
       return keras.layers.Dense(
           hidden_size,
-          kernel_initializer=keras.initializers.TruncatedNormal(
-              stddev=initializer_range),
+          kernel_initializer=truncated_normal(initializer_range),
           dtype=self.dtype_policy,
           name=name)
 
@@ -96,12 +94,3 @@ class BertSelfAttention(keras.layers.Layer):
   def compute_output_shape(self, input_shape):
     return tuple(input_shape)
 
-  def get_config(self):
-    config = super().get_config()
-    config.update({
-        "hidden_size": self.hidden_size,
-        "num_attention_heads": self.num_attention_heads,
-        "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
-        "initializer_range": self.initializer_range,
-    })
-    return config

@@ -3,9 +3,13 @@
 import keras
 from keras import ops
 
+from official_bert.modeling.bert_config import LAYER_NORM_EPSILON
+from official_bert.modeling.layers.config_layer import ConfigLayer
+from official_bert.modeling.layers.config_layer import truncated_normal
+
 
 @keras.saving.register_keras_serializable(package="official_bert")
-class BertEmbeddings(keras.layers.Layer):
+class BertEmbeddings(ConfigLayer):
   """Sums word, absolute-position and token-type embeddings.
 
   Call args:
@@ -24,28 +28,23 @@ class BertEmbeddings(keras.layers.Layer):
                type_vocab_size=16,
                hidden_dropout_prob=0.1,
                initializer_range=0.02,
-               layer_norm_epsilon=1e-12,
+               layer_norm_epsilon=LAYER_NORM_EPSILON,
                **kwargs):
     super().__init__(**kwargs)
-    self.vocab_size = vocab_size
-    self.hidden_size = hidden_size
-    self.max_position_embeddings = max_position_embeddings
-    self.type_vocab_size = type_vocab_size
-    self.hidden_dropout_prob = hidden_dropout_prob
-    self.initializer_range = initializer_range
-    self.layer_norm_epsilon = layer_norm_epsilon
+    self.store_config(locals())
 
-    def init():
-      return keras.initializers.TruncatedNormal(stddev=initializer_range)
 
     self.word_embeddings = keras.layers.Embedding(
-        vocab_size, hidden_size, embeddings_initializer=init(),
+        vocab_size, hidden_size,
+        embeddings_initializer=truncated_normal(initializer_range),
         dtype=self.dtype_policy, name="word_embeddings")
     self.position_embeddings = keras.layers.Embedding(
-        max_position_embeddings, hidden_size, embeddings_initializer=init(),
+        max_position_embeddings, hidden_size,
+        embeddings_initializer=truncated_normal(initializer_range),
         dtype=self.dtype_policy, name="position_embeddings")
     self.token_type_embeddings = keras.layers.Embedding(
-        type_vocab_size, hidden_size, embeddings_initializer=init(),
+        type_vocab_size, hidden_size,
+        embeddings_initializer=truncated_normal(initializer_range),
         dtype=self.dtype_policy, name="token_type_embeddings")
     self.layer_norm = keras.layers.LayerNormalization(
         epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="layer_norm")
@@ -84,15 +83,3 @@ class BertEmbeddings(keras.layers.Layer):
   def compute_output_shape(self, input_shape):
     return tuple(input_shape) + (self.hidden_size,)
 
-  def get_config(self):
-    config = super().get_config()
-    config.update({
-        "vocab_size": self.vocab_size,
-        "hidden_size": self.hidden_size,
-        "max_position_embeddings": self.max_position_embeddings,
-        "type_vocab_size": self.type_vocab_size,
-        "hidden_dropout_prob": self.hidden_dropout_prob,
-        "initializer_range": self.initializer_range,
-        "layer_norm_epsilon": self.layer_norm_epsilon,
-    })
-    return config

@@ -5,10 +5,13 @@ from keras import ops
 import tensorflow as tf
 
 from official_bert.modeling import activations
+from official_bert.modeling.bert_config import LAYER_NORM_EPSILON
+from official_bert.modeling.layers.config_layer import ConfigLayer
+from official_bert.modeling.layers.config_layer import truncated_normal
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
-class MaskedLMHead(keras.layers.Layer):
+class MaskedLMHead(ConfigLayer):
   """Masked-LM head of original BERT (`cls/predictions`).
 
   transform = LN(act(Dense(H)(h))); logits = transform @ E^T + output_bias,
@@ -31,20 +34,15 @@ class MaskedLMHead(keras.layers.Layer):
                hidden_size=768,
                hidden_act="gelu",
                initializer_range=0.02,
-               layer_norm_epsilon=1e-12,
+               layer_norm_epsilon=LAYER_NORM_EPSILON,
                **kwargs):
     super().__init__(**kwargs)
-    self.vocab_size = vocab_size
-    self.hidden_size = hidden_size
-    self.hidden_act = hidden_act
-    self.initializer_range = initializer_range
-    self.layer_norm_epsilon = layer_norm_epsilon
+    self.store_config(locals())
     self._activation_fn = activations.get_activation(hidden_act)
 
     self.transform_dense = keras.layers.Dense(
         hidden_size,
-        kernel_initializer=keras.initializers.TruncatedNormal(
-            stddev=initializer_range),
+        kernel_initializer=truncated_normal(initializer_range),
         dtype=self.dtype_policy,
         name="transform_dense")
     self.transform_layer_norm = keras.layers.LayerNormalization(
@@ -82,20 +80,9 @@ class MaskedLMHead(keras.layers.Layer):
                            embedding_table_shape=None):
     return tuple(masked_positions_shape) + (self.vocab_size,)
 
-  def get_config(self):
-    config = super().get_config()
-    config.update({
-        "vocab_size": self.vocab_size,
-        "hidden_size": self.hidden_size,
-        "hidden_act": self.hidden_act,
-        "initializer_range": self.initializer_range,
-        "layer_norm_epsilon": self.layer_norm_epsilon,
-    })
-    return config
-
 
 @keras.saving.register_keras_serializable(package="official_bert")
-class NextSentenceHead(keras.layers.Layer):
+class NextSentenceHead(ConfigLayer):
   """2-way next-sentence classifier on the pooled output.
 
   Weights are stored as [2, hidden] (like `cls/seq_relationship/
@@ -111,8 +98,7 @@ class NextSentenceHead(keras.layers.Layer):
 
   def __init__(self, hidden_size=768, initializer_range=0.02, **kwargs):
     super().__init__(**kwargs)
-    self.hidden_size = hidden_size
-    self.initializer_range = initializer_range
+    self.store_config(locals())
 
   def build(self, input_shape=None):
     if self.built:  # Idempotent: a parent may rebuild a built child.
@@ -120,8 +106,7 @@ class NextSentenceHead(keras.layers.Layer):
     self.output_weights = self.add_weight(
         name="output_weights",
         shape=(2, self.hidden_size),
-        initializer=keras.initializers.TruncatedNormal(
-            stddev=self.initializer_range))
+        initializer=truncated_normal(self.initializer_range))
     self.output_bias = self.add_weight(
         name="output_bias", shape=(2,), initializer="zeros")
     self.built = True
@@ -134,10 +119,3 @@ class NextSentenceHead(keras.layers.Layer):
   def compute_output_shape(self, input_shape):
     return (input_shape[0], 2)
 
-  def get_config(self):
-    config = super().get_config()
-    config.update({
-        "hidden_size": self.hidden_size,
-        "initializer_range": self.initializer_range,
-    })
-    return config

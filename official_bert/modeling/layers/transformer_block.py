@@ -3,11 +3,14 @@
 import keras
 
 from official_bert.modeling import activations
+from official_bert.modeling.bert_config import LAYER_NORM_EPSILON
 from official_bert.modeling.layers.attention import BertSelfAttention
+from official_bert.modeling.layers.config_layer import ConfigLayer
+from official_bert.modeling.layers.config_layer import truncated_normal
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(ConfigLayer):
   """Post-LN Transformer layer, as in the BERT paper and original code.
 
     x = LN(x + Dropout(Dense(SelfAttention(x, mask))))
@@ -33,22 +36,13 @@ class TransformerBlock(keras.layers.Layer):
                hidden_dropout_prob=0.1,
                attention_probs_dropout_prob=0.1,
                initializer_range=0.02,
-               layer_norm_epsilon=1e-12,
+               layer_norm_epsilon=LAYER_NORM_EPSILON,
                **kwargs):
     super().__init__(**kwargs)
-    self.hidden_size = hidden_size
-    self.num_attention_heads = num_attention_heads
-    self.intermediate_size = intermediate_size
-    self.hidden_act = hidden_act
-    self.hidden_dropout_prob = hidden_dropout_prob
-    self.attention_probs_dropout_prob = attention_probs_dropout_prob
-    self.initializer_range = initializer_range
-    self.layer_norm_epsilon = layer_norm_epsilon
+    self.store_config(locals())
     # Resolve now so an unknown name fails at construction, not first call.
     self._activation_fn = activations.get_activation(hidden_act)
 
-    def init():
-      return keras.initializers.TruncatedNormal(stddev=initializer_range)
 
     def layer_norm(name):
       return keras.layers.LayerNormalization(
@@ -62,16 +56,19 @@ class TransformerBlock(keras.layers.Layer):
         dtype=self.dtype_policy,
         name="attention_self")
     self.attention_output_dense = keras.layers.Dense(
-        hidden_size, kernel_initializer=init(), dtype=self.dtype_policy,
+        hidden_size, kernel_initializer=truncated_normal(initializer_range),
+        dtype=self.dtype_policy,
         name="attention_output_dense")
     self.attention_dropout = keras.layers.Dropout(
         hidden_dropout_prob, dtype=self.dtype_policy, name="attention_dropout")
     self.attention_layer_norm = layer_norm("attention_output_layer_norm")
     self.intermediate_dense = keras.layers.Dense(
-        intermediate_size, kernel_initializer=init(), dtype=self.dtype_policy,
+        intermediate_size, kernel_initializer=truncated_normal(initializer_range),
+        dtype=self.dtype_policy,
         name="intermediate_dense")
     self.output_dense = keras.layers.Dense(
-        hidden_size, kernel_initializer=init(), dtype=self.dtype_policy,
+        hidden_size, kernel_initializer=truncated_normal(initializer_range),
+        dtype=self.dtype_policy,
         name="output_dense")
     self.output_dropout = keras.layers.Dropout(
         hidden_dropout_prob, dtype=self.dtype_policy, name="output_dropout")
@@ -105,16 +102,3 @@ class TransformerBlock(keras.layers.Layer):
   def compute_output_shape(self, input_shape):
     return tuple(input_shape)
 
-  def get_config(self):
-    config = super().get_config()
-    config.update({
-        "hidden_size": self.hidden_size,
-        "num_attention_heads": self.num_attention_heads,
-        "intermediate_size": self.intermediate_size,
-        "hidden_act": self.hidden_act,
-        "hidden_dropout_prob": self.hidden_dropout_prob,
-        "attention_probs_dropout_prob": self.attention_probs_dropout_prob,
-        "initializer_range": self.initializer_range,
-        "layer_norm_epsilon": self.layer_norm_epsilon,
-    })
-    return config

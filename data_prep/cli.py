@@ -1,0 +1,62 @@
+"""The one way data_prep programs start: absl flags, absl logging, user errors without traces.
+
+A program defines its flags in `define_flags()` (never at import time: importing two programs
+into one process, as tests and `official_bert` do, would define --input_file twice) and ends
+
+  if __name__ == "__main__":
+    define_flags()
+    cli.launch(main, required_flags=("input_file", "output_file"))
+
+`main(argv)` gets no positional arguments (extra ones are a usage error). A user error, a
+ValueError or an OSError such as FileNotFoundError (or TensorFlow's NotFoundError and
+PermissionDeniedError from gs:// paths), or a missing required flag, ends the program with
+its message on the log (stderr) and exit status 1, without a traceback; anything else is a
+bug and keeps its traceback.
+"""
+
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+
+def user_errors():
+  """The exception types `launch` reports as a message, not a traceback."""
+  # FloatingPointError: a training run whose loss became NaN or infinite.
+  errors = (ValueError, OSError, FloatingPointError)
+  tf = sys.modules.get("tensorflow")  # only if the program loaded it; errors come from it then
+  if tf is not None and hasattr(tf, "errors"):
+    errors += (tf.errors.NotFoundError, tf.errors.PermissionDeniedError)
+  return errors
+
+
+def missing_flags(names):
+  """The flags of `names` that are unset or empty."""
+  return [name for name in names if flags.FLAGS[name].value in (None, "", [])]
+
+
+def launch(main_fn, required_flags=(), positional=()):
+  """Parses the flags and runs `main_fn(argv)`; exits 1 with the message on a user error.
+
+  Args:
+    positional: names of the positional arguments the program takes (all required), e.g.
+      `("data.json", "pred.json")`; `argv[1:]` holds them.
+  """
+
+  def run(argv):
+    logging.set_verbosity(logging.INFO)
+    if len(argv) - 1 != len(positional):
+      expected = " ".join(positional) or "none"
+      raise app.UsageError(f"expected positional arguments: {expected}; got {argv[1:]}")
+    missing = missing_flags(required_flags)
+    if missing:
+      logging.error("%s", " ".join(f"--{name} is required" for name in missing))
+      sys.exit(1)
+    try:
+      main_fn(argv)
+    except user_errors() as e:
+      logging.error("%s", e)
+      sys.exit(1)
+
+  app.run(run)

@@ -1,0 +1,54 @@
+"""The one CLI convention (`data_prep.cli`): flags defined only when run, user errors as a
+message and exit status 1, never a traceback."""
+
+import subprocess
+import sys
+
+from conftest import REPO
+
+PROGRAMS = ("create_pretraining_data", "create_squad_data", "create_classifier_data",
+            "learn_vocab", "demo_corpus", "show_pretraining_data")
+
+
+def _run(args, code=None):
+  cmd = [sys.executable] + (["-c", code] if code else ["-m"] + args)
+  return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_importing_every_program_defines_no_flags():
+  code = ("from absl import flags\n" +
+          "".join(f"import data_prep.{p}\n" for p in PROGRAMS) +
+          "defined = [n for n in ('input_file', 'output_file', 'vocab_file', 'task_name') "
+          "if n in flags.FLAGS]\n"
+          "assert not defined, defined\n")
+  proc = _run(None, code)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_missing_required_flag_is_exit_1_with_the_message():
+  proc = _run(["data_prep.demo_corpus", "--max_mb=0.01"])
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert "--output_file is required" in proc.stderr
+  assert "Traceback" not in proc.stderr
+
+
+def test_value_error_is_exit_1_with_the_message(tmp_path):
+  out = tmp_path / "corpus.txt"
+  proc = _run(["data_prep.demo_corpus", f"--output_file={out}", "--max_mb=0"])
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert "no documents found in the standard library" in proc.stderr
+  assert "Traceback" not in proc.stderr
+  assert not out.exists()
+
+
+def test_missing_input_file_is_exit_1_with_the_message(tmp_path):
+  proc = _run(["data_prep.show_pretraining_data", f"--input_file={tmp_path}/none*.tfrecord",
+               "--vocab_file=unused.txt"])
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert "matches no file" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unexpected_positional_argument_is_a_usage_error(tmp_path):
+  proc = _run(["data_prep.demo_corpus", f"--output_file={tmp_path / 'c.txt'}", "extra"])
+  assert proc.returncode == 1
+  assert "got ['extra']" in proc.stderr and "Traceback" not in proc.stderr
