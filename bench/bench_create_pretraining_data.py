@@ -1,4 +1,4 @@
-r"""create_pretraining_data end to end: ours vs the peer, as subprocesses on the same data and flags.
+r"""create_pretraining_data end to end: ours vs the peer, subprocesses on the same data and flags.
 
   python bench/bench_create_pretraining_data.py [--sizes=2,20] [--repeats=1] [--workers=2]
                                                 [--skip_peer] [--corpus=...] [--vocab=...]
@@ -18,7 +18,6 @@ This process never imports TensorFlow.
 import argparse
 import datetime
 import os
-import platform
 import re
 import shlex
 import statistics
@@ -28,6 +27,7 @@ import sys
 import tempfile
 import time
 
+import machine  # bench/machine.py: the script's own folder is on sys.path
 import psutil
 
 _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -44,22 +44,12 @@ def parse_args():
   p.add_argument("--skip_peer", action="store_true", help="Run ours only.")
   p.add_argument("--sample_ms", type=float, default=50, help="RSS sampling period.")
   p.add_argument("--python", default=sys.executable, help="Interpreter for the subprocesses.")
-  p.add_argument("--corpus", default=os.path.join(_REPO, "../shared/data/corpus/gutenberg_books.txt"))
+  p.add_argument("--corpus",
+                 default=os.path.join(_REPO, "../shared/data/corpus/gutenberg_books.txt"))
   p.add_argument("--vocab", default=os.path.join(
       _REPO, "../shared/data/vocab/bert-base-uncased/vocab.txt"))
   p.add_argument("--keep_logs", action="store_true", help="Print each run's log tail.")
   return p.parse_args()
-
-
-def cpu_model():
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or "?"
 
 
 def write_head(src, dst, mb):
@@ -125,7 +115,7 @@ def main():
   vocab = os.path.normpath(args.vocab)
   py = args.python
   print(f"# bench_create_pretraining_data  {datetime.datetime.now().isoformat(timespec='seconds')}")
-  print(f"# machine: nproc={os.cpu_count()} cpu='{cpu_model()}' "
+  print(f"# machine: nproc={os.cpu_count()} cpu='{machine.cpu_model()}' "
         f"mem={psutil.virtual_memory().total / 2**30:.1f} GiB  python={py}")
   print(f"# corpus {os.path.normpath(args.corpus)}; sizes {sizes} MB; repeats {args.repeats}; "
         f"RSS sampled every {args.sample_ms:g} ms over the whole process tree")
@@ -194,8 +184,9 @@ def main():
             + ("" if r["consistent"] else "  (instance count varied between runs!)"))
     if len(rows) == 2:
       o, p = rows[0][1], rows[1][1]
-      print(f"ours/peer: throughput (wall) {(o['instances'] / o['wall']) / (p['instances'] / p['wall']):.2f}x, "
-            f"throughput (internal) {(o['instances'] / o['internal']) / (p['instances'] / p['internal']):.2f}x, "
+      wall = (o['instances'] / o['wall']) / (p['instances'] / p['wall'])
+      internal = (o['instances'] / o['internal']) / (p['instances'] / p['internal'])
+      print(f"ours/peer: throughput (wall) {wall:.2f}x, throughput (internal) {internal:.2f}x, "
             f"wall {o['wall'] / p['wall']:.2f}x, peak RSS {o['peak'] / p['peak']:.2f}x, "
             f"instances {o['instances'] / p['instances']:.3f}x")
   if len(sizes) > 1:
@@ -203,7 +194,8 @@ def main():
     for tool, _, _ in tools:
       a, b = results[(lo, tool)], results[(hi, tool)]
       print(f"{tool}: peak RSS({hi:g} MB) / RSS({lo:g} MB) = {b['peak'] / a['peak']:.2f}")
-  print(f"\n(internal s: ours = its logged processing time; peer = wall - {tf_import:.2f} s TF import. "
+  print("\n(internal s: ours = its logged processing time; "
+        f"peer = wall - {tf_import:.2f} s TF import. "
         f"ours --num_workers={args.workers}; peer is single-process.)")
 
 

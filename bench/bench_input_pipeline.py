@@ -31,11 +31,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 from official.nlp.data import pretrain_dataloader  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
-from data_prep import example_encoder, schema, tfrecord_io  # noqa: E402
-from official_bert.training import input_pipeline
+from data_prep import example_encoder  # noqa: E402
+from data_prep import schema  # noqa: E402
+from data_prep import tfrecord_io  # noqa: E402
+from official_bert.training import input_pipeline  # noqa: E402
 
 WARMUP_BATCHES = 20
 
@@ -43,8 +45,7 @@ WARMUP_BATCHES = 20
 def write_records(directory, args):
   """--shards files of synthetic records with the original feature names; returns a glob."""
   encoder = example_encoder.ExampleEncoder(schema.pretraining_features(args.seq, args.preds))
-  stream = input_pipeline.synthetic_pretraining_dataset(args.seq, args.preds, 30522, 1024,
-                                                        seed=0)
+  stream = input_pipeline.synthetic_pretraining_dataset(args.seq, args.preds, 30522, 1024, seed=0)
   names = {ours: original for original, ours in schema.V2_NAMES.items()}
   per_shard = -(-args.examples // args.shards)
   iterator = iter(stream)
@@ -64,14 +65,21 @@ def write_records(directory, args):
 
 
 def ours(pattern, args):
-  return input_pipeline.pretraining_dataset(pattern, args.seq, args.preds, args.batch,
-                                            is_training=True, seed=1)
+  return input_pipeline.pretraining_dataset(pattern,
+                                            args.seq,
+                                            args.preds,
+                                            args.batch,
+                                            is_training=True,
+                                            seed=1)
 
 
 def peer(pattern, args):
-  config = pretrain_dataloader.BertPretrainDataConfig(
-      input_path=pattern, seq_length=args.seq, max_predictions_per_seq=args.preds,
-      global_batch_size=args.batch, is_training=True, use_next_sentence_label=True)
+  config = pretrain_dataloader.BertPretrainDataConfig(input_path=pattern,
+                                                      seq_length=args.seq,
+                                                      max_predictions_per_seq=args.preds,
+                                                      global_batch_size=args.batch,
+                                                      is_training=True,
+                                                      use_next_sentence_label=True)
   return pretrain_dataloader.BertPretrainDataLoader(config).load()
 
 
@@ -87,21 +95,25 @@ def main():
   for flag, default in (("seq", 128), ("preds", 20), ("batch", 256), ("examples", 65536),
                         ("shards", 8), ("batches", 200), ("repeats", 3)):
     parser.add_argument("--" + flag, type=int, default=default)
-  parser.add_argument("--gzip", action="store_true",
+  parser.add_argument("--gzip",
+                      action="store_true",
                       help="GZIP records: ours only (the peer's loader reads no compression)")
   args = parser.parse_args()
-  print(f"command : python {' '.join(sys.argv)}\n"
-        f"date    : {datetime.datetime.now().isoformat(timespec='seconds')}\n"
-        f"machine : nproc={len(os.sched_getaffinity(0))}, {platform.platform()}, loadavg "
-        f"{' '.join(open('/proc/loadavg').read().split()[:3])}; tensorflow {tf.__version__}",
-        flush=True)
+  print(
+      f"command : python {' '.join(sys.argv)}\n"
+      f"date    : {datetime.datetime.now().isoformat(timespec='seconds')}\n"
+      f"machine : nproc={len(os.sched_getaffinity(0))}, {platform.platform()}, loadavg "
+      f"{' '.join(open('/proc/loadavg').read().split()[:3])}; tensorflow {tf.__version__}",
+      flush=True)
   with tempfile.TemporaryDirectory() as directory:
     start = time.perf_counter()
     pattern = write_records(directory, args)
     size = sum(os.path.getsize(os.path.join(directory, f)) for f in os.listdir(directory))
-    print(f"wrote {args.examples} records (seq {args.seq}, {args.preds} predictions"
-          f"{', gzip' if args.gzip else ''}) in {args.shards} shards, {size / 2**20:.0f} MiB, "
-          f"{time.perf_counter() - start:.1f} s", flush=True)
+    print(
+        f"wrote {args.examples} records (seq {args.seq}, {args.preds} predictions"
+        f"{', gzip' if args.gzip else ''}) in {args.shards} shards, {size / 2**20:.0f} MiB, "
+        f"{time.perf_counter() - start:.1f} s",
+        flush=True)
     iterators = {"ours": iter(ours(pattern, args))}
     if not args.gzip:
       iterators["peer"] = iter(peer(pattern, args))

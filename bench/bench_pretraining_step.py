@@ -40,19 +40,20 @@ sys.path.insert(0, _REPO)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # pylint: disable=wrong-import-position
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 import keras  # noqa: E402
-import tf_keras  # noqa: E402
+import numpy as np  # noqa: E402
 from official.modeling.optimization import legacy_adamw  # noqa: E402
-from official.nlp.modeling import models as peer_models, networks as peer_networks  # noqa: E402
+from official.nlp.modeling import models as peer_models  # noqa: E402
+from official.nlp.modeling import networks as peer_networks  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
 
+from official_bert.modeling.bert_config import BertConfig  # noqa: E402
 from official_bert.tasks.pretraining import PretrainingTask  # noqa: E402
 from official_bert.training import distribution  # noqa: E402
 from official_bert.training import input_pipeline  # noqa: E402
 from official_bert.training import optimization  # noqa: E402
 from official_bert.training import training_loop  # noqa: E402
-from official_bert.modeling.bert_config import BertConfig  # noqa: E402
 
 PEAK_LR, WARMUP_STEPS, TRAIN_STEPS = 1e-4, 10000, 1000000
 

@@ -34,8 +34,7 @@ _DATA = os.path.join(os.path.dirname(_REPO), "shared", "data")
 def parse_args():
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--input_file", default=os.path.join(_DATA, "squad", "dev-v1.1.json"))
-  p.add_argument("--vocab", default=os.path.join(_DATA, "vocab", "bert-base-uncased",
-                                                  "vocab.txt"))
+  p.add_argument("--vocab", default=os.path.join(_DATA, "vocab", "bert-base-uncased", "vocab.txt"))
   p.add_argument("--repeats", type=int, default=3)
   p.add_argument("--workers", default="1,2", help="comma-separated --num_workers to time")
   p.add_argument("--skip_peer", action="store_true")
@@ -43,26 +42,35 @@ def parse_args():
 
 
 def run_peer(input_file, vocab):
+  from absl import logging  # pylint: disable=g-import-not-at-top
   from official.nlp.data import squad_lib  # pylint: disable=g-import-not-at-top
   from official.nlp.tools import tokenization  # pylint: disable=g-import-not-at-top
-  from absl import logging  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.WARNING)  # it logs its first 20 windows at INFO
   features = []
   t0 = time.perf_counter()
   examples = squad_lib.read_squad_examples(input_file, False, False)
   tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
-  squad_lib.convert_examples_to_features(
-      examples, tokenizer, 384, 128, 64, False,
-      lambda f, is_padding: None if is_padding else features.append(f), batch_size=8)
+  squad_lib.convert_examples_to_features(examples,
+                                         tokenizer,
+                                         384,
+                                         128,
+                                         64,
+                                         False,
+                                         lambda f, is_padding: None
+                                         if is_padding else features.append(f),
+                                         batch_size=8)
   return time.perf_counter() - t0, features
 
 
 def run_ours(input_file, vocab, output_file, workers, is_training):
   from data_prep import create_squad_data  # pylint: disable=g-import-not-at-top
   t0 = time.perf_counter()
-  summary = create_squad_data.run(create_squad_data.Settings(
-      input_file=input_file, output_file=output_file, vocab_file=vocab,
-      is_training=is_training, num_workers=workers))
+  summary = create_squad_data.run(
+      create_squad_data.Settings(input_file=input_file,
+                                 output_file=output_file,
+                                 vocab_file=vocab,
+                                 is_training=is_training,
+                                 num_workers=workers))
   return time.perf_counter() - t0, summary
 
 
@@ -70,6 +78,7 @@ def parity(peer, output_file):
   """Mismatch messages (empty when ours equals the peer window for window)."""
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
   from data_prep import schema  # pylint: disable=g-import-not-at-top
   from data_prep.squad import records as squad_schema  # pylint: disable=g-import-not-at-top
   meta = squad_schema.read_metadata(squad_schema.metadata_path(output_file))
@@ -83,8 +92,10 @@ def parity(peer, output_file):
   cols = {k: np.concatenate(v) for k, v in cols.items()}
   problems = []
   if len(peer) != len(meta.features) or len(peer) != len(cols["unique_ids"]):
-    return [f"window count: peer {len(peer)}, ours {len(cols['unique_ids'])} records / "
-            f"{len(meta.features)} metadata"]
+    return [
+        f"window count: peer {len(peer)}, ours {len(cols['unique_ids'])} records / "
+        f"{len(meta.features)} metadata"
+    ]
   for i, (p, m) in enumerate(zip(peer, meta.features)):
     for name in ("input_ids", "input_mask", "segment_ids"):
       if list(cols[name][i]) != list(getattr(p, name)):
@@ -100,15 +111,14 @@ def parity(peer, output_file):
 
 def main():
   args = parse_args()
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top,unused-import
+  import tensorflow as tf  # noqa: F401  # pylint: disable=g-import-not-at-top,unused-import
   print(f"# bench_squad_features  {datetime.datetime.now().isoformat(timespec='seconds')}")
   print(f"# {args.input_file}; nproc={os.cpu_count()} (load average "
         f"{os.getloadavg()[0]:.1f} at start: the cores may be shared)")
   rows = []
   with tempfile.TemporaryDirectory() as tmp:
     out = os.path.join(tmp, "eval.tf_record")
-    peer_seconds, peer = (None, None) if args.skip_peer else run_peer(args.input_file,
-                                                                    args.vocab)
+    peer_seconds, peer = (None, None) if args.skip_peer else run_peer(args.input_file, args.vocab)
     if peer is not None:
       rows.append(("squad_lib (peer)", "predict", 1, len(peer), peer_seconds))
     for workers in [int(w) for w in args.workers.split(",") if w.strip()]:
@@ -117,8 +127,9 @@ def main():
         for _ in range(args.repeats):
           seconds, summary = run_ours(args.input_file, args.vocab, out, workers, is_training)
           times.append(seconds)
-        rows.append(("ours", "train" if is_training else "predict", workers,
-                     summary["num_features"], statistics.median(times)))
+        rows.append(
+            ("ours", "train" if is_training else "predict", workers, summary["num_features"],
+             statistics.median(times)))
     problems = None
     if peer is not None:
       run_ours(args.input_file, args.vocab, out, 1, False)
@@ -131,8 +142,8 @@ def main():
     print(f"| {name} | {mode} | {workers} | {n} | {seconds:.2f} | {n / seconds:.0f} | {ratio} |")
   if problems is not None:
     print()
-    print(f"parity with squad_lib on {len(peer)} windows: "
-          + ("identical" if not problems else f"{len(problems)} mismatch(es): {problems[:5]}"))
+    print(f"parity with squad_lib on {len(peer)} windows: " +
+          ("identical" if not problems else f"{len(problems)} mismatch(es): {problems[:5]}"))
     if problems:
       sys.exit(1)
 

@@ -38,7 +38,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, _REPO)
 
 import datetime  # noqa: E402
-import platform  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
@@ -50,10 +49,11 @@ import tensorflow as tf  # noqa: E402
 tf.config.threading.set_intra_op_parallelism_threads(_CORES)
 tf.config.threading.set_inter_op_parallelism_threads(_CORES)
 
+import machine  # noqa: E402  # bench/machine.py, beside this script
+from official.nlp.tools import tokenization as peer_tok  # noqa: E402
 import tensorflow_text as tf_text  # noqa: E402
 
 from data_prep import tokenization as ours_tok  # noqa: E402
-from official.nlp.tools import tokenization as peer_tok  # noqa: E402
 
 flags.DEFINE_float("mb", 20, "MB of corpus text for ours and FastBert.")
 flags.DEFINE_float("peer_mb", 2, "MB of corpus text for the (slow) peer, and for the parity check.")
@@ -62,7 +62,8 @@ flags.DEFINE_integer("peer_repeats", 1, "Timed runs of the peer (median reported
 flags.DEFINE_integer("cores", 1, "Cores to pin the process to (read before TF is imported).")
 flags.DEFINE_string("corpus", os.path.join(_REPO, "../shared/data/corpus/gutenberg_books.txt"),
                     "Corpus text file (UTF-8).")
-flags.DEFINE_string("vocab", os.path.join(_REPO, "../shared/data/vocab/bert-base-uncased/vocab.txt"),
+flags.DEFINE_string("vocab",
+                    os.path.join(_REPO, "../shared/data/vocab/bert-base-uncased/vocab.txt"),
                     "WordPiece vocab.")
 FLAGS = flags.FLAGS
 _BATCH = ours_tok._BATCH  # pylint: disable=protected-access
@@ -78,17 +79,6 @@ def read_head(path, mb):
   return data.decode("utf-8").splitlines(), len(data)
 
 
-def cpu_model():
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or "?"
-
-
 def timed(fn, repeats):
   times = []
   for _ in range(repeats):
@@ -101,7 +91,7 @@ def timed(fn, repeats):
 def main(argv):
   del argv
   print(f"# bench_tokenizer  {datetime.datetime.now().isoformat(timespec='seconds')}")
-  print(f"# machine: nproc={os.cpu_count()} cpu='{cpu_model()}'  pinned to cores "
+  print(f"# machine: nproc={os.cpu_count()} cpu='{machine.cpu_model()}'  pinned to cores "
         f"{sorted(os.sched_getaffinity(0))} ({_CORES} core{'s' if _CORES > 1 else ''}), "
         f"TF intra/inter threads={_CORES}")
   print(f"# tensorflow {tf.__version__}, tensorflow-text {getattr(tf_text, '__version__', '?')}")

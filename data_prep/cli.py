@@ -31,6 +31,15 @@ def user_errors():
   return errors
 
 
+def define_tokenizer_flags(max_seq_length=128, vocab_help="The WordPiece vocabulary file."):
+  """--vocab_file, --do_lower_case and --max_seq_length: how every writer tokenizes and packs,
+  with google-research/bert's names and meaning."""
+  flags.DEFINE_string("vocab_file", None, vocab_help)
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+  flags.DEFINE_integer("max_seq_length", max_seq_length,
+                       "Tokens per sequence, [CLS] and [SEP]s included.")
+
+
 def missing_flags(names):
   """The flags of `names` that are unset or empty."""
   return [name for name in names if flags.FLAGS[name].value in (None, "", [])]

@@ -71,9 +71,7 @@ def define_flags():
                       "QNLI, RTE, WNLI.")
   flags.DEFINE_string("data_dir", None, "glue_data/<TASK> folder, or a TFDS data dir.")
   flags.DEFINE_string("tfds_data_dir", None, "Read TFDS glue/<config> from this data dir.")
-  flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models).")
-  flags.DEFINE_integer("max_seq_length", 128, "Tokens per example, [CLS] and [SEP] included.")
+  cli.define_tokenizer_flags(max_seq_length=128)
   flags.DEFINE_string("output_dir", None, "Where the TFRecords go.")
   flags.DEFINE_list("splits", ["train", "dev", "test"], "Splits to write.")
   flags.DEFINE_integer("max_train_examples", 0,

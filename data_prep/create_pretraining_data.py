@@ -29,9 +29,9 @@ from absl import logging
 import numpy as np
 
 from data_prep import cli
+from data_prep import tfrecord_io
 from data_prep.pretraining import corpus
 from data_prep.pretraining import instances as instances_lib
-from data_prep import tfrecord_io
 
 FLAGS = flags.FLAGS
 
@@ -49,10 +49,8 @@ def define_flags():
   """Called only when run as a program (see `data_prep.cli`)."""
   flags.DEFINE_string("input_file", None, "Input raw text file(s): comma-separated, globs allowed.")
   flags.DEFINE_string("output_file", None, "Output TFRecord file(s), comma-separated.")
-  flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary file.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+  cli.define_tokenizer_flags(max_seq_length=128)
   flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words instead of word pieces.")
-  flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
   flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
   flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
   flags.DEFINE_integer("dupe_factor", 10, "Passes over the data (with different masks).")

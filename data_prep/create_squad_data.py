@@ -42,9 +42,7 @@ def define_flags():
   flags.DEFINE_string("input_file", None, "SQuAD JSON file (v1.1, or v2.0 with "
                       "--version_2_with_negative).")
   flags.DEFINE_string("output_file", None, "TFRecord to write; FILE.meta.jsonl goes next to it.")
-  flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary of the model.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
-  flags.DEFINE_integer("max_seq_length", 384, "Tokens per window, [CLS] and [SEP]s included.")
+  cli.define_tokenizer_flags(max_seq_length=384)
   flags.DEFINE_integer("doc_stride", 128, "Paragraph tokens between window starts.")
   flags.DEFINE_integer("max_query_length", 64, "Question tokens kept (longer ones are cut).")
   flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: unanswerable questions.")

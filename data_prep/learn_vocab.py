@@ -70,6 +70,7 @@ def _line_batches(files, batch_lines):
 def count_words(files, do_lower_case, batch_lines=4096):
   """Counter of the pre-tokenizer's words over all files (str keys)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TF only where needed)
+
   from data_prep import tokenization  # pylint: disable=g-import-not-at-top
   # split_words needs no wordpiece vocab; "[UNK]" satisfies the constructor.
   splitter = tokenization.TextTokenizer(["[UNK]"], lower_case=do_lower_case)

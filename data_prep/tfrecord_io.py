@@ -21,7 +21,6 @@ import struct
 import google_crc32c
 
 from data_prep import example_encoder
-from data_prep import schema
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -92,27 +91,6 @@ def open_file(path, mode="rb", encoding="utf-8", newline=None):
   if mode == "rb":
     return binary
   return io.TextIOWrapper(binary, encoding=encoding, newline=newline)
-
-
-def read_records(path):
-  """Yields the records of an uncompressed or GZIP TFRecord file, checking both CRCs."""
-  raw = open_file(path)
-  f = gzip.GzipFile(fileobj=raw, mode="rb") if schema.compression_of(path) else raw
-  with raw, f:
-    while True:
-      header = f.read(12)
-      if not header:
-        return
-      if len(header) < 12:
-        raise ValueError(f"{path}: truncated record header")
-      length, length_crc = struct.unpack("<QI", header)
-      if masked_crc32c(header[:8]) != length_crc:
-        raise ValueError(f"{path}: corrupt record length")
-      data, data_crc = f.read(length), f.read(4)
-      if len(data) < length or len(data_crc) < 4 or struct.unpack(
-          "<I", data_crc)[0] != masked_crc32c(data):
-        raise ValueError(f"{path}: corrupt or truncated record")
-      yield data
 
 
 def glob(pattern):

@@ -38,11 +38,6 @@ def is_punctuation(char):
   return unicodedata.category(char).startswith("P")
 
 
-def is_cjk(char):
-  cp = ord(char)
-  return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
-
-
 def _ranges(flags, bit):
   """Sorted (lo, hi) code point ranges whose flag has `bit` set."""
   out = []

@@ -22,13 +22,12 @@ copied along. TF1 optimizer slots (`adam_m`, `adam_v`) and `global_step` are ign
 
 import json
 import os
-import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from data_prep import cli
 from official_bert.interop import hf_weights
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
@@ -47,24 +46,29 @@ def define_flags():
   flags.DEFINE_enum("input_format", None, FORMATS, "Format of --input.")
   flags.DEFINE_string("output", None, "Where to write the converted weights.")
   flags.DEFINE_enum("output_format", None, FORMATS, "Format of --output.")
-  flags.DEFINE_string("bert_config_file", None,
-                      "bert_config.json of the model (our format). Default: bert_config.json "
-                      "next to --input, or HF config.json for --input_format=hf.")
-  flags.DEFINE_enum("model_type", None, list(model_types.MODEL_TYPES),
-                    "Which weights to convert. Default: inferred from the input's names "
-                    "(pretraining when it has cls/predictions, else encoder, ...).")
+  flags.DEFINE_string(
+      "bert_config_file", None,
+      "bert_config.json of the model (our format). Default: bert_config.json "
+      "next to --input, or HF config.json for --input_format=hf.")
+  flags.DEFINE_enum(
+      "model_type", None, list(model_types.MODEL_TYPES),
+      "Which weights to convert. Default: inferred from the input's names "
+      "(pretraining when it has cls/predictions, else encoder, ...).")
   flags.DEFINE_integer("num_labels", None,
                        "Labels of a classifier/tagger head (default: read from the input).")
-  flags.DEFINE_string("hf_prefix", None,
-                      "Prefix of the bert/* tensors in an HF output, e.g. 'bert.' "
-                      "(default: the HF input's, else 'bert.' for pretraining, '' for encoder).")
+  flags.DEFINE_string(
+      "hf_prefix", None, "Prefix of the bert/* tensors in an HF output, e.g. 'bert.' "
+      "(default: the HF input's, else 'bert.' for pretraining, '' for encoder).")
 
 
 FLAGS = flags.FLAGS
 
 _HF_ARCHITECTURES = {"encoder": "BertModel", "pretraining": "BertForPreTraining"}
-_FORMAT_NAMES = {"tf1": "a google-research TF1 checkpoint", "ours": "one of our checkpoints",
-                 "hf": "a Hugging Face model"}
+_FORMAT_NAMES = {
+    "tf1": "a google-research TF1 checkpoint",
+    "ours": "one of our checkpoints",
+    "hf": "a Hugging Face model"
+}
 
 
 def _read_config(path):
@@ -116,8 +120,8 @@ def write_output(model, model_type, bert_config, path, output_format, hf_prefix=
   directory = os.path.dirname(prefix) or "."
   tf.io.gfile.makedirs(directory)
   if output_format == "tf1":
-    written = tf1_checkpoint.write_tf1_checkpoint(
-        weight_loading.export_canonical_weights(model), prefix)
+    written = tf1_checkpoint.write_tf1_checkpoint(weight_loading.export_canonical_weights(model),
+                                                  prefix)
   else:
     written = checkpointing.model_checkpoint(model).write(prefix)
     # So that `tf.train.latest_checkpoint(directory)` (and --init_checkpoint=DIR) finds it.
@@ -125,8 +129,14 @@ def write_output(model, model_type, bert_config, path, output_format, hf_prefix=
   return written, directory
 
 
-def convert(input_path, input_format, output_path, output_format, bert_config_file=None,
-            model_type=None, num_labels=None, hf_prefix=None):
+def convert(input_path,
+            input_format,
+            output_path,
+            output_format,
+            bert_config_file=None,
+            model_type=None,
+            num_labels=None,
+            hf_prefix=None):
   """The whole conversion; returns (model_type, path written)."""
   weights, config = read_input(input_path, input_format, bert_config_file)
   model_type = model_type or model_types.infer_model_type(weights.tensors)
@@ -152,19 +162,12 @@ def convert(input_path, input_format, output_path, output_format, bert_config_fi
 
 def main(argv):
   del argv
-  for name in ("input", "input_format", "output", "output_format"):
-    if getattr(FLAGS, name) is None:
-      raise app.UsageError(f"--{name} is required")
-  try:
-    model_type, written = convert(FLAGS.input, FLAGS.input_format, FLAGS.output,
-                                  FLAGS.output_format, FLAGS.bert_config_file,
-                                  FLAGS.model_type, FLAGS.num_labels, FLAGS.hf_prefix)
-  except (ValueError, FileNotFoundError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(1)
+  model_type, written = convert(FLAGS.input, FLAGS.input_format, FLAGS.output, FLAGS.output_format,
+                                FLAGS.bert_config_file, FLAGS.model_type, FLAGS.num_labels,
+                                FLAGS.hf_prefix)
   print(f"Wrote {model_type} weights ({FLAGS.output_format}) to {written}")
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.launch(main, required_flags=("input", "input_format", "output", "output_format"))

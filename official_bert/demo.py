@@ -25,6 +25,7 @@ from data_prep import cli
 from data_prep import show_pretraining_data
 from data_prep import tokenization
 
+
 def define_flags():
   flags.DEFINE_enum("stage", None, ["config", "report"], "Which step.")
   flags.DEFINE_string("vocab_file", None, "The demo vocabulary.")

@@ -12,7 +12,7 @@ tokens as strings (`official_bert.export_signatures` documents the outputs).
 from absl import app
 from absl import flags
 import tensorflow as tf
-import tensorflow_text  # pylint: disable=unused-import  # registers the tokenizer's ops
+import tensorflow_text  # noqa: F401  # registers the tokenizer's ops
 
 
 def define_flags():
@@ -40,8 +40,9 @@ def query(export_dir, texts):
     for slot, position in enumerate(positions[row]):
       if position < 0:  # padding: this text has fewer [MASK]s than the longest one
         continue
-      masks.append((int(position), [(t.decode("utf-8"), float(p)) for t, p in
-                                    zip(tokens[row, slot], probabilities[row, slot])]))
+      masks.append((int(position), [
+          (t.decode("utf-8"), float(p)) for t, p in zip(tokens[row, slot], probabilities[row, slot])
+      ]))
     results.append(masks)
   return results
 

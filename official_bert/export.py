@@ -23,19 +23,17 @@ the config and export settings in `assets.extra/`.
 
 import json
 import os
-import shutil
-import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 import tensorflow as tf
 
+from data_prep import cli
 from data_prep import tokenization
-from official_bert.serving import signatures as export_signatures
-from official_bert.modeling import model_types
 from official_bert.interop import weights_io
+from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.serving import signatures as export_signatures
 
 
 def define_flags():
@@ -68,8 +66,8 @@ def _display_vocab(vocab, vocab_size, vocab_file):
     raise ValueError(f"{vocab_file} has {len(vocab)} tokens but the model's vocab_size is "
                      f"{vocab_size}")
   if len(vocab) < vocab_size:
-    logging.warning("%s has %d tokens, the model %d ids: the extra ids show as [id N].",
-                    vocab_file, len(vocab), vocab_size)
+    logging.warning("%s has %d tokens, the model %d ids: the extra ids show as [id N].", vocab_file,
+                    len(vocab), vocab_size)
   return list(vocab) + [f"[id {i}]" for i in range(len(vocab), vocab_size)]
 
 
@@ -77,15 +75,25 @@ def _save(module, directory, signatures, vocab_file, extra):
   module.vocab_file = tf.saved_model.Asset(vocab_file)
   tf.saved_model.save(module, directory, signatures=signatures)
   extra_dir = os.path.join(directory, "assets.extra")
-  os.makedirs(extra_dir, exist_ok=True)
+  tf.io.gfile.makedirs(extra_dir)
   for name, content in extra.items():
-    with open(os.path.join(extra_dir, name), "w", encoding="utf-8") as f:
+    with tf.io.gfile.GFile(os.path.join(extra_dir, name), "w") as f:
       f.write(content)
 
 
-def export(bert_config_file, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
-           max_seq_length=128, num_labels=None, label_names=None, export_format="single",
-           top_k=5, allow_random_head=False, overwrite=False):
+def export(bert_config_file,
+           checkpoint,
+           vocab_file,
+           do_lower_case,
+           model_type,
+           export_dir,
+           max_seq_length=128,
+           num_labels=None,
+           label_names=None,
+           export_format="single",
+           top_k=5,
+           allow_random_head=False,
+           overwrite=False):
   """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks)."""
   config = BertConfig.from_json_file(bert_config_file)
   vocab = tokenization.load_vocab_tokens(vocab_file)
@@ -98,55 +106,61 @@ def export(bert_config_file, checkpoint, vocab_file, do_lower_case, model_type, 
     num_labels = len(label_names)
   if export_format == "hub_pair" and model_type != "encoder":
     raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")
-  if os.path.exists(export_dir) and os.listdir(export_dir):
+  if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
     if not overwrite:
       raise ValueError(f"{export_dir} exists and is not empty (pass --overwrite)")
-    shutil.rmtree(export_dir)
+    tf.io.gfile.rmtree(export_dir)
 
   model = model_types.build_model(model_type, config, num_labels)
   resolved = weights_io.load_weights(model, checkpoint, require_heads=not allow_random_head)
   if allow_random_head:
-    logging.warning("--allow_random_head: a head absent from %s is exported with random "
-                    "weights.", resolved)
+    logging.warning(
+        "--allow_random_head: a head absent from %s is exported with random "
+        "weights.", resolved)
   tokenizer = tokenization.TextTokenizer(vocab, lower_case=do_lower_case)
   preprocessor = export_signatures.make_preprocessor(tokenizer, vocab, max_seq_length)
-  info = {"model_type": model_type, "checkpoint": resolved, "max_seq_length": max_seq_length,
-          "do_lower_case": bool(do_lower_case), "top_k": top_k, "label_names": label_names,
-          "export_format": export_format}
-  extra = {"bert_config.json": config.to_json_string(),
-           "export_info.json": json.dumps(info, indent=2) + "\n"}
+  info = {
+      "model_type": model_type,
+      "checkpoint": resolved,
+      "max_seq_length": max_seq_length,
+      "do_lower_case": bool(do_lower_case),
+      "top_k": top_k,
+      "label_names": label_names,
+      "export_format": export_format
+  }
+  extra = {
+      "bert_config.json": config.to_json_string(),
+      "export_info.json": json.dumps(info, indent=2) + "\n"
+  }
 
   if export_format == "single":
-    module = export_signatures.ServingModule(
-        model, model_type, preprocessor, _display_vocab(vocab, config.vocab_size, vocab_file),
-        top_k=top_k, label_names=label_names)
+    module = export_signatures.ServingModule(model,
+                                             model_type,
+                                             preprocessor,
+                                             _display_vocab(vocab, config.vocab_size, vocab_file),
+                                             top_k=top_k,
+                                             label_names=label_names)
     _save(module, export_dir, module.signatures(), vocab_file, extra)
     return module
   hub_pre = export_signatures.HubPreprocessor(preprocessor)
   hub_encoder = export_signatures.HubEncoder(model)
-  _save(hub_pre, os.path.join(export_dir, "preprocessor"), hub_pre.signatures(), vocab_file,
+  _save(hub_pre, os.path.join(export_dir, "preprocessor"), hub_pre.signatures(), vocab_file, extra)
+  _save(hub_encoder, os.path.join(export_dir, "encoder"), hub_encoder.signatures(), vocab_file,
         extra)
-  _save(hub_encoder, os.path.join(export_dir, "encoder"), hub_encoder.signatures(),
-        vocab_file, extra)
   return hub_pre, hub_encoder
 
 
 def main(argv):
   del argv
-  for name in ("bert_config_file", "checkpoint", "vocab_file", "model_type", "export_dir"):
-    if getattr(FLAGS, name) is None:
-      raise app.UsageError(f"--{name} is required")
-  try:
-    export(FLAGS.bert_config_file, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.do_lower_case,
-           FLAGS.model_type, FLAGS.export_dir, FLAGS.max_seq_length, FLAGS.num_labels,
-           FLAGS.label_names, FLAGS.export_format, FLAGS.top_k, FLAGS.allow_random_head,
-           FLAGS.overwrite)
-  except (ValueError, FileNotFoundError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(1)
+  export(FLAGS.bert_config_file, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.do_lower_case,
+         FLAGS.model_type, FLAGS.export_dir, FLAGS.max_seq_length, FLAGS.num_labels,
+         FLAGS.label_names, FLAGS.export_format, FLAGS.top_k, FLAGS.allow_random_head,
+         FLAGS.overwrite)
   print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(main)
+  cli.launch(main,
+             required_flags=("bert_config_file", "checkpoint", "vocab_file", "model_type",
+                             "export_dir"))

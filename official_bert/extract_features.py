@@ -17,34 +17,39 @@ feature-based NER variants; the JSON then has one layer entry, its `index` namin
 --init_checkpoint: ours, google-research TF1, or a Hugging Face model folder.
 """
 
+import dataclasses
+import io
 import json
 import re
+from typing import Optional
 
-from absl import flags
 import numpy as np
 import tensorflow as tf
 
 from data_prep.classification import features as classifier_features
+from official_bert.modeling.encoder import BertEncoder
 from official_bert.training import checkpointing
+from official_bert.training import common_flags
 from official_bert.training import finetuning_runner
 from official_bert.training import runner
-from official_bert.modeling.encoder import BertEncoder
+from official_bert.training.settings import option
 
 
-def define_flags():
-  flags.DEFINE_string("input_file", None, "Text, one example per line (`a ||| b` for pairs).")
-  flags.DEFINE_string("output_file", None, "JSON lines, or .npz arrays.")
-  flags.DEFINE_list("layers", ["-1", "-2", "-3", "-4"], "Layers to output, -1 = last.")
-  flags.DEFINE_enum("pooling", "none", ["none", "concat", "sum"],
-                    "Keep the layers apart, concatenate them, or add them (weighted).")
-  flags.DEFINE_list("layer_weights", None, "Weights of --pooling=sum (default: all 1).")
-  flags.DEFINE_string("bert_config_file", None, "bert_config.json (or the HF config.json).")
-  flags.DEFINE_string("init_checkpoint", None, "Weights: ours, TF1 or a Hugging Face folder.")
-  flags.DEFINE_string("vocab_file", None, "The vocabulary of the model.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models).")
-  flags.DEFINE_integer("max_seq_length", 128, "Tokens per example; longer inputs are cut.")
-  flags.DEFINE_integer("batch_size", 8, "Examples per forward pass.")
-
+@dataclasses.dataclass(frozen=True)
+class ExtractSettings:
+  input_file: Optional[str] = option(None, "Text, one example per line (`a ||| b` for pairs).")
+  output_file: Optional[str] = option(None, "JSON lines, or .npz arrays.")
+  layers: tuple = option(("-1", "-2", "-3", "-4"), "Layers to output, -1 = last.")
+  pooling: str = option("none", "Keep the layers apart, concatenate them, or add them "
+                        "(weighted).",
+                        choices=("none", "concat", "sum"))
+  layer_weights: Optional[tuple] = option(None, "Weights of --pooling=sum (default: all 1).")
+  bert_config_file: Optional[str] = option(None, "bert_config.json (or the HF config.json).")
+  init_checkpoint: Optional[str] = option(None, "Weights: ours, TF1 or a Hugging Face folder.")
+  vocab_file: Optional[str] = option(None, "The vocabulary of the model.")
+  do_lower_case: bool = option(True, "Lower-case input (uncased models).")
+  max_seq_length: int = option(128, "Tokens per example; longer inputs are cut.")
+  batch_size: int = option(8, "Examples per forward pass.")
 
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # the original's pair syntax
@@ -54,8 +59,7 @@ def read_examples(path):
   """(text_a, text_b or None) per line of `path`."""
   with tf.io.gfile.GFile(path) as f:
     lines = [line.strip() for line in f]
-  return [(m.group(1), m.group(2)) if (m := _PAIR.match(line)) else (line, None)
-          for line in lines]
+  return [(m.group(1), m.group(2)) if (m := _PAIR.match(line)) else (line, None) for line in lines]
 
 
 def encode(examples, tokenizer, max_seq_length):
@@ -63,24 +67,32 @@ def encode(examples, tokenizer, max_seq_length):
   cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
   a = classifier_features.ragged_rows(tokenizer, [e[0] for e in examples])
   b = classifier_features.ragged_rows(tokenizer, [e[1] or "" for e in examples])
-  rows = [classifier_features.pack_pair(a[i], b[i] if e[1] is not None else None, cls_id,
-                                        sep_id, max_seq_length)[:3]
-          for i, e in enumerate(examples)]
+  rows = [
+      classifier_features.pack_pair(a[i], b[i] if e[1] is not None else None, cls_id, sep_id,
+                                    max_seq_length)[:3] for i, e in enumerate(examples)
+  ]
   return [np.stack(column) for column in zip(*rows)]
 
 
 def layer_activations(encoder, input_ids, input_mask, segment_ids, layers, batch_size):
   """[n, seq, len(layers), hidden] float32: the chosen layers' outputs (-1 = last)."""
+
   @tf.function
   def forward(ids, mask, types):
-    outputs = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types},
+    outputs = encoder({
+        "input_word_ids": ids,
+        "input_mask": mask,
+        "input_type_ids": types
+    },
                       training=False)["encoder_outputs"]
     return tf.stack([outputs[i] for i in layers], axis=2)  # [b, seq, k, hidden]
 
   chunks = []
   for start in range(0, len(input_ids), batch_size):
-    batch = [tf.constant(x[start:start + batch_size], tf.int32)
-             for x in (input_ids, input_mask, segment_ids)]
+    batch = [
+        tf.constant(x[start:start + batch_size], tf.int32)
+        for x in (input_ids, input_mask, segment_ids)
+    ]
     chunks.append(forward(*batch).numpy().astype(np.float32))
   return np.concatenate(chunks)
 
@@ -90,8 +102,7 @@ def pool(values, pooling, weights=None):
   if pooling == "concat":
     return values.reshape(values.shape[:2] + (1, -1))
   if pooling == "sum":
-    w = np.ones(values.shape[2], np.float32) if weights is None else np.asarray(weights,
-                                                                                np.float32)
+    w = np.ones(values.shape[2], np.float32) if weights is None else np.asarray(weights, np.float32)
     return np.einsum("nskh,k->nsh", values, w)[:, :, None, :]
   return values
 
@@ -99,47 +110,66 @@ def pool(values, pooling, weights=None):
 def json_lines(values, tokens, lengths, layer_names):
   """The original's JSON objects, one per example."""
   for i, (row, length) in enumerate(zip(values, lengths)):
-    yield {"linex_index": i, "features": [
-        {"token": tokens[i][t],
-         "layers": [{"index": name, "values": [round(float(x), 6) for x in row[t, k]]}
-                    for k, name in enumerate(layer_names)]} for t in range(length)]}
+    yield {
+        "linex_index":
+            i,
+        "features": [{
+            "token":
+                tokens[i][t],
+            "layers": [{
+                "index": name,
+                "values": [round(float(x), 6) for x in row[t, k]]
+            } for k, name in enumerate(layer_names)]
+        } for t in range(length)]
+    }
 
 
-def run(flag_values):
-  layers = [int(x) for x in flag_values.layers]
-  config = finetuning_runner.model_config(flag_values)
+def run(settings):
+  layers = [int(x) for x in settings.layers]
+  config = finetuning_runner.model_config(settings)
   bad = [i for i in layers if not -config.num_hidden_layers <= i < config.num_hidden_layers]
   if bad:
     raise ValueError(f"--layers {bad} out of range for {config.num_hidden_layers} layers")
-  weights = [float(w) for w in flag_values.layer_weights] if flag_values.layer_weights else None
+  weights = [float(w) for w in settings.layer_weights] if settings.layer_weights else None
   if weights is not None and len(weights) != len(layers):
     raise ValueError(f"--layer_weights has {len(weights)} values for {len(layers)} layers")
-  tokenizer = classifier_features.cached_tokenizer(finetuning_runner.vocab_file(flag_values),
-                                                   flag_values.do_lower_case)
-  examples = read_examples(flag_values.input_file)
+  tokenizer = classifier_features.cached_tokenizer(finetuning_runner.vocab_file(settings),
+                                                   settings.do_lower_case)
+  examples = read_examples(settings.input_file)
   if not examples:
-    raise ValueError(f"{flag_values.input_file}: no lines")
-  ids, mask, segments = encode(examples, tokenizer, flag_values.max_seq_length)
+    raise ValueError(f"{settings.input_file}: no lines")
+  ids, mask, segments = encode(examples, tokenizer, settings.max_seq_length)
   encoder = BertEncoder.from_bert_config(config)
   encoder.build()
-  if flag_values.init_checkpoint:
-    checkpointing.warm_start(encoder, flag_values.init_checkpoint)
-  values = pool(layer_activations(encoder, ids, mask, segments, layers, flag_values.batch_size),
-                flag_values.pooling, weights)
-  names = layers if flag_values.pooling == "none" else [",".join(map(str, layers))]
+  if settings.init_checkpoint:
+    checkpointing.warm_start(encoder, settings.init_checkpoint)
+  values = pool(layer_activations(encoder, ids, mask, segments, layers, settings.batch_size),
+                settings.pooling, weights)
+  names = layers if settings.pooling == "none" else [",".join(map(str, layers))]
   lengths = mask.sum(axis=1)
   tokens = [tokenizer.convert_ids_to_tokens(row[:n].tolist()) for row, n in zip(ids, lengths)]
-  if flag_values.output_file.endswith(".npz"):
+  if settings.output_file.endswith(".npz"):
     padded = np.array([t + [""] * (ids.shape[1] - len(t)) for t in tokens], dtype=str)
-    np.savez(flag_values.output_file, values=values, tokens=padded, input_ids=ids,
-             input_mask=mask, layers=np.array(layers))
+    buffer = io.BytesIO()
+    np.savez(buffer,
+             values=values,
+             tokens=padded,
+             input_ids=ids,
+             input_mask=mask,
+             layers=np.array(layers))
+    with tf.io.gfile.GFile(settings.output_file, "wb") as f:
+      f.write(buffer.getvalue())
   else:
-    with tf.io.gfile.GFile(flag_values.output_file, "w") as f:
+    with tf.io.gfile.GFile(settings.output_file, "w") as f:
       for record in json_lines(values, tokens, lengths, names):
         f.write(json.dumps(record) + "\n")
   return values
 
 
+def main(flag_values):
+  return run(common_flags.settings_from_flags(ExtractSettings, flag_values))
+
+
 if __name__ == "__main__":
-  define_flags()
-  runner.launch(run, ["input_file", "output_file"])
+  common_flags.define_flags(ExtractSettings)
+  runner.launch(main, ["input_file", "output_file"])

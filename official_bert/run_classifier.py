@@ -20,32 +20,29 @@ import dataclasses
 import os
 from typing import Optional
 
-from absl import flags
 import numpy as np
 import tensorflow as tf
 
 from data_prep import create_classifier_data
 from data_prep.classification import glue_processors
+from official_bert.tasks import metrics
+from official_bert.tasks.classification import ClassificationTask
 from official_bert.training import common_flags
 from official_bert.training import finetuning_runner
-from official_bert.tasks import metrics
 from official_bert.training import settings as settings_lib
-from official_bert.tasks.classification import ClassificationTask
-
-
-def define_flags():
-  flags.DEFINE_string("task_name", None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, "
-                      "RTE, WNLI.")
-  flags.DEFINE_string("data_dir", None, "The glue_data/<TASK> folder (or a TFDS data dir).")
-  flags.DEFINE_string("tfds_data_dir", None, "Read TFDS glue/<config> from this data dir.")
-  common_flags.define_finetuning_flags(default_batch_size=32, default_lr=5e-5, default_seq=128)
+from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
 class ClassifierSettings(settings_lib.FinetuningSettings):
-  task_name: Optional[str] = None
-  data_dir: Optional[str] = None
-  tfds_data_dir: Optional[str] = None
+  task_name: Optional[str] = option(
+      None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI.")
+  data_dir: Optional[str] = option(None, "The glue_data/<TASK> folder (or a TFDS data dir).")
+  tfds_data_dir: Optional[str] = option(None, "Read TFDS glue/<config> from this data dir.")
+
+
+def define_flags():
+  common_flags.define_flags(ClassifierSettings)
 
 
 class ClassifierJob:
@@ -59,9 +56,8 @@ class ClassifierJob:
   def _write(self, split, vocab):
     s = self.settings
     path, self.meta[split] = create_classifier_data.write_split(
-        self.processor, split, s.output_dir, vocab, s.do_lower_case, s.max_seq_length,
-        s.data_dir, s.tfds_data_dir, s.max_train_examples if split == "train" else 0,
-        s.random_seed)
+        self.processor, split, s.output_dir, vocab, s.do_lower_case, s.max_seq_length, s.data_dir,
+        s.tfds_data_dir, s.max_train_examples if split == "train" else 0, s.random_seed)
     return path, self.meta[split]["num_examples"]
 
   def prepare(self):
@@ -70,15 +66,18 @@ class ClassifierJob:
 
   def make_task(self, bert_config):
     regression = self.processor.is_regression
-    return ClassificationTask(bert_config, 1 if regression else len(self.processor.labels),
-                              self.settings.max_seq_length, is_regression=regression)
+    return ClassificationTask(bert_config,
+                              1 if regression else len(self.processor.labels),
+                              self.settings.max_seq_length,
+                              is_regression=regression)
 
   def _predicted(self, logits):  # [n, labels] -> class ids, or scores for regression
     return logits[:, 0] if self.processor.is_regression else np.argmax(logits, -1)
 
   def score(self, split, predictions):
     real = predictions["is_real_example"] > 0
-    return metrics.glue_scores(self.processor.name, self._predicted(predictions["logits"])[real],
+    return metrics.glue_scores(self.processor.name,
+                               self._predicted(predictions["logits"])[real],
                                predictions["label_ids"][real])
 
   def write_predictions(self, split, predictions):

@@ -17,29 +17,28 @@ import dataclasses
 import os
 from typing import Optional
 
-from absl import flags
 import tensorflow as tf
 
 from data_prep import schema
 from data_prep.classification import features as classifier_features
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
+from official_bert.tasks import metrics
+from official_bert.tasks.tagging import TaggingTask
 from official_bert.training import common_flags
 from official_bert.training import evaluation
 from official_bert.training import finetuning_runner
-from official_bert.tasks import metrics
 from official_bert.training import settings as settings_lib
-from official_bert.tasks.tagging import TaggingTask
-
-
-def define_flags():
-  flags.DEFINE_string("data_dir", None, "Folder with the CoNLL-2003 files (either spelling).")
-  common_flags.define_finetuning_flags(default_batch_size=32, default_lr=5e-5, default_seq=128)
+from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
 class NerSettings(settings_lib.FinetuningSettings):
-  data_dir: Optional[str] = None
+  data_dir: Optional[str] = option(None, "Folder with the CoNLL-2003 files (either spelling).")
+
+
+def define_flags():
+  common_flags.define_flags(NerSettings)
 
 
 LABELS = list(conll.CONLL2003_LABELS)
@@ -60,9 +59,15 @@ class NerJob:
     if split == "train":
       sentences = classifier_features.subsample(sentences, s.max_train_examples, s.random_seed)
     self.sentences[split] = sentences
-    key = {"source": os.path.abspath(path), "vocab_file": os.path.abspath(vocab),
-           "do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
-           "num_sentences": len(sentences), "seed": s.random_seed, "labels": LABELS}
+    key = {
+        "source": os.path.abspath(path),
+        "vocab_file": os.path.abspath(vocab),
+        "do_lower_case": s.do_lower_case,
+        "max_seq_length": s.max_seq_length,
+        "num_sentences": len(sentences),
+        "seed": s.random_seed,
+        "labels": LABELS
+    }
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
@@ -98,11 +103,13 @@ class NerJob:
     path = os.path.join(self.settings.output_dir, f"{split}_predictions.txt")
     with tf.io.gfile.GFile(path, "w") as f:
       for sentence, predicted in zip(self.sentences[split], tags):
-        f.write("".join(f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags,
-                                                          predicted)))
+        f.write("".join(
+            f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags, predicted)))
         f.write("\n")
-    evaluation.write_results(self.settings.output_dir, split,
-                                    self.score(split, predictions), step=0)
+    evaluation.write_results(self.settings.output_dir,
+                             split,
+                             self.score(split, predictions),
+                             step=0)
 
 
 if __name__ == "__main__":

@@ -14,29 +14,24 @@ import dataclasses
 import sys
 from typing import Optional
 
-from absl import flags
-
 from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import common_flags
 from official_bert.training import runner
 from official_bert.training import settings as settings_lib
-
-
-def define_flags():
-  flags.DEFINE_string("input_file", None, "Pretraining TFRecords: comma-separated globs.")
-  flags.DEFINE_string("eval_input_file", None, "Held-out TFRecords (default: --input_file).")
-  flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked LM predictions per sequence.")
-  flags.DEFINE_integer("shuffle_buffer_size", 10000, "Training examples shuffled together.")
-  common_flags.define_common_flags(default_batch_size=32, default_lr=5e-5)
+from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
 class PretrainingSettings(settings_lib.RunSettings):
-  input_file: Optional[str] = None
-  eval_input_file: Optional[str] = None
-  max_predictions_per_seq: int = 20
-  shuffle_buffer_size: int = 10000
+  input_file: Optional[str] = option(None, "Pretraining TFRecords: comma-separated globs.")
+  eval_input_file: Optional[str] = option(None, "Held-out TFRecords (default: --input_file).")
+  max_predictions_per_seq: int = option(20, "Masked LM predictions per sequence.")
+  shuffle_buffer_size: int = option(10000, "Training examples shuffled together.")
+
+
+def define_flags():
+  common_flags.define_flags(PretrainingSettings)
 
 
 def run(settings, record=None):
@@ -52,16 +47,14 @@ def run(settings, record=None):
   strategy = runner.setup_runtime(s)
   config = bert_config_lib.BertConfig.from_json_file(s.bert_config_file)
   runner.check_sequence_length(s.max_seq_length, config, s.bert_config_file)
-  task = PretrainingTask(config, s.max_seq_length, s.max_predictions_per_seq,
-                         s.shuffle_buffer_size)
+  task = PretrainingTask(config, s.max_seq_length, s.max_predictions_per_seq, s.shuffle_buffer_size)
   trainer = runner.make_trainer(s, strategy, task, s.num_train_steps, s.num_warmup_steps)
   results = {}
   if s.do_train:
     run_config = {"bert_config": config.to_dict(), "flags": record or {}}
     with runner.explained_input_errors(s.input_file, s.bert_config_file):
       results["train"] = runner.run_training(
-          trainer, runner.dataset_fn(task, s.input_file, s.train_batch_size, True,
-                                     s.random_seed),
+          trainer, runner.dataset_fn(task, s.input_file, s.train_batch_size, True, s.random_seed),
           s.output_dir, s.num_train_steps, s.steps_per_loop, s.save_checkpoints_steps,
           s.init_checkpoint, s.keep_checkpoint_max, run_config)
   if s.do_eval:

@@ -26,54 +26,46 @@ import json
 import os
 from typing import Optional
 
-from absl import flags
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
 from data_prep import create_squad_data
 from data_prep.squad import records as squad_schema
+from official_bert.tasks import squad_postprocess
+from official_bert.tasks import squad_scorer
+from official_bert.tasks.squad import SquadTask
 from official_bert.training import common_flags
 from official_bert.training import finetuning_runner
 from official_bert.training import input_pipeline
 from official_bert.training import settings as settings_lib
-from official_bert.tasks import squad_scorer
-from official_bert.tasks import squad_postprocess
-from official_bert.tasks.squad import SquadTask
-
-
-def define_flags():
-  flags.DEFINE_string("train_file", None, "SQuAD JSON for training, or its TFRecord(s) from "
-                      "data_prep.create_squad_data (comma-separated globs).")
-  flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict on (and score against).")
-  flags.DEFINE_string("predict_feature_file", None, "Prediction TFRecord from "
-                      "create_squad_data --is_training=false (its .meta.jsonl next to it).")
-  flags.DEFINE_integer("doc_stride", 128, "Paragraph tokens between window starts.")
-  flags.DEFINE_integer("max_query_length", 64, "Question tokens kept.")
-  flags.DEFINE_integer("n_best_size", 20, "Candidate answers kept per question "
-                       "(nbest_predictions.json).")
-  flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in WordPiece tokens.")
-  flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: questions may have no answer.")
-  flags.DEFINE_float("null_score_diff_threshold", 0.0,
-                     "v2.0: predict no answer if null score - best span score > this.")
-  common_flags.define_finetuning_flags(default_batch_size=32, default_lr=5e-5, default_seq=384)
+from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
 class SquadSettings(settings_lib.FinetuningSettings):
-  train_file: Optional[str] = None
-  predict_file: Optional[str] = None
-  predict_feature_file: Optional[str] = None
-  doc_stride: int = 128
-  max_query_length: int = 64
-  n_best_size: int = 20
-  max_answer_length: int = 30
-  version_2_with_negative: bool = False
-  null_score_diff_threshold: float = 0.0
+  train_file: Optional[str] = option(
+      None, "SQuAD JSON for training, or its TFRecord(s) from data_prep.create_squad_data "
+      "(comma-separated globs).")
+  predict_file: Optional[str] = option(None, "SQuAD JSON to predict on (and score against).")
+  predict_feature_file: Optional[str] = option(
+      None, "Prediction TFRecord from create_squad_data --is_training=false (its "
+      ".meta.jsonl next to it).")
+  doc_stride: int = option(128, "Paragraph tokens between window starts.")
+  max_query_length: int = option(64, "Question tokens kept.")
+  n_best_size: int = option(20, "Candidate answers kept per question (nbest_predictions.json).")
+  max_answer_length: int = option(30, "Longest answer, in WordPiece tokens.")
+  version_2_with_negative: bool = option(False, "SQuAD 2.0: questions may have no answer.")
+  null_score_diff_threshold: float = option(
+      0.0, "v2.0: predict no answer if null score - best span score > this.")
 
 
-_SETTINGS_KEYS = ("vocab_file", "do_lower_case", "max_seq_length", "doc_stride",
-                  "max_query_length", "version_2_with_negative", "is_training", "articles")
+def define_flags():
+  common_flags.define_flags(SquadSettings, max_seq_length=384)
+
+
+_SETTINGS_KEYS = ("vocab_file", "do_lower_case", "max_seq_length", "doc_stride", "max_query_length",
+                  "version_2_with_negative", "is_training", "articles")
 
 
 def _mtime(path):
@@ -95,16 +87,21 @@ class SquadJob:
   def _features(self, json_file, name, is_training):
     """OUTPUT_DIR/name.tf_record for a SQuAD JSON file, reused while the settings match."""
     s = self.settings
-    data_settings = create_squad_data.Settings(
-        input_file=json_file, output_file=os.path.join(s.output_dir, f"{name}.tf_record"),
-        vocab_file=self.vocab, do_lower_case=s.do_lower_case,
-        max_seq_length=s.max_seq_length, doc_stride=s.doc_stride,
-        max_query_length=s.max_query_length,
-        version_2_with_negative=s.version_2_with_negative, is_training=is_training)
+    data_settings = create_squad_data.Settings(input_file=json_file,
+                                               output_file=os.path.join(
+                                                   s.output_dir, f"{name}.tf_record"),
+                                               vocab_file=self.vocab,
+                                               do_lower_case=s.do_lower_case,
+                                               max_seq_length=s.max_seq_length,
+                                               doc_stride=s.doc_stride,
+                                               max_query_length=s.max_query_length,
+                                               version_2_with_negative=s.version_2_with_negative,
+                                               is_training=is_training)
     meta = squad_schema.metadata_path(data_settings.output_file)
     if tf.io.gfile.exists(meta) and _mtime(meta) > _mtime(json_file):
       header = squad_schema.read_metadata(meta, header_only=True).header
-      wanted = dict(data_settings._asdict(), input_file=os.path.abspath(json_file),
+      wanted = dict(data_settings._asdict(),
+                    input_file=os.path.abspath(json_file),
                     vocab_file=os.path.abspath(self.vocab))
       if all(header.get(k) == wanted[k] for k in _SETTINGS_KEYS + ("input_file",)):
         logging.info("Reusing %s (same input and settings)", data_settings.output_file)
@@ -118,12 +115,11 @@ class SquadJob:
     paths = input_pipeline.expand_patterns(tfrecord_patterns)
     total = 0
     for path in paths:
-      header = squad_schema.read_metadata(squad_schema.metadata_path(path),
-                                          header_only=True).header
+      header = squad_schema.read_metadata(squad_schema.metadata_path(path), header_only=True).header
       for key, flag in (("max_seq_length", self.settings.max_seq_length),
                         ("do_lower_case", self.settings.do_lower_case),
-                        ("version_2_with_negative", self.settings.version_2_with_negative),
-                        ("is_training", is_training)):
+                        ("version_2_with_negative",
+                         self.settings.version_2_with_negative), ("is_training", is_training)):
         if header.get(key) != flag:
           raise ValueError(f"{path} was written with {key}={header.get(key)}; this run "
                            f"needs {key}={flag}")
@@ -140,8 +136,8 @@ class SquadJob:
     if s.do_train:
       if not s.train_file:
         raise ValueError("--do_train needs --train_file")
-      train_file = (self._features(s.train_file, "train", True) if _is_json(s.train_file)
-                    else s.train_file)
+      train_file = (self._features(s.train_file, "train", True)
+                    if _is_json(s.train_file) else s.train_file)
       num_train = self._num_examples(train_file, True)
     predict = {}
     if s.do_predict:
@@ -169,18 +165,19 @@ class SquadJob:
     end = predictions["end_logits"].astype(np.float32)
     results = {int(u): (s, e) for u, s, e in zip(predictions["unique_ids"], start, end)}
     tokenizer = tokenization.FullTokenizer(self.vocab, s.do_lower_case)
-    preds, nbest, null_odds = squad_postprocess.postprocess(
-        meta.examples, meta.features, results, tokenizer.split_words_batch, s.n_best_size,
-        s.max_answer_length, s.version_2_with_negative, s.null_score_diff_threshold)
+    preds, nbest, null_odds = squad_postprocess.postprocess(meta.examples, meta.features, results,
+                                                            tokenizer.split_words_batch,
+                                                            s.n_best_size, s.max_answer_length,
+                                                            s.version_2_with_negative,
+                                                            s.null_score_diff_threshold)
     out = s.output_dir
     squad_postprocess.write_json(preds, os.path.join(out, "predictions.json"))
     squad_postprocess.write_json(nbest, os.path.join(out, "nbest_predictions.json"))
     if s.version_2_with_negative:
       squad_postprocess.write_json(null_odds, os.path.join(out, "null_odds.json"))
-    logging.info("Wrote predictions for %d questions (%d windows) to %s", len(preds),
-                 len(results), out)
-    gold = s.predict_file or (meta.header["input_file"] if not meta.header["articles"]
-                               else None)
+    logging.info("Wrote predictions for %d questions (%d windows) to %s", len(preds), len(results),
+                 out)
+    gold = s.predict_file or (meta.header["input_file"] if not meta.header["articles"] else None)
     if not gold:
       logging.info("No --predict_file to score against (the features are an article slice)")
       return
@@ -203,8 +200,7 @@ def _score(gold, preds, nbest, null_odds):
   version, dataset = squad_scorer.read_dataset(gold)
   num_gold = sum(len(p["qas"]) for a in dataset for p in a["paragraphs"])
   if num_gold != len(preds):
-    logging.warning("%s has %d questions, the predictions cover %d", gold, num_gold,
-                    len(preds))
+    logging.warning("%s has %d questions, the predictions cover %d", gold, num_gold, len(preds))
   if version == "1.1":
     return version, squad_scorer.evaluate_v1(dataset, preds)
   scores = squad_scorer.evaluate_v2(dataset, preds, null_odds)
@@ -213,11 +209,11 @@ def _score(gold, preds, nbest, null_odds):
   # that predicts "" everywhere gets best_f1_thresh 0.0 whatever its spans are worth). Run on
   # every question's best non-null answer (what the threshold lets through) with the same
   # null odds, the search scores each --null_score_diff_threshold exactly.
-  answers = {q: next((e["text"] for e in entries if e["text"]), "")
-             for q, entries in nbest.items()}
+  answers = {q: next((e["text"] for e in entries if e["text"]), "") for q, entries in nbest.items()}
   search = squad_scorer.evaluate_v2(dataset, answers, null_odds)
-  scores[THRESHOLD_SEARCH] = {k: search[k] for k in (
-      "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")}
+  scores[THRESHOLD_SEARCH] = {
+      k: search[k] for k in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")
+  }
   return version, scores
 
 

@@ -16,27 +16,29 @@ import dataclasses
 import os
 from typing import Optional
 
-from absl import flags
 import numpy as np
 import tensorflow as tf
 
 from data_prep import schema
 from data_prep.classification import features as classifier_features
 from data_prep.multiple_choice import swag
+from official_bert.tasks.multiple_choice import MultipleChoiceTask
 from official_bert.training import common_flags
 from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
-from official_bert.tasks.multiple_choice import MultipleChoiceTask
-
-
-def define_flags():
-  flags.DEFINE_string("data_dir", None, "Folder with the SWAG train.csv, val.csv, test.csv.")
-  common_flags.define_finetuning_flags(default_batch_size=16, default_lr=2e-5, default_seq=64)
+from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
 class SwagSettings(settings_lib.FinetuningSettings):
-  data_dir: Optional[str] = None
+  data_dir: Optional[str] = option(None, "Folder with the SWAG train.csv, val.csv, test.csv.")
+
+
+def define_flags():
+  common_flags.define_flags(SwagSettings,
+                            train_batch_size=16,
+                            learning_rate=2e-5,
+                            max_seq_length=64)
 
 
 SPLIT_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
@@ -58,9 +60,14 @@ class SwagJob:
     if split == "train":
       examples = classifier_features.subsample(examples, s.max_train_examples, s.random_seed)
     self.ids[split] = [e.swag_id for e in examples]
-    key = {"source": os.path.abspath(path), "vocab_file": os.path.abspath(vocab),
-           "do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
-           "num_examples": len(examples), "seed": s.random_seed}
+    key = {
+        "source": os.path.abspath(path),
+        "vocab_file": os.path.abspath(vocab),
+        "do_lower_case": s.do_lower_case,
+        "max_seq_length": s.max_seq_length,
+        "num_examples": len(examples),
+        "seed": s.random_seed
+    }
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
@@ -82,12 +89,12 @@ class SwagJob:
 
   def write_predictions(self, split, predictions):
     probabilities = finetuning_runner.softmax(predictions["logits"])  # [n, choices]
-    with tf.io.gfile.GFile(os.path.join(self.settings.output_dir, f"{split}_results.tsv"), "w") as f:
-      f.write("id\t" + "\t".join(f"ending{i}" for i in range(probabilities.shape[1]))
-              + "\tprediction\n")
+    with tf.io.gfile.GFile(os.path.join(self.settings.output_dir, f"{split}_results.tsv"),
+                           "w") as f:
+      f.write("id\t" + "\t".join(f"ending{i}" for i in range(probabilities.shape[1])) +
+              "\tprediction\n")
       for swag_id, row in zip(self.ids[split], probabilities):
-        f.write(f"{swag_id}\t" + "\t".join(f"{p:.6f}" for p in row)
-                + f"\t{int(np.argmax(row))}\n")
+        f.write(f"{swag_id}\t" + "\t".join(f"{p:.6f}" for p in row) + f"\t{int(np.argmax(row))}\n")
 
 
 if __name__ == "__main__":

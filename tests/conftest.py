@@ -68,3 +68,12 @@ def vocab_ids(vocab_file, tokens):
     for i, line in enumerate(f):
       index.setdefault(line.rstrip("\n"), i)
   return [index[t] for t in tokens]
+
+
+@pytest.fixture(autouse=True)
+def _seed_from_module(request):
+  """Seeds Keras (Python, numpy and TF) before each test of a file that sets `SEED`."""
+  seed = getattr(request.module, "SEED", None)
+  if seed is not None:
+    import keras  # pylint: disable=g-import-not-at-top  (only files that ask for it)
+    keras.utils.set_random_seed(seed)

@@ -5,14 +5,16 @@ import json
 import subprocess
 import sys
 
+from conftest import REPO
+from conftest import UNCASED_VOCAB
+from conftest import need
 import keras
 import numpy as np
 
-from conftest import REPO, UNCASED_VOCAB, need
 from data_prep.classification import features as classifier_features
-from official_bert.training import checkpointing
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.encoder import BertEncoder
+from official_bert.training import checkpointing
 
 CONFIG = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=32, type_vocab_size=2)
@@ -22,7 +24,8 @@ LINES = ["Hello world!", "The unaffable man ||| sat down.", ""]
 def _extract(tmp_path, checkpoint, output, *flags):
   proc = subprocess.run(
       [sys.executable, "-m", "official_bert.extract_features",
-       f"--input_file={tmp_path / 'in.txt'}", f"--output_file={output}", f"--vocab_file={UNCASED_VOCAB}",
+       f"--input_file={tmp_path / 'in.txt'}", f"--output_file={output}",
+       f"--vocab_file={UNCASED_VOCAB}",
        f"--bert_config_file={tmp_path / 'config.json'}", f"--init_checkpoint={checkpoint}",
        "--max_seq_length=12", "--batch_size=2"] + list(flags),
       cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -16,9 +16,9 @@ import csv
 
 import numpy as np
 
-from data_prep.classification import features as classifier_features
 from data_prep import schema
 from data_prep import tfrecord_io
+from data_prep.classification import features as classifier_features
 
 SwagExample = collections.namedtuple("SwagExample",
                                      ["swag_id", "context", "start_ending", "endings", "label"])

@@ -18,8 +18,8 @@ import tensorflow as tf
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
 from official_bert.modeling import activation_names
-from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.bert_config import LAYER_NORM_EPSILON
+from official_bert.modeling.bert_config import BertConfig
 
 
 def bert_config_from_hf_dict(d, source="<dict>"):

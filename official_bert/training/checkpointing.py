@@ -120,7 +120,8 @@ class CheckpointKeeper:
       except (ValueError, tf.errors.InvalidArgumentError, AssertionError) as e:
         _raise_mismatch(latest, self.model, e)
       logging.info("RESUMED from %s at step %d (model, optimizer, step, learning rate "
-                   "schedule; the input skips what was consumed)%s.", latest, int(self.step.numpy()),
+                   "schedule; the input skips what was consumed)%s.", latest,
+                   int(self.step.numpy()),
                    f"; --init_checkpoint={init_checkpoint} is ignored" if init_checkpoint else "")
       return "resumed"
     if init_checkpoint:

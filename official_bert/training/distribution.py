@@ -7,7 +7,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
-STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+from official_bert.training.settings import STRATEGIES
 
 
 def use_logical_cpus(count):
@@ -18,7 +18,11 @@ def use_logical_cpus(count):
       cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
 
 
-def get_strategy(name="one_device", num_gpus=None, tpu=None, num_cpus=None, tpu_zone=None,
+def get_strategy(name="one_device",
+                 num_gpus=None,
+                 tpu=None,
+                 num_cpus=None,
+                 tpu_zone=None,
                  gcp_project=None):
   """A strategy by name.
 
@@ -50,8 +54,10 @@ def get_strategy(name="one_device", num_gpus=None, tpu=None, num_cpus=None, tpu_
       cpus = tf.config.list_logical_devices("CPU")
       devices = [d.name for d in cpus[:num_cpus or len(cpus)]]
     return tf.distribute.MirroredStrategy(devices)
-  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
-      tpu="" if tpu in (None, "local") else tpu, zone=tpu_zone, project=gcp_project)
+  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="" if tpu in (None,
+                                                                                 "local") else tpu,
+                                                               zone=tpu_zone,
+                                                               project=gcp_project)
   if tpu not in (None, "", "local"):
     tf.config.experimental_connect_to_cluster(resolver)
   tf.tpu.experimental.initialize_tpu_system(resolver)

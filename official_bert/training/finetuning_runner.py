@@ -24,12 +24,12 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from official_bert.interop import hf_weights
+from official_bert.interop import weights_io
 from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.training import common_flags
 from official_bert.training import distribution
 from official_bert.training import evaluation
-from official_bert.interop import hf_weights
-from official_bert.interop import weights_io
 from official_bert.training import runner
 from official_bert.training import settings as settings_lib
 

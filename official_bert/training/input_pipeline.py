@@ -109,7 +109,8 @@ def find_corrupt_files(input_patterns):
   bad = []
   for path in expand_patterns(input_patterns):
     try:
-      for _ in tf.data.TFRecordDataset(path, compression_type=schema.compression_of(path)).batch(4096):
+      compression = schema.compression_of(path)
+      for _ in tf.data.TFRecordDataset(path, compression_type=compression).batch(4096):
         pass
     except tf.errors.DataLossError as e:
       bad.append((path, e.message.strip()))

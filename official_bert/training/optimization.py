@@ -18,9 +18,9 @@ the trust ratio, unlike the LAMB paper.
 import re
 
 import keras
+from keras import ops
 import numpy as np
 import tensorflow as tf
-from keras import ops
 
 OPTIMIZERS = ("adamw", "lamb")
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")

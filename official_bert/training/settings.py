@@ -1,65 +1,93 @@
-"""Typed settings of a run, built once from the flags at the entry point.
+"""Typed settings of a run: declared once, as dataclass fields that are also the flags.
 
 Library code (runner, finetuning_runner, jobs) reads these, never the flags object, so it
 can be called from Python and tested without flags. A script's own settings subclass these
-with its extra fields; `common_flags.settings_from_flags` fills every field from the flag of
-the same name.
+with its extra fields; `common_flags.define_flags` defines a flag per field (names, defaults
+and help from here: google-research/bert's names) and `common_flags.settings_from_flags`
+builds the settings from them at the entry point.
 """
 
 import dataclasses
 from typing import Optional
 
 
+def option(default, help_text, choices=None):
+  """A settings field that is also a command-line flag of the same name.
+
+  The flag's type follows the field's (bool, int, float, str; Optional allowed), `choices`
+  makes it an enum; `common_flags.define_flags` defines it and `settings_from_flags` reads it
+  back, so a setting is declared once.
+  """
+  return dataclasses.field(default=default, metadata={"help": help_text, "choices": choices})
+
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSettings:
   """What every training script shares: the model, the loop, the strategy, precision."""
 
-  output_dir: Optional[str] = None
-  bert_config_file: Optional[str] = None
-  init_checkpoint: Optional[str] = None
-  max_seq_length: int = 128
-  do_train: bool = False
-  do_eval: bool = False
-  train_batch_size: int = 32
-  eval_batch_size: int = 8
-  learning_rate: float = 5e-5
+  bert_config_file: Optional[str] = option(None, "bert_config.json of the model.")
+  output_dir: Optional[str] = option(None, "Checkpoints, TensorBoard logs and results go here.")
+  init_checkpoint: Optional[str] = option(
+      None, "Warm-start weights only (ours, a google-research TF1 checkpoint or a Hugging "
+      "Face model folder). A checkpoint already in --output_dir resumes instead.")
+  max_seq_length: int = option(128, "Sequence length of the input files.")
+  do_train: bool = option(False, "Train.")
+  do_eval: bool = option(False, "Evaluate.")
+  train_batch_size: int = option(32, "Global training batch size.")
+  eval_batch_size: int = option(8, "Global evaluation batch size.")
+  learning_rate: float = option(5e-5, "Peak learning rate.")
   # None in fine-tuning: derived from the epochs (`num_train_epochs`, `warmup_proportion`).
-  num_train_steps: Optional[int] = 100000
-  num_warmup_steps: Optional[int] = 10000
-  save_checkpoints_steps: int = 1000
-  keep_checkpoint_max: int = 5
-  steps_per_loop: int = 100
-  optimizer: str = "adamw"
-  weight_decay: float = 0.01
-  clip_norm: float = 1.0
-  num_accumulation_steps: int = 1
-  max_eval_steps: int = 100
+  num_train_steps: Optional[int] = option(100000, "Training steps.")
+  num_warmup_steps: Optional[int] = option(10000, "Linear warmup steps.")
+  save_checkpoints_steps: int = option(1000, "Steps between checkpoints.")
+  keep_checkpoint_max: int = option(5, "Checkpoints kept in --output_dir.")
+  steps_per_loop: int = option(
+      100, "Steps per host round trip (logging granularity); the original's "
+      "--iterations_per_loop.")
+  optimizer: str = option("adamw", "Optimizer.", choices=("adamw", "lamb"))
+  weight_decay: float = option(0.01, "Decoupled weight decay (not on LayerNorm, biases).")
+  clip_norm: float = option(1.0, "Global gradient norm clip; 0 disables.")
+  num_accumulation_steps: int = option(1, "Micro-batches per step (gradient accumulation).")
+  max_eval_steps: int = option(100, "Evaluation batches at most.")
   # Runtime: resolved from --distribution_strategy/--tpu and the original --use_tpu/--tpu_name.
-  distribution_strategy: str = "one_device"
-  num_gpus: Optional[int] = None
-  tpu: Optional[str] = None
-  tpu_zone: Optional[str] = None
-  gcp_project: Optional[str] = None
-  cpu_devices: Optional[int] = None
-  dtype: str = "float32"
-  enable_xla: bool = False
-  random_seed: int = 12345
-  deterministic: bool = False
+  distribution_strategy: str = option(
+      "one_device",
+      "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.",
+      choices=STRATEGIES)
+  num_gpus: Optional[int] = option(None, "GPUs to use (default: all visible).")
+  tpu: Optional[str] = option(None, "TPU name or address for --distribution_strategy=tpu.")
+  tpu_zone: Optional[str] = option(None, "GCE zone of the TPU (default: looked up).")
+  gcp_project: Optional[str] = option(None, "GCP project of the TPU (default: looked up).")
+  cpu_devices: Optional[int] = option(
+      None, "Split the CPU into N logical devices (mirrored without GPUs; testing).")
+  dtype: str = option("float32",
+                      "Compute precision; float16 uses dynamic loss scaling.",
+                      choices=DTYPES)
+  enable_xla: bool = option(False, "Compile the training step with XLA.")
+  random_seed: int = option(12345, "Seed for initialization, dropout and input order.")
+  deterministic: bool = option(False, "Deterministic ops (bit-exact reruns; slower).")
 
 
 @dataclasses.dataclass(frozen=True)
 class FinetuningSettings(RunSettings):
   """google-research/bert's fine-tuning settings on top of the common ones."""
 
-  num_train_steps: Optional[int] = None
-  num_warmup_steps: Optional[int] = None
-  vocab_file: Optional[str] = None
-  do_lower_case: bool = True
-  do_predict: bool = False
-  predict_batch_size: int = 8
-  num_train_epochs: float = 3.0
-  warmup_proportion: float = 0.1
-  max_train_examples: int = 0
+  num_train_steps: Optional[int] = option(None,
+                                          "Training steps (default: from --num_train_epochs).")
+  num_warmup_steps: Optional[int] = option(
+      None, "Linear warmup steps (default: from --warmup_proportion).")
+  vocab_file: Optional[str] = option(None, "The vocabulary the model was trained with.")
+  do_lower_case: bool = option(True, "Lower-case input (uncased models).")
+  do_predict: bool = option(False, "Write predictions for the test/predict data.")
+  predict_batch_size: int = option(8, "Global prediction batch size.")
+  num_train_epochs: float = option(3.0, "Epochs over the training data.")
+  warmup_proportion: float = option(0.1, "Fraction of the training steps with linear warmup.")
+  max_train_examples: int = option(
+      0, "Train on a seeded random subset of this many examples (0: all).")
 
 
 def finetuning_steps(settings, num_examples):

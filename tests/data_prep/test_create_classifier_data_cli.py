@@ -8,11 +8,13 @@ import os
 import subprocess
 import sys
 
+from conftest import GLUE_DATA
+from conftest import REPO
+from conftest import UNCASED_VOCAB
+from conftest import need
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from conftest import GLUE_DATA, REPO, UNCASED_VOCAB, need
 
 SEQ = 64  # short enough that many pairs are truncated
 

@@ -8,15 +8,20 @@ import subprocess
 import sys
 import time
 
+from conftest import REAL_UNCASED_VOCAB
+from conftest import REPO
+from conftest import UNCASED_VOCAB
+from conftest import corpus_slice
+from conftest import corpus_text
+from conftest import need
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REAL_UNCASED_VOCAB, REPO, UNCASED_VOCAB, corpus_slice, corpus_text, need
 from data_prep import create_pretraining_data as cpd
-from data_prep.pretraining import instances as pretraining_instances
 from data_prep import schema
 from data_prep import tokenization
+from data_prep.pretraining import instances as pretraining_instances
 
 L, P = 64, 10
 

@@ -3,21 +3,23 @@
 import json
 import os
 
+from conftest import GLUE_DATA
+from conftest import UNCASED_VOCAB
+from conftest import need
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import GLUE_DATA, UNCASED_VOCAB, need
-from data_prep.classification import features as cf
 from data_prep import create_classifier_data
 from data_prep import schema
 from data_prep import tfrecord_io
+from data_prep.classification import features as cf
 from data_prep.classification import glue_processors as gp
+from official_bert.modeling.bert_config import BertConfig
+from official_bert.tasks.classification import ClassificationTask
 from official_bert.training import input_pipeline
 from official_bert.training import optimization
 from official_bert.training import training_loop
-from official_bert.modeling.bert_config import BertConfig
-from official_bert.tasks.classification import ClassificationTask
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,12 @@
 
 import os
 
+from conftest import GLUE_DATA
+from conftest import SHARED_DATA
+from conftest import need
 import pytest
 
 from data_prep.classification import glue_processors as gp
-from conftest import GLUE_DATA, SHARED_DATA, need
 
 GLUE = GLUE_DATA  # the fixture excerpts in tests/data/glue
 REAL_GLUE = os.path.join(SHARED_DATA, "glue")

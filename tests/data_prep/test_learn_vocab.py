@@ -4,13 +4,13 @@ import collections
 import os
 import random
 
+from conftest import corpus_text
 import pytest
 
-from conftest import corpus_text
-from data_prep.pretraining import corpus
 from data_prep import create_pretraining_data
 from data_prep import learn_vocab
 from data_prep import tokenization
+from data_prep.pretraining import corpus
 
 _STEMS = ("walk talk play work jump cook paint clean start finish open close visit watch "
           "help call move live love learn teach read build write climb travel order answer "

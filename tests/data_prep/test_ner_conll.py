@@ -3,15 +3,18 @@
 import collections
 import os
 
+from conftest import CONLL_DATA
+from conftest import SHARED_DATA
+from conftest import UNCASED_VOCAB
+from conftest import need
 import numpy as np
 import pytest
 
-from conftest import CONLL_DATA, SHARED_DATA, UNCASED_VOCAB, need
 from data_prep.classification import features as classifier_features
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
-from official_bert.tasks import metrics
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.tasks import metrics
 from official_bert.tasks.tagging import TaggingTask
 
 CONLL = CONLL_DATA  # the first sentences of each file (tests/data)

@@ -3,11 +3,14 @@
 import collections
 import json
 
+from conftest import SQUAD_V1
+from conftest import SQUAD_V2
+from conftest import UNCASED_VOCAB
+from conftest import need
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import SQUAD_V1, SQUAD_V2, UNCASED_VOCAB, need
 from data_prep import create_squad_data
 from data_prep import schema
 from data_prep.squad import features as squad_features

@@ -2,9 +2,10 @@
 
 import json
 
+from conftest import SQUAD_V1
+from conftest import need
 import pytest
 
-from conftest import SQUAD_V1, need
 from data_prep.squad import reader as squad_reader
 from data_prep.squad.reader import SquadError
 

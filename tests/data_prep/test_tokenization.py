@@ -2,12 +2,18 @@
 
 import random
 
+from conftest import CASED_VOCAB
+from conftest import CHINESE_VOCAB
+from conftest import REAL_CASED_VOCAB
+from conftest import REAL_UNCASED_VOCAB
+from conftest import UNCASED_VOCAB
+from conftest import corpus_slice
+from conftest import need
+from conftest import vocab_ids
+from official.nlp.tools import tokenization as reference
 import pytest
 import tensorflow as tf
-from official.nlp.tools import tokenization as reference
 
-from conftest import (CASED_VOCAB, CHINESE_VOCAB, REAL_CASED_VOCAB, REAL_UNCASED_VOCAB,
-                      UNCASED_VOCAB, corpus_slice, need, vocab_ids)
 from data_prep import tokenization
 
 ADVERSARIAL = [

@@ -18,13 +18,13 @@ from safetensors.numpy import load_file
 import tensorflow as tf
 
 from data_prep import tokenization
-from official_bert.training import checkpointing
 from official_bert import convert_checkpoint
-from official_bert.modeling import model_types
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
+from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.training import checkpointing
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,

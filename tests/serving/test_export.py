@@ -20,14 +20,14 @@ import pytest
 import tensorflow as tf
 
 from data_prep import tokenization
-from official_bert.training import checkpointing
 from official_bert import export
-from official_bert.modeling import model_types
-from official_bert.serving import text_packing as text_to_inputs
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
 from official_bert.interop import weights_io
+from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.serving import text_packing as text_to_inputs
+from official_bert.training import checkpointing
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ = 16
@@ -408,7 +408,8 @@ def test_multiple_choice_export_scores_every_choice(exported, tmp_path):
   assert logits.shape == (3, 3) and np.ptp(logits) > 1e-3  # the choices do score differently
   for name, value in inputs.items():  # (text, choice) packed as a pair, per choice
     np.testing.assert_array_equal(got["text/" + name], value, err_msg=name)
-  np.testing.assert_array_equal(got["tokens"].astype(str), np.array(VOCAB)[inputs["input_word_ids"]])
+  np.testing.assert_array_equal(got["tokens"].astype(str),
+                                np.array(VOCAB)[inputs["input_word_ids"]])
   np.testing.assert_allclose(got["text/logits"], logits, atol=1e-5, rtol=0)
   np.testing.assert_allclose(got["text/probabilities"], tf.nn.softmax(logits).numpy(), atol=1e-6)
   np.testing.assert_array_equal(got["text/predicted_ids"], logits.argmax(-1))

@@ -6,7 +6,10 @@ import os
 import subprocess
 import sys
 
-from conftest import GLUE_DATA, REPO, UNCASED_VOCAB, need
+from conftest import GLUE_DATA
+from conftest import REPO
+from conftest import UNCASED_VOCAB
+from conftest import need
 
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
         "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,

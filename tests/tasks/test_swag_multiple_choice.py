@@ -2,13 +2,15 @@
 
 import csv
 
+from conftest import UNCASED_VOCAB
+from conftest import need
 import numpy as np
 import pytest
+from test_glue_run_classifier import read_results
+from test_glue_run_classifier import run_script
 
-from conftest import UNCASED_VOCAB, need
 from data_prep.classification import features as classifier_features
 from data_prep.multiple_choice import swag
-from test_glue_run_classifier import read_results, run_script
 
 HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
           "ending0", "ending1", "ending2", "ending3", "label"]

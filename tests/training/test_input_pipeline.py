@@ -3,11 +3,13 @@
 import os
 import shutil
 
+from conftest import UNCASED_VOCAB
+from conftest import corpus_text
+from conftest import need
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import UNCASED_VOCAB, corpus_text, need
 from data_prep import create_pretraining_data as cpd
 from data_prep import schema
 from official_bert.training import input_pipeline as ip

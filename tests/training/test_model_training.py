@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert.tasks import losses
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.pretraining_model import BertPretrainingModel
+from official_bert.tasks import losses
 
 TINY = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2,
             num_attention_heads=2, intermediate_size=24,

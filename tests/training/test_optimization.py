@@ -5,12 +5,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert.training import optimization
 from official_bert.modeling.encoder import BertEncoder
-from official_bert.training.optimization import (WarmupLinearDecay, clip_by_global_norm,
-                                        create_optimizer, uses_weight_decay,
-                                        warmup_linear_decay)
 from official_bert.modeling.pretraining_model import BertPretrainingModel
+from official_bert.training import optimization
+from official_bert.training.optimization import WarmupLinearDecay
+from official_bert.training.optimization import clip_by_global_norm
+from official_bert.training.optimization import create_optimizer
+from official_bert.training.optimization import uses_weight_decay
+from official_bert.training.optimization import warmup_linear_decay
 
 PEAK, WARMUP, TOTAL = 1.0, 4, 10
 
@@ -207,6 +209,7 @@ def test_fused_adamw_updates_every_mirrored_replica(tmp_path):
   import json  # pylint: disable=import-outside-toplevel
   import subprocess  # pylint: disable=import-outside-toplevel
   import sys  # pylint: disable=import-outside-toplevel
+
   from conftest import REPO  # pylint: disable=import-outside-toplevel
   proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], cwd=REPO, text=True,
                         capture_output=True, timeout=120, check=False)

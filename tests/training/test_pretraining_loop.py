@@ -11,20 +11,23 @@ import subprocess
 import sys
 import time
 
+from conftest import REPO
+from conftest import UNCASED_VOCAB
+from conftest import corpus_text
+from conftest import need
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, UNCASED_VOCAB, corpus_text, need
 from data_prep import create_pretraining_data as cpd
 from official_bert.modeling import bert_config as bert_config_lib
+from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import distribution
+from official_bert.training import evaluation
 from official_bert.training import input_pipeline
 from official_bert.training import optimization
 from official_bert.training import runner
-from official_bert.tasks.pretraining import PretrainingTask
-from official_bert.training import evaluation
 from official_bert.training import training_loop
 
 SEQ, PREDS = 32, 5
@@ -335,6 +338,7 @@ def test_strategy_names_and_errors():
 
 def test_original_tpu_flags_map_onto_the_strategy_flags():
   from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+
   from official_bert.training import common_flags
 
   def resolve(**given):

@@ -2,6 +2,7 @@
 
 import keras
 from keras import ops
+
 from official_bert.modeling.layers.config_layer import ConfigLayer
 from official_bert.modeling.layers.config_layer import truncated_normal
 
