@@ -12,8 +12,16 @@ ValueError or an OSError such as FileNotFoundError (or TensorFlow's NotFoundErro
 PermissionDeniedError from gs:// paths), or a missing required flag, ends the program with
 its message on the log (stderr) and exit status 1, without a traceback; anything else is a
 bug and keeps its traceback.
+
+Signals: SIGTERM raises `Interrupted` in the main thread, as Ctrl-C (SIGINT) raises
+KeyboardInterrupt, so `with` blocks run their cleanup (writers delete their temporary files,
+worker pools are terminated); the program then exits with the signal's conventional status
+(128 + signal number: 143 for SIGTERM, 130 for SIGINT) and one line, no traceback, so a
+scheduler can tell a stopped run from a finished one. A training loop that saves a checkpoint
+first takes the signals over while it runs (`training_loop.StopRequest`).
 """
 
+import signal
 import sys
 
 from absl import app
@@ -29,6 +37,25 @@ def user_errors():
   if tf is not None and hasattr(tf, "errors"):
     errors += (tf.errors.NotFoundError, tf.errors.PermissionDeniedError)
   return errors
+
+
+class Interrupted(Exception):
+  """The program was asked to stop by a signal (after saving what it could)."""
+
+  def __init__(self, signum, what="stopped"):
+    super().__init__(f"{what} by signal {signal.Signals(signum).name}")
+    self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+  del frame
+  raise Interrupted(signum)
+
+
+def ignore_interrupts_in_worker():
+  """For worker processes' initializers: Ctrl-C reaches the whole process group, and only
+  the main process should react (it terminates the workers and removes partial files)."""
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def define_tokenizer_flags(max_seq_length=128, vocab_help="The WordPiece vocabulary file."):
@@ -62,10 +89,19 @@ def launch(main_fn, required_flags=(), positional=()):
     if missing:
       logging.error("%s", " ".join(f"--{name} is required" for name in missing))
       sys.exit(1)
+    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
       main_fn(argv)
     except user_errors() as e:
       logging.error("%s", e)
       sys.exit(1)
+    except Interrupted as e:
+      logging.error("%s; partial outputs were removed, checkpoints kept", e)
+      sys.exit(128 + e.signum)
+    except KeyboardInterrupt:
+      logging.error("interrupted (SIGINT); partial outputs were removed, checkpoints kept")
+      sys.exit(128 + signal.SIGINT)
+    finally:
+      signal.signal(signal.SIGTERM, previous)
 
   app.run(run)

@@ -157,10 +157,21 @@ _WORKER_OPTS = None
 def _init_worker(opts):
   global _WORKER_OPTS
   _WORKER_OPTS = opts
+  cli.ignore_interrupts_in_worker()
 
 
 def _work(chunk):
   return instances_lib.serialize_chunk(chunk, _WORKER_OPTS)
+
+
+def _check_ranges(settings):
+  """The run's own sizes (the instance options check theirs): named before any work."""
+  if settings.num_workers is not None and settings.num_workers < 0:
+    raise ValueError(f"--num_workers={settings.num_workers} must be >= 1 (unset: all cores)")
+  if not settings.chunk_size_mb > 0:
+    raise ValueError(f"--chunk_size_mb={settings.chunk_size_mb} must be > 0")
+  if settings.min_docs_per_chunk < 1:
+    raise ValueError(f"--min_docs_per_chunk={settings.min_docs_per_chunk} must be >= 1")
 
 
 def run(settings):
@@ -170,6 +181,7 @@ def run(settings):
   files = corpus.expand_input_patterns(settings.input_file or "")
   if not settings.vocab_file:
     raise ValueError("--vocab_file is required")
+  _check_ranges(settings)
   paths = output_paths(settings.output_file or "", settings.num_output_shards)
   tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
   tokenization.check_special_tokens(tokenizer.vocab, settings.vocab_file,

@@ -90,6 +90,7 @@ _WORKER_ARGS = None
 def _init_worker(args):
   global _WORKER_ARGS
   _WORKER_ARGS = args
+  cli.ignore_interrupts_in_worker()
 
 
 def _work(chunk):

@@ -21,6 +21,7 @@ import struct
 import google_crc32c
 
 from data_prep import example_encoder
+from data_prep import schema
 
 _MASK_DELTA = 0xA282EAD8
 
@@ -93,6 +94,43 @@ def open_file(path, mode="rb", encoding="utf-8", newline=None):
   return io.TextIOWrapper(binary, encoding=encoding, newline=newline)
 
 
+def read_text(path):
+  """The whole of a UTF-8 text file; bad bytes are a ValueError naming file, line and column
+  (Python's own message names neither)."""
+  with open_file(path, "rb") as f:
+    data = f.read()
+  try:
+    return data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    line = data.count(b"\n", 0, e.start) + 1
+    column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+    raise ValueError(f"{path}:{line}:{column}: not valid UTF-8 (byte "
+                     f"0x{data[e.start]:02x}); convert the file to UTF-8") from None
+
+
+def count_records(path):
+  """Records in a TFRecord file (uncompressed or GZIP), or None if it is truncated: the
+  framing's lengths are walked, the payloads skipped (a cheap check of a cached file)."""
+  compressed = schema.compression_of(path) == "GZIP"
+  with open_file(path, "rb") as raw:
+    f = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+    count = 0
+    try:
+      while True:
+        header = f.read(12)
+        if not header:
+          return count
+        if len(header) < 12:
+          return None
+        length = struct.unpack("<Q", header[:8])[0]
+        body = f.read(length + 4)
+        if len(body) < length + 4:
+          return None
+        count += 1
+    except (EOFError, OSError):  # a truncated gzip stream
+      return None
+
+
 def glob(pattern):
   """Sorted matches of a pattern on any tf.io.gfile filesystem.
 
@@ -121,6 +159,23 @@ def temporary_path(path):
   return os.path.join(head, f".{tail}.tmp-{os.getpid()}")
 
 
+def make_dirs(directory, what="an output directory"):
+  """Creates `directory` (and parents); a ValueError naming the path if a file is in the way
+  (where the file system would say only "File exists" or "Not a directory")."""
+  fs = gfile()
+  if not directory:
+    return
+  probe = directory.rstrip("/")
+  while probe and not fs.exists(probe):
+    parent = os.path.dirname(probe)
+    if parent == probe:
+      break
+    probe = parent
+  if probe and fs.exists(probe) and not fs.isdir(probe):
+    raise ValueError(f"cannot create {directory} ({what}): {probe} is a file")
+  fs.makedirs(directory)
+
+
 class AtomicFile:
   """A file written under `temporary_path(path)`; `commit` renames it to `path`, `abort`
   deletes it. As a context manager: commit when the block completes, abort if it raises.
@@ -130,8 +185,7 @@ class AtomicFile:
 
   def __init__(self, path, mode="wb"):
     fs = gfile()
-    if os.path.dirname(path):
-      fs.makedirs(os.path.dirname(path))
+    make_dirs(os.path.dirname(path), what=f"the directory of {path}")
     self.path = path
     self.tmp_path = temporary_path(path)
     self._file = fs.GFile(self.tmp_path, mode)

@@ -29,6 +29,7 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import cli
+from data_prep import tfrecord_io
 from data_prep import tokenization
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
@@ -106,11 +107,48 @@ def export(bert_config_file,
     num_labels = len(label_names)
   if export_format == "hub_pair" and model_type != "encoder":
     raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")
-  if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
-    if not overwrite:
-      raise ValueError(f"{export_dir} exists and is not empty (pass --overwrite)")
-    tf.io.gfile.rmtree(export_dir)
+  tfrecord_io.make_dirs(os.path.dirname(export_dir.rstrip("/")), "the parent of --export_dir")
+  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
+    raise ValueError(f"--export_dir={export_dir} is a file")
+  replacing = tf.io.gfile.exists(export_dir) and bool(tf.io.gfile.listdir(export_dir))
+  if replacing and not overwrite:
+    raise ValueError(f"{export_dir} exists and is not empty (pass --overwrite)")
+  # Built beside the target and swapped in only when complete: a failing export (a bad
+  # checkpoint, an interruption) leaves the previous model untouched and no partial one.
+  building = _sibling(export_dir, "tmp")
+  try:
+    result = _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, building,
+                    max_seq_length, num_labels, label_names, export_format, top_k,
+                    allow_random_head)
+  except BaseException:
+    if tf.io.gfile.exists(building):
+      tf.io.gfile.rmtree(building)
+    raise
+  _swap_in(building, export_dir, replacing)
+  return result
 
+
+def _sibling(path, kind):
+  path = path.rstrip("/")
+  parent, name = os.path.split(path)
+  return os.path.join(parent, f".{name}.{kind}-{os.getpid()}")
+
+
+def _swap_in(building, export_dir, replacing):
+  """Puts the finished export at `export_dir`; the old one is removed only after that."""
+  old = _sibling(export_dir, "old") if replacing else None
+  if old:
+    tf.io.gfile.rename(export_dir, old)
+  elif tf.io.gfile.exists(export_dir):  # an empty directory
+    tf.io.gfile.rmtree(export_dir)
+  tf.io.gfile.rename(building, export_dir)
+  if old:
+    tf.io.gfile.rmtree(old)
+
+
+def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
+           max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head):
+  """Writes the SavedModel(s) to `export_dir` (a fresh directory)."""
   model = model_types.build_model(model_type, config, num_labels)
   resolved = weights_io.load_weights(model, checkpoint, require_heads=not allow_random_head)
   if allow_random_head:

@@ -26,17 +26,19 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
+from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.training import checkpointing
 from official_bert.training import common_flags
 from official_bert.training import finetuning_runner
 from official_bert.training import runner
+from official_bert.training import settings as settings_lib
 from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
-class ExtractSettings:
+class ExtractSettings(settings_lib.Checked):
   input_file: Optional[str] = option(None, "Text, one example per line (`a ||| b` for pairs).")
   output_file: Optional[str] = option(None, "JSON lines, or .npz arrays.")
   layers: tuple = option(("-1", "-2", "-3", "-4"), "Layers to output, -1 = last.")
@@ -48,8 +50,10 @@ class ExtractSettings:
   init_checkpoint: Optional[str] = option(None, "Weights: ours, TF1 or a Hugging Face folder.")
   vocab_file: Optional[str] = option(None, "The vocabulary of the model.")
   do_lower_case: bool = option(True, "Lower-case input (uncased models).")
-  max_seq_length: int = option(128, "Tokens per example; longer inputs are cut.")
-  batch_size: int = option(8, "Examples per forward pass.")
+  max_seq_length: int = option(128, "Tokens per example; longer inputs are cut.", minimum=3)
+  batch_size: int = option(8, "Examples per forward pass.", minimum=1)
+  allow_random_weights: bool = option(
+      False, "Extract without --init_checkpoint (random weights; for tests only).")
 
 
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # the original's pair syntax
@@ -57,8 +61,7 @@ _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # the original's pair syntax
 
 def read_examples(path):
   """(text_a, text_b or None) per line of `path`."""
-  with tf.io.gfile.GFile(path) as f:
-    lines = [line.strip() for line in f]
+  lines = [line.strip() for line in tfrecord_io.read_text(path).splitlines()]
   return [(m.group(1), m.group(2)) if (m := _PAIR.match(line)) else (line, None) for line in lines]
 
 
@@ -124,13 +127,35 @@ def json_lines(values, tokens, lengths, layer_names):
     }
 
 
+def _parse_list(flag, values, kind):
+  """`values` parsed as `kind` (int or float), or a ValueError naming the flag and value."""
+  try:
+    return [kind(v) for v in values]
+  except ValueError:
+    bad = next(v for v in values if not _parses(v, kind))
+    raise ValueError(f"--{flag}: {bad!r} is not a{'n integer' if kind is int else ' number'} "
+                     f"(e.g. --{flag}={'-1,-2' if kind is int else '0.5,0.5'})") from None
+
+
+def _parses(value, kind):
+  try:
+    kind(value)
+    return True
+  except ValueError:
+    return False
+
+
 def run(settings):
-  layers = [int(x) for x in settings.layers]
+  layers = _parse_list("layers", settings.layers, int)
+  if not settings.init_checkpoint and not settings.allow_random_weights:
+    raise ValueError("--init_checkpoint is required: features of random weights mean nothing "
+                     "(pass --allow_random_weights to extract them anyway)")
   config = finetuning_runner.model_config(settings)
   bad = [i for i in layers if not -config.num_hidden_layers <= i < config.num_hidden_layers]
   if bad:
     raise ValueError(f"--layers {bad} out of range for {config.num_hidden_layers} layers")
-  weights = [float(w) for w in settings.layer_weights] if settings.layer_weights else None
+  weights = (_parse_list("layer_weights", settings.layer_weights, float)
+             if settings.layer_weights else None)
   if weights is not None and len(weights) != len(layers):
     raise ValueError(f"--layer_weights has {len(weights)} values for {len(layers)} layers")
   tokenizer = classifier_features.cached_tokenizer(finetuning_runner.vocab_file(settings),

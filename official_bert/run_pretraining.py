@@ -14,6 +14,7 @@ import dataclasses
 import sys
 from typing import Optional
 
+from data_prep import tfrecord_io
 from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import common_flags
@@ -26,8 +27,8 @@ from official_bert.training.settings import option
 class PretrainingSettings(settings_lib.RunSettings):
   input_file: Optional[str] = option(None, "Pretraining TFRecords: comma-separated globs.")
   eval_input_file: Optional[str] = option(None, "Held-out TFRecords (default: --input_file).")
-  max_predictions_per_seq: int = option(20, "Masked LM predictions per sequence.")
-  shuffle_buffer_size: int = option(10000, "Training examples shuffled together.")
+  max_predictions_per_seq: int = option(20, "Masked LM predictions per sequence.", minimum=1)
+  shuffle_buffer_size: int = option(10000, "Training examples shuffled together.", minimum=1)
 
 
 def define_flags():
@@ -44,6 +45,7 @@ def run(settings, record=None):
   s = settings
   if not (s.do_train or s.do_eval):
     raise ValueError("at least one of --do_train and --do_eval must be set")
+  tfrecord_io.make_dirs(s.output_dir, "--output_dir")
   strategy = runner.setup_runtime(s)
   config = bert_config_lib.BertConfig.from_json_file(s.bert_config_file)
   runner.check_sequence_length(s.max_seq_length, config, s.bert_config_file)

@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_prep import create_squad_data
+from data_prep import tfrecord_io
 from data_prep.squad import records as squad_schema
 from official_bert.tasks import squad_postprocess
 from official_bert.tasks import squad_scorer
@@ -51,10 +52,11 @@ class SquadSettings(settings_lib.FinetuningSettings):
   predict_feature_file: Optional[str] = option(
       None, "Prediction TFRecord from create_squad_data --is_training=false (its "
       ".meta.jsonl next to it).")
-  doc_stride: int = option(128, "Paragraph tokens between window starts.")
-  max_query_length: int = option(64, "Question tokens kept.")
-  n_best_size: int = option(20, "Candidate answers kept per question (nbest_predictions.json).")
-  max_answer_length: int = option(30, "Longest answer, in WordPiece tokens.")
+  doc_stride: int = option(128, "Paragraph tokens between window starts.", minimum=1)
+  max_query_length: int = option(64, "Question tokens kept.", minimum=1)
+  n_best_size: int = option(20, "Candidate answers kept per question (nbest_predictions.json).",
+                            minimum=1)
+  max_answer_length: int = option(30, "Longest answer, in WordPiece tokens.", minimum=1)
   version_2_with_negative: bool = option(False, "SQuAD 2.0: questions may have no answer.")
   null_score_diff_threshold: float = option(
       0.0, "v2.0: predict no answer if null score - best span score > this.")
@@ -104,8 +106,13 @@ class SquadJob:
                     input_file=os.path.abspath(json_file),
                     vocab_file=os.path.abspath(self.vocab))
       if all(header.get(k) == wanted[k] for k in _SETTINGS_KEYS + ("input_file",)):
-        logging.info("Reusing %s (same input and settings)", data_settings.output_file)
-        return data_settings.output_file
+        found = tfrecord_io.count_records(data_settings.output_file)
+        if found == header.get("num_features"):
+          logging.info("Reusing %s (same input and settings)", data_settings.output_file)
+          return data_settings.output_file
+        logging.warning("%s is damaged (%s of %s windows): writing it again",
+                        data_settings.output_file, "truncated" if found is None else found,
+                        header.get("num_features"))
     create_squad_data.run(data_settings)
     return data_settings.output_file
 
@@ -146,6 +153,12 @@ class SquadJob:
       path = s.predict_feature_file or self._features(s.predict_file, "predict", False)
       self._num_examples(path, False)
       self.predict_metadata = squad_schema.read_metadata(squad_schema.metadata_path(path))
+      made_from = self.predict_metadata.header.get("input_file")
+      if (s.predict_file and made_from
+          and tfrecord_io.absolute(s.predict_file) != tfrecord_io.absolute(made_from)):
+        raise ValueError(f"--predict_feature_file={path} was made from {made_from}, not "
+                         f"--predict_file={s.predict_file}: the answers would be scored "
+                         "against other questions")
       predict["predict"] = path
     return finetuning_runner.Data(train_file, num_train, {}, predict)
 
@@ -198,9 +211,9 @@ THRESHOLD_SEARCH = "null_score_diff_threshold_search"
 def _score(gold, preds, nbest, null_odds):
   """(version, official scores of `preds` against the `gold` file); v2.0 adds the search."""
   version, dataset = squad_scorer.read_dataset(gold)
-  num_gold = sum(len(p["qas"]) for a in dataset for p in a["paragraphs"])
-  if num_gold != len(preds):
-    logging.warning("%s has %d questions, the predictions cover %d", gold, num_gold, len(preds))
+  answered, num_gold = squad_scorer.check_coverage(dataset, preds, gold, "predictions.json")
+  if answered != num_gold:
+    logging.warning("%s has %d questions, the predictions cover %d", gold, num_gold, answered)
   if version == "1.1":
     return version, squad_scorer.evaluate_v1(dataset, preds)
   scores = squad_scorer.evaluate_v2(dataset, preds, null_odds)

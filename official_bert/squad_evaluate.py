@@ -25,12 +25,15 @@ def define_flags():
                       "v2.0: model estimates of probability of no answer.", short_name="n")
   flags.DEFINE_float("na-prob-thresh", 1.0, 'v2.0: predict "" if the no-answer probability '
                      "exceeds this.", short_name="t")
+  flags.DEFINE_bool("strict", False, "Fail (exit 1) when the predictions answer under half of "
+                    "the questions (without it: a warning).")
 
 
 def main(flag_values, data_file, pred_file):
   """Scores `pred_file` against `data_file`; prints or writes the official JSON."""
   result = squad_scorer.evaluate_files(data_file, pred_file, flag_values["na-prob-file"].value,
-                                       flag_values["na-prob-thresh"].value)
+                                       flag_values["na-prob-thresh"].value,
+                                       flag_values.strict)
   out_file = flag_values["out-file"].value
   if out_file:
     with tf.io.gfile.GFile(out_file, "w") as f:

@@ -126,11 +126,18 @@ def cached_tfrecord(path, key, build):
   meta_path = path + ".json"
   fs = tfrecord_io.gfile()
   if fs.exists(path) and fs.exists(meta_path):
-    with tfrecord_io.open_file(meta_path, "r") as f:
-      meta = json.load(f)
+    try:
+      meta = json.loads(tfrecord_io.read_text(meta_path))
+    except ValueError:
+      meta = {}
     if meta.get("key") == json.loads(json.dumps(key)):
-      logging.info("Reusing %s (%d examples)", path, meta["num_examples"])
-      return meta
+      found = tfrecord_io.count_records(path)
+      if found == meta.get("num_examples"):
+        logging.info("Reusing %s (%d examples)", path, found)
+        return meta
+      state = "is truncated" if found is None else f"holds {found} records"
+      logging.warning("%s %s but %s says %s: writing it again", path, state, meta_path,
+                      meta.get("num_examples"))
   features, columns, meta = build()
   meta = dict(meta, key=key,
               num_examples=tfrecord_io.write_examples(path, features, columns))

@@ -16,6 +16,7 @@ Two checks the original lacks, because a silently shifted column trains on garba
 
 import collections
 import csv
+import io
 import os
 import sys
 
@@ -35,8 +36,8 @@ def read_tsv(path):
   first row's.
   """
   csv.field_size_limit(sys.maxsize)  # RTE/QNLI test rows exceed csv's default 128 KiB limit
-  with tfrecord_io.open_file(path, "r", newline="") as f:
-    rows = list(csv.reader(f, delimiter="\t", quotechar=None))
+  text = tfrecord_io.read_text(path)
+  rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quotechar=None))
   for line_no, row in enumerate(rows, start=1):
     if len(row) != len(rows[0]):
       raise ValueError(f"{path}:{line_no}: {len(row)} tab-separated columns, expected "

@@ -13,6 +13,7 @@ Features (`schema.swag_features`): input_ids, input_mask, segment_ids [num_choic
 
 import collections
 import csv
+import io
 
 import numpy as np
 
@@ -31,7 +32,7 @@ def read_swag(path, require_label=True):
   """SwagExamples of a SWAG CSV. Raises ValueError naming file and line for a missing column,
   a row with the wrong number of fields, or a label that is not a choice index."""
   examples = []
-  with tfrecord_io.open_file(path, "r", newline="") as f:
+  with io.StringIO(tfrecord_io.read_text(path), newline="") as f:
     reader = csv.reader(f)
     header = next(reader, None)
     if header is None:

@@ -55,23 +55,22 @@ def read_conll(path, labels=CONLL2003_LABELS, tag_column=-1):
       words.clear()
       tags.clear()
 
-  with tfrecord_io.open_file(path, "r") as f:
-    for line_no, line in enumerate(f, start=1):
-      parts = line.split()
-      if not parts:
-        end_sentence()
-        continue
-      if parts[0] == "-DOCSTART-":
-        end_sentence()
-        continue
-      if len(parts) < 2:
-        raise ValueError(f"{path}:{line_no}: expected 'word ... tag' columns, got {line!r}")
-      tag = parts[tag_column]
-      if labels is not None and tag not in labels:
-        raise ValueError(f"{path}:{line_no}: unknown tag {tag!r}; known labels: "
-                         f"{list(labels)}")
-      words.append(parts[0])
-      tags.append(tag)
+  for line_no, line in enumerate(tfrecord_io.read_text(path).split("\n"), start=1):
+    parts = line.split()
+    if not parts:
+      end_sentence()
+      continue
+    if parts[0] == "-DOCSTART-":
+      end_sentence()
+      continue
+    if len(parts) < 2:
+      raise ValueError(f"{path}:{line_no}: expected 'word ... tag' columns, got {line!r}")
+    tag = parts[tag_column]
+    if labels is not None and tag not in labels:
+      raise ValueError(f"{path}:{line_no}: unknown tag {tag!r}; known labels: "
+                       f"{list(labels)}")
+    words.append(parts[0])
+    tags.append(tag)
   end_sentence()
   return sentences
 

@@ -21,6 +21,14 @@ from official_bert.modeling import activation_names
 from official_bert.modeling.bert_config import LAYER_NORM_EPSILON
 from official_bert.modeling.bert_config import BertConfig
 
+# transformers' `BertConfig` defaults (type_vocab_size 2, not the original's 16).
+HF_DEFAULTS = {
+    "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+    "intermediate_size": 3072, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
+    "initializer_range": 0.02,
+}
+
 
 def bert_config_from_hf_dict(d, source="<dict>"):
   """Converts an HF BERT `config.json` dict to a `BertConfig`."""
@@ -40,8 +48,8 @@ def bert_config_from_hf_dict(d, source="<dict>"):
     raise ValueError(f"{source}: unsupported hidden_act {act!r}; expected one "
                      f"of {sorted(activation_names.HF_TO_OURS)}.")
   # HF configs carry many unrelated keys; keep only BertConfig's fields.
-  fields = set(BertConfig.__dataclass_fields__)
-  ours = {k: v for k, v in d.items() if k in fields}
+  # HF's `BertConfig` has a default for every key, so a config.json may leave any out.
+  ours = {name: d.get(name, default) for name, default in HF_DEFAULTS.items()}
   ours["hidden_act"] = activation_names.HF_TO_OURS[act]
   return BertConfig.from_dict(ours, source=source)
 

@@ -87,8 +87,12 @@ class BertConfig:
     if unknown:
       logging.warning("%s: ignoring unknown BERT config keys %s.", source,
                      unknown)
-    if "vocab_size" not in d:
-      raise ValueError(f"{source}: missing required key 'vocab_size'.")
+    # As the original's `BertConfig.from_json_file`, every key is given: a missing one would
+    # silently train a model of another shape (e.g. 768 wide without "hidden_size").
+    missing = [name for name in names if name not in d]
+    if missing:
+      raise ValueError(f"{source}: missing required key(s) {missing} (a bert_config.json "
+                       f"has all of {names}).")
     # Bypass __init__/__post_init__ so that error messages name `source`.
     config = cls.__new__(cls)
     for f in dataclasses.fields(cls):

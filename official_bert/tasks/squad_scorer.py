@@ -189,9 +189,31 @@ def _read_json_object(path, what):
   return value
 
 
-def evaluate_files(data_file, prediction_file, na_prob_file=None, na_prob_thresh=1.0):
+# Below this share of questions with a prediction, the predictions are almost surely of
+# another data file (or a run that failed): the scores would be ~0 and mean nothing.
+MIN_COVERAGE = 0.5
+
+
+def check_coverage(dataset, predictions, data_file, prediction_file, strict=False):
+  """Warns (ValueError with `strict`) when the predictions answer under MIN_COVERAGE of the
+  questions of `dataset`; returns (answered, total)."""
+  ids = [qa["id"] for article in dataset for p in article["paragraphs"] for qa in p["qas"]]
+  answered = sum(1 for qid in ids if qid in predictions)
+  if ids and answered < MIN_COVERAGE * len(ids):
+    message = (f"{prediction_file} answers only {answered} of the {len(ids)} questions of "
+               f"{data_file}: predictions of another data file? The scores below are "
+               "meaningless")
+    if strict:
+      raise ValueError(message)
+    print("WARNING: " + message, file=sys.stderr)
+  return answered, len(ids)
+
+
+def evaluate_files(data_file, prediction_file, na_prob_file=None, na_prob_thresh=1.0,
+                   strict=False):
   version, dataset = read_dataset(data_file)
   predictions = _read_json_object(prediction_file, "predictions")
+  check_coverage(dataset, predictions, data_file, prediction_file, strict)
   if version == "1.1":
     return evaluate_v1(dataset, predictions)
   na_probs = _read_json_object(na_prob_file, "na-prob") if na_prob_file else None

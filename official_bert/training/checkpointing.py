@@ -9,6 +9,7 @@ weights (google-research/bert #888). Here the rule is explicit and logged:
     and the step start from zero.
 """
 
+import contextlib
 import os
 import tempfile
 
@@ -80,6 +81,19 @@ def _raise_mismatch(path, model, error):
                    f"{detail}") from None
 
 
+@contextlib.contextmanager
+def damaged_checkpoint_errors(path):
+  """Turns a read failure of a truncated or corrupt checkpoint (TensorFlow says only "Read
+  less bytes than requested" or "corrupted", without the file) into a ValueError naming it."""
+  try:
+    yield
+  except (tf.errors.DataLossError, tf.errors.OutOfRangeError, tf.errors.NotFoundError,
+          tf.errors.InternalError, IndexError) as e:
+    detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    raise ValueError(f"{path}: cannot read this checkpoint (truncated or corrupt: {detail}); "
+                     f"delete its files ({path}.*) to resume from an earlier one") from None
+
+
 def warm_start(model, path):
   """Loads model weights only, from ours, a google-research TF1 checkpoint or an HF model.
 
@@ -115,10 +129,11 @@ class CheckpointKeeper:
     """Returns what happened: "resumed", "warm_started" or "fresh"."""
     latest = tf.train.latest_checkpoint(self.output_dir)
     if latest:
-      try:
-        self.checkpoint.restore(latest).assert_existing_objects_matched()
-      except (ValueError, tf.errors.InvalidArgumentError, AssertionError) as e:
-        _raise_mismatch(latest, self.model, e)
+      with damaged_checkpoint_errors(latest):
+        try:
+          self.checkpoint.restore(latest).assert_existing_objects_matched()
+        except (ValueError, tf.errors.InvalidArgumentError, AssertionError) as e:
+          _raise_mismatch(latest, self.model, e)
       logging.info("RESUMED from %s at step %d (model, optimizer, step, learning rate "
                    "schedule; the input skips what was consumed)%s.", latest,
                    int(self.step.numpy()),

@@ -22,8 +22,8 @@ import sys
 
 from absl import logging
 import numpy as np
-import tensorflow as tf
 
+from data_prep import tfrecord_io
 from official_bert.interop import hf_weights
 from official_bert.interop import weights_io
 from official_bert.modeling import bert_config as bert_config_lib
@@ -100,11 +100,11 @@ def run(settings, job, record=None):
     raise ValueError("at least one of --do_train, --do_eval and --do_predict must be set")
   if not settings.output_dir:
     raise ValueError("--output_dir is required")
+  output_dir = settings.output_dir
+  tfrecord_io.make_dirs(output_dir, "--output_dir")
   # Before anything touches TensorFlow (the data step tokenizes with TF ops).
   strategy = runner.setup_runtime(settings)
   config = model_config(settings)
-  output_dir = settings.output_dir
-  tf.io.gfile.makedirs(output_dir)
   data = job.prepare()
   task = job.make_task(config)
   steps, warmup = settings_lib.finetuning_steps(settings, data.num_train_examples or 1)

@@ -130,6 +130,9 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
     stop.restore()
     if writer is not None:
       writer.flush()
+  if stop.requested and step < num_train_steps:
+    # Not a finished run: the caller (and a scheduler, by the exit status) must know.
+    raise cli.Interrupted(stop.signum, f"stopped at step {step} (checkpoint saved)")
   return metrics
 
 
@@ -137,7 +140,9 @@ def restore_for_eval(trainer, output_dir, init_checkpoint=None):
   """Weights to evaluate without training: the latest in `output_dir`, else init_checkpoint."""
   latest = tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
   if latest:
-    checkpointing.model_checkpoint(trainer.model, step=trainer.step).read(latest).expect_partial()
+    with checkpointing.damaged_checkpoint_errors(latest):
+      checkpointing.model_checkpoint(trainer.model, step=trainer.step).read(
+          latest).expect_partial()
     logging.info("Evaluating %s (step %d)", latest, int(trainer.step.numpy()))
   elif init_checkpoint:
     checkpointing.warm_start(trainer.model, init_checkpoint)

@@ -11,14 +11,40 @@ import dataclasses
 from typing import Optional
 
 
-def option(default, help_text, choices=None):
+def option(default, help_text, choices=None, minimum=None, maximum=None, above=None):
   """A settings field that is also a command-line flag of the same name.
 
   The flag's type follows the field's (bool, int, float, str; Optional allowed), `choices`
   makes it an enum; `common_flags.define_flags` defines it and `settings_from_flags` reads it
-  back, so a setting is declared once.
+  back, so a setting is declared once. `minimum`/`maximum` (inclusive) and `above`
+  (exclusive) are its range, checked when the settings are built (`check_ranges`), before
+  any work: a bad value is an error naming the flag, not a run that trains on nonsense.
   """
-  return dataclasses.field(default=default, metadata={"help": help_text, "choices": choices})
+  return dataclasses.field(default=default, metadata={
+      "help": help_text, "choices": choices, "minimum": minimum, "maximum": maximum,
+      "above": above})
+
+
+def check_ranges(settings):
+  """ValueError naming the first flag whose value is outside its declared range."""
+  for field in dataclasses.fields(settings):
+    value, meta = getattr(settings, field.name), field.metadata
+    if value is None or isinstance(value, (str, bool, tuple)):
+      continue
+    low, high, above = meta.get("minimum"), meta.get("maximum"), meta.get("above")
+    if low is not None and value < low:
+      raise ValueError(f"--{field.name}={value}: must be >= {low}")
+    if above is not None and value <= above:
+      raise ValueError(f"--{field.name}={value}: must be > {above}")
+    if high is not None and value > high:
+      raise ValueError(f"--{field.name}={value}: must be <= {high}")
+
+
+class Checked:
+  """Mixin: settings check their ranges when built."""
+
+  def __post_init__(self):
+    check_ranges(self)
 
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
@@ -26,7 +52,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclasses.dataclass(frozen=True)
-class RunSettings:
+class RunSettings(Checked):
   """What every training script shares: the model, the loop, the strategy, precision."""
 
   bert_config_file: Optional[str] = option(None, "bert_config.json of the model.")
@@ -34,36 +60,38 @@ class RunSettings:
   init_checkpoint: Optional[str] = option(
       None, "Warm-start weights only (ours, a google-research TF1 checkpoint or a Hugging "
       "Face model folder). A checkpoint already in --output_dir resumes instead.")
-  max_seq_length: int = option(128, "Sequence length of the input files.")
+  max_seq_length: int = option(128, "Sequence length of the input files.", minimum=3)
   do_train: bool = option(False, "Train.")
   do_eval: bool = option(False, "Evaluate.")
-  train_batch_size: int = option(32, "Global training batch size.")
-  eval_batch_size: int = option(8, "Global evaluation batch size.")
-  learning_rate: float = option(5e-5, "Peak learning rate.")
+  train_batch_size: int = option(32, "Global training batch size.", minimum=1)
+  eval_batch_size: int = option(8, "Global evaluation batch size.", minimum=1)
+  learning_rate: float = option(5e-5, "Peak learning rate.", above=0.0)
   # None in fine-tuning: derived from the epochs (`num_train_epochs`, `warmup_proportion`).
-  num_train_steps: Optional[int] = option(100000, "Training steps.")
-  num_warmup_steps: Optional[int] = option(10000, "Linear warmup steps.")
-  save_checkpoints_steps: int = option(1000, "Steps between checkpoints.")
-  keep_checkpoint_max: int = option(5, "Checkpoints kept in --output_dir.")
+  num_train_steps: Optional[int] = option(100000, "Training steps.", minimum=1)
+  num_warmup_steps: Optional[int] = option(10000, "Linear warmup steps.", minimum=0)
+  save_checkpoints_steps: int = option(1000, "Steps between checkpoints.", minimum=1)
+  keep_checkpoint_max: int = option(5, "Checkpoints kept in --output_dir.", minimum=1)
   steps_per_loop: int = option(
       100, "Steps per host round trip (logging granularity); the original's "
-      "--iterations_per_loop.")
+      "--iterations_per_loop.", minimum=1)
   optimizer: str = option("adamw", "Optimizer.", choices=("adamw", "lamb"))
-  weight_decay: float = option(0.01, "Decoupled weight decay (not on LayerNorm, biases).")
-  clip_norm: float = option(1.0, "Global gradient norm clip; 0 disables.")
-  num_accumulation_steps: int = option(1, "Micro-batches per step (gradient accumulation).")
-  max_eval_steps: int = option(100, "Evaluation batches at most.")
+  weight_decay: float = option(0.01, "Decoupled weight decay (not on LayerNorm, biases).",
+                               minimum=0.0)
+  clip_norm: float = option(1.0, "Global gradient norm clip; 0 disables.", minimum=0.0)
+  num_accumulation_steps: int = option(1, "Micro-batches per step (gradient accumulation).",
+                                      minimum=1)
+  max_eval_steps: int = option(100, "Evaluation batches at most.", minimum=1)
   # Runtime: resolved from --distribution_strategy/--tpu and the original --use_tpu/--tpu_name.
   distribution_strategy: str = option(
       "one_device",
       "tf.distribute strategy; multi_worker_mirrored reads TF_CONFIG.",
       choices=STRATEGIES)
-  num_gpus: Optional[int] = option(None, "GPUs to use (default: all visible).")
+  num_gpus: Optional[int] = option(None, "GPUs to use (default: all visible).", minimum=0)
   tpu: Optional[str] = option(None, "TPU name or address for --distribution_strategy=tpu.")
   tpu_zone: Optional[str] = option(None, "GCE zone of the TPU (default: looked up).")
   gcp_project: Optional[str] = option(None, "GCP project of the TPU (default: looked up).")
   cpu_devices: Optional[int] = option(
-      None, "Split the CPU into N logical devices (mirrored without GPUs; testing).")
+      None, "Split the CPU into N logical devices (mirrored without GPUs; testing).", minimum=1)
   dtype: str = option("float32",
                       "Compute precision; float16 uses dynamic loss scaling.",
                       choices=DTYPES)
@@ -76,18 +104,19 @@ class RunSettings:
 class FinetuningSettings(RunSettings):
   """google-research/bert's fine-tuning settings on top of the common ones."""
 
-  num_train_steps: Optional[int] = option(None,
-                                          "Training steps (default: from --num_train_epochs).")
+  num_train_steps: Optional[int] = option(
+      None, "Training steps (default: from --num_train_epochs).", minimum=1)
   num_warmup_steps: Optional[int] = option(
-      None, "Linear warmup steps (default: from --warmup_proportion).")
+      None, "Linear warmup steps (default: from --warmup_proportion).", minimum=0)
   vocab_file: Optional[str] = option(None, "The vocabulary the model was trained with.")
   do_lower_case: bool = option(True, "Lower-case input (uncased models).")
   do_predict: bool = option(False, "Write predictions for the test/predict data.")
-  predict_batch_size: int = option(8, "Global prediction batch size.")
-  num_train_epochs: float = option(3.0, "Epochs over the training data.")
-  warmup_proportion: float = option(0.1, "Fraction of the training steps with linear warmup.")
+  predict_batch_size: int = option(8, "Global prediction batch size.", minimum=1)
+  num_train_epochs: float = option(3.0, "Epochs over the training data.", above=0.0)
+  warmup_proportion: float = option(0.1, "Fraction of the training steps with linear warmup.",
+                                    minimum=0.0, maximum=1.0)
   max_train_examples: int = option(
-      0, "Train on a seeded random subset of this many examples (0: all).")
+      0, "Train on a seeded random subset of this many examples (0: all).", minimum=0)
 
 
 def finetuning_steps(settings, num_examples):

@@ -188,20 +188,29 @@ def summarize(totals, steps):
 
 
 class StopRequest:
-  """SIGTERM sets a flag; the loop saves a checkpoint at the next loop boundary and exits."""
+  """SIGTERM or SIGINT (Ctrl-C) sets a flag; the loop saves a checkpoint at the next loop
+  boundary and stops (`runner.run_training` then raises `cli.Interrupted`). A second SIGINT
+  stops at once, without that checkpoint (the last saved one stays)."""
+
+  SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
   def __init__(self):
     self.requested = False
-    self._previous = signal.signal(signal.SIGTERM, self._handle)
+    self.signum = None
+    self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
 
   def _handle(self, signum, frame):
     del frame
-    logging.warning("Signal %d: saving a checkpoint at the end of this loop, then stopping",
-                    signum)
+    if self.requested and signum == signal.SIGINT:
+      raise KeyboardInterrupt
+    logging.warning("Signal %s: saving a checkpoint at the end of this loop, then stopping "
+                    "(Ctrl-C again to stop at once)", signal.Signals(signum).name)
     self.requested = True
+    self.signum = signum
 
   def restore(self):
-    signal.signal(signal.SIGTERM, self._previous)
+    for s, previous in self._previous.items():
+      signal.signal(s, previous)
 
 
 class ProgressLog:

@@ -388,3 +388,45 @@ def test_killed_run_never_leaves_a_complete_looking_file(tmp_path):
   proc.wait()
   assert glob.glob(str(tmp_path / ".o.tfrecord.tmp-*")), "the run never started writing"
   assert not out.exists()
+
+
+def test_signals_remove_partial_shards_and_a_rerun_equals_an_uninterrupted_run(tmp_path):
+  """Fault injection: kill the writer at random moments (-9, TERM, INT), then rerun."""
+  corpus = tmp_path / "c.txt"
+  corpus.write_text(corpus_text() * 10, encoding="utf-8")  # ~3 MB: a few seconds of work
+  args = [f"--input_file={corpus}", f"--vocab_file={UNCASED_VOCAB}", "--dupe_factor=3",
+          "--num_workers=2", "--num_output_shards=3", "--chunk_size_mb=0.2"]
+
+  def start(out):
+    return subprocess.Popen(
+        [sys.executable, "-m", "data_prep.create_pretraining_data", f"--output_file={out}"]
+        + args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+  straight = tmp_path / "straight" / "o.tfrecord"
+  assert start(straight).wait() == 0
+  out = tmp_path / "killed" / "o.tfrecord"
+  rng = random.Random(7)
+  for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
+    proc = start(out)
+    deadline = time.time() + 90
+    while not glob.glob(str(out.parent / ".o.tfrecord-*.tmp-*")) and time.time() < deadline:
+      time.sleep(0.05)
+    time.sleep(rng.uniform(0.0, 1.0))  # a random moment of the writing
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=60)
+    if signum == signal.SIGKILL:
+      assert proc.returncode == -signal.SIGKILL
+      continue
+    # Stopped, not finished: the signal's status, one line, no partial shard left behind.
+    assert proc.returncode == 128 + signum, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    assert f"by signal {signum.name}" in err or "interrupted (SIGINT)" in err, err[-2000:]
+    assert not glob.glob(str(out.parent / ".*.tmp-*")), os.listdir(out.parent)
+    assert not glob.glob(str(out.parent / "o.tfrecord-*")), "a stopped run left output"
+  assert start(out).wait() == 0
+  want = sorted(glob.glob(str(straight.parent / "o.tfrecord-*")))
+  got = sorted(glob.glob(str(out.parent / "o.tfrecord-*")))
+  assert len(want) == 3 and [os.path.basename(p) for p in got] == \
+      [os.path.basename(p) for p in want]
+  for a, b in zip(want, got):
+    assert open(a, "rb").read() == open(b, "rb").read(), b

@@ -4,6 +4,7 @@ import glob
 import json
 import math
 import os
+import random
 import re
 import signal
 import socket
@@ -125,23 +126,32 @@ def test_accumulating_k_micro_batches_equals_one_big_batch(data):
   assert big_metrics["loss"] > 5  # a real loss was computed (ln 30522 ~ 10.3 at init)
 
 
-def test_kill_minus_9_then_restart_matches_an_uninterrupted_run(data, tmp_path):
-  steps = dict(num_train_steps=12, save_checkpoints_steps=4, steps_per_loop=2)
+def test_killed_at_random_points_then_rerun_matches_an_uninterrupted_run(data, tmp_path):
+  """Fault injection: -9, TERM and INT at random moments, then a rerun: bit-identical."""
+  steps = dict(num_train_steps=12, save_checkpoints_steps=2, steps_per_loop=1)
   _cli(_args(data, tmp_path / "straight", **steps))
   crashed = tmp_path / "crashed"
-  proc = subprocess.Popen(
-      [sys.executable, "-m", "official_bert.run_pretraining"]
-      + _args(data, crashed, **steps), cwd=REPO, stdout=subprocess.DEVNULL,
-      stderr=subprocess.DEVNULL)
-  deadline = time.time() + 240
-  while not glob.glob(str(crashed / "ckpt-4.index")) and time.time() < deadline:
-    time.sleep(0.05)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait()
-  before = tf.train.latest_checkpoint(crashed)
-  assert before and not before.endswith("ckpt-12"), "the run was not interrupted"
-  resumed = _cli(_args(data, crashed, **steps))
-  assert "RESUMED from" in resumed.stderr
+  rng = random.Random(5)
+  stopped = []
+  for signum in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "official_bert.run_pretraining"]
+        + _args(data, crashed, **steps), cwd=REPO, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    events = len(glob.glob(str(crashed / "train" / "events*")))
+    deadline = time.time() + 240  # this run's own event file: it is past start-up
+    while len(glob.glob(str(crashed / "train" / "events*"))) == events and \
+        time.time() < deadline:
+      time.sleep(0.05)
+    time.sleep(rng.uniform(0.0, 1.0))  # a random moment of the training
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err, err[-2000:]
+    # A run that finished before the signal arrived exits 0; a stopped one says so.
+    assert proc.returncode in (0, -signal.SIGKILL, 128 + signum), err[-2000:]
+    stopped.append(proc.returncode != 0)
+  assert stopped[0], "the first run was not interrupted"
+  _cli(_args(data, crashed, **steps))  # resumes from whatever the stopped runs saved
   a, b = _model_weights(tmp_path / "straight", 12), _model_weights(crashed, 12)
   assert all(np.array_equal(a[k], b[k]) for k in a), "resumed weights differ"
 
@@ -178,8 +188,9 @@ def test_two_worker_multi_worker_mirrored_agrees_with_one_device(data, tmp_path)
   _assert_close(_model_weights(tmp_path / "single"), _model_weights(out), 1e-5)
 
 
-def test_sigterm_saves_a_checkpoint_before_exiting(data, tmp_path):
-  out = tmp_path / "term"
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_a_signal_saves_a_checkpoint_and_exits_with_its_code(data, tmp_path, signum):
+  out = tmp_path / "stopped"
   proc = subprocess.Popen(
       [sys.executable, "-m", "official_bert.run_pretraining"]
       + _args(data, out, num_train_steps=100000, save_checkpoints_steps=100000,
@@ -189,10 +200,12 @@ def test_sigterm_saves_a_checkpoint_before_exiting(data, tmp_path):
   while not glob.glob(str(out / "train" / "events*")) and time.time() < deadline:
     time.sleep(0.1)
   time.sleep(3)
-  proc.send_signal(signal.SIGTERM)
+  proc.send_signal(signum)
   _, err = proc.communicate(timeout=120)
-  assert proc.returncode == 0, err[-2000:]
-  assert "stop requested by signal" in err
+  # Not a finished run: the signal's conventional status (143 TERM, 130 INT), no traceback.
+  assert proc.returncode == 128 + signum, err[-2000:]
+  assert "stop requested by signal" in err and f"by signal {signum.name}" in err
+  assert "Traceback" not in err
   step = int(tf.train.latest_checkpoint(out).rsplit("-", 1)[1])
   assert 0 < step < 100000
 
@@ -257,6 +270,22 @@ def test_records_for_another_vocabulary_or_config_are_named(data, tmp_path, conf
   proc = _cli(_args(data, tmp_path / "o", config), check=False)
   assert proc.returncode == 1, proc.stderr[-2000:]
   assert re.search(message, proc.stderr) and data["records"] in proc.stderr, proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr
+
+
+def test_a_truncated_checkpoint_in_output_dir_is_named(data, tmp_path):
+  out = tmp_path / "o"
+  _cli(_args(data, out, num_train_steps=3))
+  latest = tf.train.latest_checkpoint(out)
+  shard = glob.glob(latest + ".data-*")[0]
+  with open(shard, "rb") as f:
+    content = f.read()
+  with open(shard, "wb") as f:
+    f.write(content[:len(content) // 2])
+  proc = _cli(_args(data, out, num_train_steps=6), check=False)
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert f"{latest}: cannot read this checkpoint (truncated or corrupt" in proc.stderr, \
+      proc.stderr[-2000:]
   assert "Traceback" not in proc.stderr
 
 

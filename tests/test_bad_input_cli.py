@@ -1,0 +1,199 @@
+"""Bad input through the command line, tool by tool: exit status 1, a message naming the flag,
+file, line or key, no traceback, nothing half-written and nothing good destroyed."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import CONLL_DATA
+from conftest import REPO
+from conftest import SQUAD_V1
+from conftest import SQUAD_V2
+from conftest import UNCASED_VOCAB
+import numpy as np
+import pytest
+
+TINY = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": 32, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 128,
+        "type_vocab_size": 2, "initializer_range": 0.02}
+
+
+def _run(module, *args, check_fails=True):
+  proc = subprocess.run([sys.executable, "-m", module] + [str(a) for a in args], cwd=REPO,
+                        capture_output=True, text=True, timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  if check_fails:
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+  return proc
+
+
+def _config(tmp_path, **changes):
+  path = tmp_path / "bert_config.json"
+  config = dict(TINY, **changes)
+  path.write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+  return path
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+  """A tiny encoder checkpoint of ours (for export and extract_features)."""
+  from official_bert.modeling.bert_config import BertConfig  # pylint: disable=g-import-not-at-top
+  from official_bert.modeling.encoder import BertEncoder  # pylint: disable=g-import-not-at-top
+  from official_bert.training import checkpointing  # pylint: disable=g-import-not-at-top
+  root = tmp_path_factory.mktemp("ckpt")
+  encoder = BertEncoder.from_bert_config(BertConfig(**TINY))
+  encoder.build()
+  prefix = checkpointing.model_checkpoint(encoder).write(str(root / "ckpt"))
+  (root / "bert_config.json").write_text(json.dumps(TINY))
+  return {"prefix": prefix, "config": root / "bert_config.json"}
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--learning_rate=-0.01", "--learning_rate=-0.01: must be > 0.0"),
+    ("--train_batch_size=0", "--train_batch_size=0: must be >= 1"),
+    ("--num_train_steps=0", "--num_train_steps=0: must be >= 1"),
+    ("--max_predictions_per_seq=0", "--max_predictions_per_seq=0: must be >= 1"),
+])
+def test_run_pretraining_rejects_nonsense_flags_before_any_work(tmp_path, flag, message):
+  proc = _run("official_bert.run_pretraining", f"--bert_config_file={_config(tmp_path)}",
+              "--input_file=/nonexistent/*.tfrecord", f"--output_dir={tmp_path / 'out'}",
+              "--do_train", flag)
+  assert message in proc.stderr
+  assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("missing", ["hidden_size", "num_attention_heads"])
+def test_a_config_without_a_key_names_that_key(tmp_path, missing):
+  proc = _run("official_bert.run_pretraining",
+              f"--bert_config_file={_config(tmp_path, **{missing: None})}",
+              "--input_file=/nonexistent/*", f"--output_dir={tmp_path / 'out'}", "--do_train")
+  assert f"missing required key(s) ['{missing}']" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_an_output_dir_that_is_a_file_is_named(tmp_path):
+  blocker = tmp_path / "afile"
+  blocker.write_text("keep me")
+  proc = _run("official_bert.run_pretraining", f"--bert_config_file={_config(tmp_path)}",
+              "--input_file=/nonexistent/*", f"--output_dir={blocker}", "--do_train")
+  assert f"cannot create {blocker} (--output_dir): {blocker} is a file" in proc.stderr
+  proc = _run("official_bert.run_classifier", f"--bert_config_file={_config(tmp_path)}",
+              f"--vocab_file={UNCASED_VOCAB}", "--task_name=MRPC", "--data_dir=/nonexistent",
+              f"--output_dir={blocker}/sub", "--do_train")
+  assert f"{blocker} is a file" in proc.stderr
+  assert blocker.read_text() == "keep me"
+
+
+def test_a_writer_whose_output_parent_is_a_file_names_it(tmp_path):
+  blocker = tmp_path / "afile"
+  blocker.write_text("x")
+  corpus = tmp_path / "c.txt"
+  corpus.write_text("One sentence.\nAnother one.\n\nA second document.\nIts end.\n")
+  proc = _run("data_prep.create_pretraining_data", f"--input_file={corpus}",
+              f"--output_file={blocker}/o.tfrecord", f"--vocab_file={UNCASED_VOCAB}")
+  assert f"{blocker} is a file" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_run_swag_negative_batch_size_stops_before_writing_features(tmp_path):
+  proc = _run("official_bert.run_swag", f"--bert_config_file={_config(tmp_path)}",
+              f"--vocab_file={UNCASED_VOCAB}", f"--data_dir={tmp_path}",
+              f"--output_dir={tmp_path / 'out'}", "--do_train", "--train_batch_size=-2")
+  assert "--train_batch_size=-2: must be >= 1" in proc.stderr
+  assert not (tmp_path / "out").exists()
+
+
+def test_run_ner_on_non_utf8_names_file_line_and_column(tmp_path):
+  data = tmp_path / "conll"
+  data.mkdir()
+  text = open(os.path.join(CONLL_DATA, "eng.train"), "rb").read().split(b"\n")
+  text[5] = text[5][:2] + b"\xff" + text[5][2:]
+  (data / "eng.train").write_bytes(b"\n".join(text))
+  proc = _run("official_bert.run_ner", f"--bert_config_file={_config(tmp_path)}",
+              f"--vocab_file={UNCASED_VOCAB}", f"--data_dir={data}",
+              f"--output_dir={tmp_path / 'out'}", "--do_train", "--num_train_steps=1")
+  assert f"{data / 'eng.train'}:6:3: not valid UTF-8 (byte 0xff)" in proc.stderr
+
+
+def test_extract_features_needs_weights_and_integer_layers(tmp_path, checkpoint):
+  lines = tmp_path / "in.txt"
+  lines.write_text("hello world\n")
+  common = [f"--input_file={lines}", f"--output_file={tmp_path / 'out.jsonl'}",
+            f"--vocab_file={UNCASED_VOCAB}", f"--bert_config_file={checkpoint['config']}"]
+  proc = _run("official_bert.extract_features", *common)
+  assert "--init_checkpoint is required" in proc.stderr
+  proc = _run("official_bert.extract_features", *common,
+              f"--init_checkpoint={checkpoint['prefix']}", "--layers=last")
+  assert "--layers: 'last' is not an integer" in proc.stderr
+  proc = _run("official_bert.extract_features", *common, f"--init_checkpoint={lines}",
+              "--layers=-1")
+  assert f"{lines} is not a checkpoint" in proc.stderr, proc.stderr[-2000:]
+  assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_failing_export_overwrite_keeps_the_old_model(tmp_path, checkpoint):
+  export_dir = tmp_path / "export"
+  export_dir.mkdir()
+  (export_dir / "saved_model.pb").write_bytes(b"the old model")
+  bad = tmp_path / "not_a_checkpoint.txt"
+  bad.write_text("hello")
+  proc = _run("official_bert.export", f"--bert_config_file={checkpoint['config']}",
+              f"--checkpoint={bad}", f"--vocab_file={UNCASED_VOCAB}", "--model_type=encoder",
+              f"--export_dir={export_dir}", "--overwrite")
+  assert "is not a checkpoint" in proc.stderr
+  assert (export_dir / "saved_model.pb").read_bytes() == b"the old model"
+  assert sorted(os.listdir(tmp_path)) == ["export", "not_a_checkpoint.txt"]  # no half-export
+  proc = _run("official_bert.export", f"--bert_config_file={checkpoint['config']}",
+              f"--checkpoint={checkpoint['prefix']}", f"--vocab_file={UNCASED_VOCAB}",
+              "--model_type=encoder", f"--export_dir={export_dir}", "--overwrite",
+              "--max_seq_length=16", check_fails=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert (export_dir / "saved_model.pb").read_bytes() != b"the old model"
+  assert sorted(os.listdir(tmp_path)) == ["export", "not_a_checkpoint.txt"]
+
+
+def test_squad_predictions_of_another_file_warn_and_fail_under_strict(tmp_path):
+  other = {q: "x" for q in ("a", "b", "c")}
+  pred = tmp_path / "pred.json"
+  pred.write_text(json.dumps(other))
+  proc = _run("official_bert.squad_evaluate", SQUAD_V1, pred, check_fails=False)
+  assert proc.returncode == 0 and "answers only 0 of the" in proc.stderr
+  proc = _run("official_bert.squad_evaluate", SQUAD_V1, pred, "--strict")
+  assert f"{pred} answers only 0 of the" in proc.stderr and SQUAD_V1 in proc.stderr
+
+
+def test_run_squad_refuses_features_of_another_predict_file(tmp_path):
+  features = tmp_path / "predict.tf_record"
+  subprocess.run([sys.executable, "-m", "data_prep.create_squad_data",
+                  f"--input_file={SQUAD_V1}", f"--output_file={features}",
+                  f"--vocab_file={UNCASED_VOCAB}", "--max_seq_length=64", "--doc_stride=32",
+                  "--max_query_length=16", "--is_training=false"], cwd=REPO, check=True,
+                 capture_output=True)
+  proc = _run("official_bert.run_squad", f"--bert_config_file={_config(tmp_path)}",
+              f"--vocab_file={UNCASED_VOCAB}", f"--output_dir={tmp_path / 'out'}",
+              "--do_predict", f"--predict_feature_file={features}",
+              f"--predict_file={SQUAD_V2}", "--max_seq_length=64", "--doc_stride=32",
+              "--max_query_length=16", "--init_checkpoint=/nonexistent")
+  assert f"was made from {SQUAD_V1}, not --predict_file={SQUAD_V2}" in proc.stderr, \
+      proc.stderr[-2000:]
+
+
+def test_a_truncated_cached_feature_file_is_written_again(tmp_path):
+  from data_prep import schema  # pylint: disable=g-import-not-at-top
+  from data_prep.classification import features  # pylint: disable=g-import-not-at-top
+  path = str(tmp_path / "train.tf_record")
+  columns = {f.name: np.ones((6, f.length), np.int64) for f in schema.classifier_features(8)}
+  calls = []
+
+  def build():
+    calls.append(1)
+    return schema.classifier_features(8), columns, {}
+
+  assert features.cached_tfrecord(path, {"k": 1}, build)["num_examples"] == 6
+  assert features.cached_tfrecord(path, {"k": 1}, build)["num_examples"] == 6
+  assert len(calls) == 1  # reused
+  data = open(path, "rb").read()
+  open(path, "wb").write(data[:-10])  # an interrupted copy, say
+  assert features.cached_tfrecord(path, {"k": 1}, build)["num_examples"] == 6
+  assert len(calls) == 2 and open(path, "rb").read() == data
