@@ -52,12 +52,6 @@ def _raise_interrupted(signum, frame):
   raise Interrupted(signum)
 
 
-def ignore_interrupts_in_worker():
-  """For worker processes' initializers: Ctrl-C reaches the whole process group, and only
-  the main process should react (it terminates the workers and removes partial files)."""
-  signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def define_tokenizer_flags(max_seq_length=128, vocab_help="The WordPiece vocabulary file."):
   """--vocab_file, --do_lower_case and --max_seq_length: how every writer tokenizes and packs,
   with google-research/bert's names and meaning."""

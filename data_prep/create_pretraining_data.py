@@ -20,7 +20,6 @@ How it differs from the original (which holds the whole corpus and all instances
 """
 
 import collections
-import multiprocessing
 import os
 import time
 
@@ -30,6 +29,7 @@ import numpy as np
 
 from data_prep import cli
 from data_prep import tfrecord_io
+from data_prep import workers
 from data_prep.pretraining import corpus
 from data_prep.pretraining import instances as instances_lib
 
@@ -151,19 +151,6 @@ def _tokenize_chunk(tokenizer, index, docs, chunk_index, errors):
   return instances_lib.Chunk(chunk_index, ids, line_splits, doc_splits)
 
 
-_WORKER_OPTS = None
-
-
-def _init_worker(opts):
-  global _WORKER_OPTS
-  _WORKER_OPTS = opts
-  cli.ignore_interrupts_in_worker()
-
-
-def _work(chunk):
-  return instances_lib.serialize_chunk(chunk, _WORKER_OPTS)
-
-
 def _check_ranges(settings):
   """The run's own sizes (the instance options check theirs): named before any work."""
   if settings.num_workers is not None and settings.num_workers < 0:
@@ -211,8 +198,7 @@ def run(settings):
   pool = None
   if num_workers > 1 and len(chunks) > 1:
     # spawn: the workers import numpy only, not the TensorFlow this process has loaded.
-    pool = multiprocessing.get_context("spawn").Pool(
-        min(num_workers, len(chunks)), initializer=_init_worker, initargs=(opts,))
+    pool = workers.start(min(num_workers, len(chunks)), instances_lib.serialize_chunk, opts)
   writer = ShardedWriter(paths, settings.gzip_compress)
   progress = Progress(sum(index.size(d) for d in order))
   totals = collections.Counter()
@@ -234,7 +220,7 @@ def run(settings):
       chunk = _tokenize_chunk(tokenizer, index, docs, k, settings.errors)
       n_bytes = sum(index.size(d) for d in docs)
       if pool:
-        pending.append((pool.apply_async(_work, (chunk,)), len(docs), n_bytes))
+        pending.append((pool.apply_async(workers.call, (chunk,)), len(docs), n_bytes))
         while len(pending) > num_workers:  # bounded: at most one chunk queued per worker
           finish(pending.popleft())
       else:

@@ -16,7 +16,6 @@ under a temporary name and renamed when complete (`tfrecord_io`).
 import collections
 import gc
 import json
-import multiprocessing
 import os
 import time
 
@@ -25,6 +24,7 @@ from absl import logging
 
 from data_prep import cli
 from data_prep import tfrecord_io
+from data_prep import workers
 from data_prep.squad import features as features_lib
 from data_prep.squad import reader as squad_reader
 from data_prep.squad import records as squad_schema
@@ -84,19 +84,6 @@ def _plan(paragraphs, examples, tokenized, query_ids, answer_ids, settings, exam
   return chunks, n_features
 
 
-_WORKER_ARGS = None
-
-
-def _init_worker(args):
-  global _WORKER_ARGS
-  _WORKER_ARGS = args
-  cli.ignore_interrupts_in_worker()
-
-
-def _work(chunk):
-  return features_lib.build_chunk(chunk, *_WORKER_ARGS)
-
-
 def run(settings):
   """Writes the TFRecord and its metadata; returns a summary dict. ValueError on bad input."""
   # Hundreds of thousands of small long-lived objects (words, tokens) and no reference cycles:
@@ -152,7 +139,7 @@ def _run(settings):
         "is_training": settings.is_training, "num_examples": len(examples),
         "num_features": n_features, "unique_id_base": squad_schema.UNIQUE_ID_BASE,
         "reader": dict(stats)}
-    results = (pool.imap(_work, chunks) if pool and len(chunks) > 1 else
+    results = (pool.imap(workers.call, chunks) if pool and len(chunks) > 1 else
                (features_lib.build_chunk(c, *worker_args) for c in chunks))
     totals = _write(settings.output_file, results, header)
   finally:
@@ -190,8 +177,7 @@ def _start_pool(num_workers, worker_args, input_file):
     num_workers = (os.cpu_count() or 1) if big else 1
   if max(1, num_workers) == 1:
     return None
-  return multiprocessing.get_context("spawn").Pool(
-      num_workers, initializer=_init_worker, initargs=(worker_args,))
+  return workers.start(num_workers, features_lib.build_chunk, *worker_args)
 
 
 def _log_reader_stats(path, stats, is_training):
