@@ -197,3 +197,23 @@ def test_a_truncated_cached_feature_file_is_written_again(tmp_path):
   open(path, "wb").write(data[:-10])  # an interrupted copy, say
   assert features.cached_tfrecord(path, {"k": 1}, build)["num_examples"] == 6
   assert len(calls) == 2 and open(path, "rb").read() == data
+
+
+def test_run_ner_names_a_text_checkpoint_and_rewrites_a_truncated_cache(tmp_path):
+  common = [f"--bert_config_file={_config(tmp_path)}", f"--vocab_file={UNCASED_VOCAB}",
+            f"--data_dir={CONLL_DATA}", f"--output_dir={tmp_path / 'out'}", "--do_train",
+            "--num_train_steps=1", "--train_batch_size=4", "--max_seq_length=32"]
+  text = tmp_path / "weights.txt"
+  text.write_text("not weights")
+  proc = _run("official_bert.run_ner", *common, f"--init_checkpoint={text}")
+  assert f"{text} is not a checkpoint" in proc.stderr, proc.stderr[-2000:]
+  assert "corrupt input data" not in proc.stderr
+  # The features were cached before the checkpoint was read; cut the file short (an
+  # interrupted copy) and run again: the damage is noticed and the file written again.
+  cached = tmp_path / "out" / "train.tf_record"
+  data = cached.read_bytes()
+  cached.write_bytes(data[:len(data) // 2])
+  proc = _run("official_bert.run_ner", *common, check_fails=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert f"{cached} is truncated" in proc.stderr and "writing it again" in proc.stderr
+  assert cached.read_bytes() == data
