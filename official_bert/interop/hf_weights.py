@@ -21,9 +21,10 @@ from official_bert.modeling import activation_names
 from official_bert.modeling.bert_config import LAYER_NORM_EPSILON
 from official_bert.modeling.bert_config import BertConfig
 
-# transformers' `BertConfig` defaults (type_vocab_size 2, not the original's 16).
+# transformers' `BertConfig` defaults (type_vocab_size 2, not the original's 16). Not for
+# vocab_size: a config.json without it is not a model's config.
 HF_DEFAULTS = {
-    "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+    "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
     "intermediate_size": 3072, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
     "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 512, "type_vocab_size": 2,
     "initializer_range": 0.02,
@@ -50,6 +51,8 @@ def bert_config_from_hf_dict(d, source="<dict>"):
   # HF configs carry many unrelated keys; keep only BertConfig's fields.
   # HF's `BertConfig` has a default for every key, so a config.json may leave any out.
   ours = {name: d.get(name, default) for name, default in HF_DEFAULTS.items()}
+  if "vocab_size" in d:
+    ours["vocab_size"] = d["vocab_size"]
   ours["hidden_act"] = activation_names.HF_TO_OURS[act]
   return BertConfig.from_dict(ours, source=source)
 

@@ -91,6 +91,11 @@ def test_hf_config_rejects_unsupported(tmp_path):
   path.write_text(json.dumps({"hidden_size": 8}))
   with pytest.raises(ValueError, match="vocab_size"):
     hf_weights.load_hf_config(path)
+  # Any other key may be left out, as transformers allows: its defaults, not the original's.
+  path.write_text(json.dumps({"vocab_size": 10, "hidden_size": 8, "num_attention_heads": 2}))
+  config = hf_weights.load_hf_config(path)
+  assert (config.type_vocab_size, config.hidden_act, config.intermediate_size) == \
+      (2, "gelu_exact", 3072)
 
 
 @pytest.mark.parametrize("prefix", ["", "bert."])
