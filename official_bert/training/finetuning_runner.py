@@ -45,11 +45,11 @@ def hf_files(path):
   return weights_io.model_files(path) if weights_io.is_hf_model(path) else None
 
 
-def model_config(flag_values):
-  """--bert_config_file, or the config.json of a Hugging Face --init_checkpoint."""
-  hf = hf_files(flag_values.init_checkpoint)
-  if flag_values.bert_config_file:
-    source = flag_values.bert_config_file
+def model_config(settings):
+  """settings.bert_config_file, or the config.json of a Hugging Face init_checkpoint."""
+  hf = hf_files(settings.init_checkpoint)
+  if settings.bert_config_file:
+    source = settings.bert_config_file
     config = bert_config_lib.BertConfig.from_json_file(source)
   elif hf and hf.hf_config:
     source = hf.hf_config
@@ -57,15 +57,15 @@ def model_config(flag_values):
   else:
     raise ValueError("--bert_config_file is required (unless --init_checkpoint is a Hugging "
                      "Face model with its config.json)")
-  runner.check_sequence_length(flag_values.max_seq_length, config, source)
+  runner.check_sequence_length(settings.max_seq_length, config, source)
   return config
 
 
-def vocab_file(flag_values):
-  """--vocab_file, or the vocab.txt of a Hugging Face --init_checkpoint."""
-  if flag_values.vocab_file:
-    return flag_values.vocab_file
-  hf = hf_files(flag_values.init_checkpoint)
+def vocab_file(settings):
+  """settings.vocab_file, or the vocab.txt of a Hugging Face init_checkpoint."""
+  if settings.vocab_file:
+    return settings.vocab_file
+  hf = hf_files(settings.init_checkpoint)
   if hf and hf.vocab:
     return hf.vocab
   raise ValueError("--vocab_file is required")

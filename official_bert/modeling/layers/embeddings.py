@@ -33,7 +33,6 @@ class BertEmbeddings(ConfigLayer):
     super().__init__(**kwargs)
     self.store_config(locals())
 
-
     self.word_embeddings = keras.layers.Embedding(
         vocab_size, hidden_size,
         embeddings_initializer=truncated_normal(initializer_range),

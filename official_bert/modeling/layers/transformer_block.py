@@ -43,6 +43,12 @@ class TransformerBlock(ConfigLayer):
     # Resolve now so an unknown name fails at construction, not first call.
     self._activation_fn = activations.get_activation(hidden_act)
 
+    def dense(units, name):
+      return keras.layers.Dense(units, kernel_initializer=truncated_normal(initializer_range),
+                                dtype=self.dtype_policy, name=name)
+
+    def dropout(name):
+      return keras.layers.Dropout(hidden_dropout_prob, dtype=self.dtype_policy, name=name)
 
     def layer_norm(name):
       return keras.layers.LayerNormalization(
@@ -55,23 +61,12 @@ class TransformerBlock(ConfigLayer):
         initializer_range=initializer_range,
         dtype=self.dtype_policy,
         name="attention_self")
-    self.attention_output_dense = keras.layers.Dense(
-        hidden_size, kernel_initializer=truncated_normal(initializer_range),
-        dtype=self.dtype_policy,
-        name="attention_output_dense")
-    self.attention_dropout = keras.layers.Dropout(
-        hidden_dropout_prob, dtype=self.dtype_policy, name="attention_dropout")
+    self.attention_output_dense = dense(hidden_size, "attention_output_dense")
+    self.attention_dropout = dropout("attention_dropout")
     self.attention_layer_norm = layer_norm("attention_output_layer_norm")
-    self.intermediate_dense = keras.layers.Dense(
-        intermediate_size, kernel_initializer=truncated_normal(initializer_range),
-        dtype=self.dtype_policy,
-        name="intermediate_dense")
-    self.output_dense = keras.layers.Dense(
-        hidden_size, kernel_initializer=truncated_normal(initializer_range),
-        dtype=self.dtype_policy,
-        name="output_dense")
-    self.output_dropout = keras.layers.Dropout(
-        hidden_dropout_prob, dtype=self.dtype_policy, name="output_dropout")
+    self.intermediate_dense = dense(intermediate_size, "intermediate_dense")
+    self.output_dense = dense(hidden_size, "output_dense")
+    self.output_dropout = dropout("output_dropout")
     self.output_layer_norm = layer_norm("output_layer_norm")
 
   def build(self, input_shape=None):
