@@ -7,11 +7,11 @@ into one process, as tests and `official_bert` do, would define --input_file twi
     define_flags()
     cli.launch(main, required_flags=("input_file", "output_file"))
 
-`main(argv)` gets no positional arguments (extra ones are a usage error). A user error, a
-ValueError or an OSError such as FileNotFoundError (or TensorFlow's NotFoundError and
-PermissionDeniedError from gs:// paths), or a missing required flag, ends the program with
-its message on the log (stderr) and exit status 1, without a traceback; anything else is a
-bug and keeps its traceback.
+`main(argv)` gets the positional arguments `launch` was told to expect (`argv[1:]`; others
+are a usage error). A user error (a ValueError, an OSError such as FileNotFoundError,
+TensorFlow's NotFoundError and PermissionDeniedError from gs:// paths, a non-finite training
+loss) or a missing required flag ends the program with its message on the log (stderr) and
+exit status 1, without a traceback; anything else is a bug and keeps its traceback.
 
 Signals: SIGTERM raises `Interrupted` in the main thread, as Ctrl-C (SIGINT) raises
 KeyboardInterrupt, so `with` blocks run their cleanup (writers delete their temporary files,

@@ -129,20 +129,14 @@ def json_lines(values, tokens, lengths, layer_names):
 
 def _parse_list(flag, values, kind):
   """`values` parsed as `kind` (int or float), or a ValueError naming the flag and value."""
-  try:
-    return [kind(v) for v in values]
-  except ValueError:
-    bad = next(v for v in values if not _parses(v, kind))
-    raise ValueError(f"--{flag}: {bad!r} is not a{'n integer' if kind is int else ' number'} "
-                     f"(e.g. --{flag}={'-1,-2' if kind is int else '0.5,0.5'})") from None
-
-
-def _parses(value, kind):
-  try:
-    kind(value)
-    return True
-  except ValueError:
-    return False
+  parsed = []
+  for value in values:
+    try:
+      parsed.append(kind(value))
+    except ValueError:
+      raise ValueError(f"--{flag}: {value!r} is not a{'n integer' if kind is int else ' number'} "
+                       f"(e.g. --{flag}={'-1,-2' if kind is int else '0.5,0.5'})") from None
+  return parsed
 
 
 def run(settings):

@@ -113,9 +113,12 @@ def _resolve(path):
                           f"a .safetensors file)")
 
 
-def _damaged(prefix, files, error):
+def damaged_checkpoint_error(prefix, files, error, hint=""):
+  """The ValueError for a checkpoint whose files cannot be read (TensorFlow's own message,
+  e.g. "Read less bytes than requested", names no file)."""
+  detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
   return ValueError(f"{files}: cannot read checkpoint {prefix} (truncated or corrupt?): "
-                    f"{error}")
+                    f"{detail}{hint}")
 
 
 def _read_checkpoint(prefix):
@@ -124,7 +127,7 @@ def _read_checkpoint(prefix):
     reader = tf.compat.v1.train.NewCheckpointReader(prefix)
     keys = sorted(reader.get_variable_to_shape_map())
   except tf.errors.OpError as e:
-    raise _damaged(prefix, prefix + ".index", e.message) from None
+    raise damaged_checkpoint_error(prefix, prefix + ".index", e.message) from None
   fmt = "ours" if _OBJECT_GRAPH_KEY in keys else "tf1"
   names, skipped = {}, 0
   for key in keys:
@@ -147,7 +150,7 @@ def _read_checkpoint(prefix):
       tensors[name] = reader.get_tensor(key)
     except (tf.errors.OpError, IndexError, ValueError) as e:
       data = ", ".join(tf.io.gfile.glob(prefix + ".data-*")) or prefix + ".data-*"
-      raise _damaged(prefix, data, e) from None
+      raise damaged_checkpoint_error(prefix, data, e) from None
   return tensors, fmt
 
 

@@ -89,9 +89,8 @@ def damaged_checkpoint_errors(path):
     yield
   except (tf.errors.DataLossError, tf.errors.OutOfRangeError, tf.errors.NotFoundError,
           tf.errors.InternalError, IndexError) as e:
-    detail = (str(e).strip().splitlines() or [type(e).__name__])[0]
-    raise ValueError(f"{path}: cannot read this checkpoint (truncated or corrupt: {detail}); "
-                     f"delete its files ({path}.*) to resume from an earlier one") from None
+    hint = "; delete these files to resume from an earlier one"
+    raise weights_io.damaged_checkpoint_error(path, f"{path}.*", e, hint) from None
 
 
 def warm_start(model, path):

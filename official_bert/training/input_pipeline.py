@@ -117,7 +117,6 @@ def find_corrupt_files(input_patterns):
   return bad
 
 
-
 def _parser(features, shapes):
   spec = schema.tf_feature_spec(features)
   model_names = dict(schema.V2_NAMES)

@@ -284,7 +284,8 @@ def test_a_truncated_checkpoint_in_output_dir_is_named(data, tmp_path):
     f.write(content[:len(content) // 2])
   proc = _cli(_args(data, out, num_train_steps=6), check=False)
   assert proc.returncode == 1, proc.stderr[-2000:]
-  assert f"{latest}: cannot read this checkpoint (truncated or corrupt" in proc.stderr, \
+  assert (f"{latest}.*: cannot read checkpoint {latest} (truncated or corrupt?)" in proc.stderr
+          and "delete these files to resume from an earlier one" in proc.stderr), \
       proc.stderr[-2000:]
   assert "Traceback" not in proc.stderr
 
