@@ -1,7 +1,7 @@
 r"""Exports a BERT model as a SavedModel that serves raw text (TensorFlow Serving, tf.saved_model).
 
   python -m official_bert.export --bert_config_file=FILE --checkpoint=PATH --vocab_file=FILE \
-    --do_lower_case=BOOL --model_type=encoder|pretraining|classifier|squad|tagger \
+    --do_lower_case=BOOL --model_type=encoder|pretraining|classifier|squad|tagger|feature_tagger \
     --export_dir=DIR [--max_seq_length=128] [--num_labels=N] [--label_names=a,b,c] \
     [--export_format=single|hub_pair] [--top_k=5]
 
@@ -56,6 +56,9 @@ def define_flags():
   flags.DEFINE_bool("allow_random_head", False,
                     "Export even if the checkpoint lacks the head (random head; tests only).")
   flags.DEFINE_bool("overwrite", False, "Replace an existing --export_dir.")
+  flags.DEFINE_string("head_config_file", None,
+                      "feature_tagger: the head's head_config.json (default: the one beside "
+                      "--checkpoint, written by run_ner --feature_based).")
 
 
 FLAGS = flags.FLAGS
@@ -94,9 +97,17 @@ def export(bert_config_file,
            export_format="single",
            top_k=5,
            allow_random_head=False,
-           overwrite=False):
+           overwrite=False,
+           head_config_file=None):
   """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks)."""
   config = BertConfig.from_json_file(bert_config_file)
+  head_config = None
+  if model_type == "feature_tagger":
+    head_config_file = head_config_file or model_types.head_config_beside(checkpoint)
+    if not head_config_file:
+      raise ValueError(f"--model_type=feature_tagger: no {model_types.HEAD_CONFIG_FILE} "
+                       f"beside --checkpoint={checkpoint}; pass --head_config_file")
+    head_config = model_types.read_head_config(head_config_file)
   vocab = tokenization.load_vocab_tokens(vocab_file)
   if not 3 <= max_seq_length <= config.max_position_embeddings:
     raise ValueError(f"--max_seq_length={max_seq_length} must be in [3, "
@@ -119,7 +130,7 @@ def export(bert_config_file,
   try:
     result = _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, building,
                     max_seq_length, num_labels, label_names, export_format, top_k,
-                    allow_random_head)
+                    allow_random_head, head_config)
   except BaseException:
     if tf.io.gfile.exists(building):
       tf.io.gfile.rmtree(building)
@@ -147,9 +158,10 @@ def _swap_in(building, export_dir, replacing):
 
 
 def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
-           max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head):
+           max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head,
+           head_config=None):
   """Writes the SavedModel(s) to `export_dir` (a fresh directory)."""
-  model = model_types.build_model(model_type, config, num_labels)
+  model = model_types.build_model(model_type, config, num_labels, head_config)
   resolved = weights_io.load_weights(model, checkpoint, require_heads=not allow_random_head)
   if allow_random_head:
     logging.warning(
@@ -164,7 +176,8 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
       "do_lower_case": bool(do_lower_case),
       "top_k": top_k,
       "label_names": label_names,
-      "export_format": export_format
+      "export_format": export_format,
+      "head_config": head_config
   }
   extra = {
       "bert_config.json": config.to_json_string(),
@@ -193,7 +206,7 @@ def main(argv):
   export(FLAGS.bert_config_file, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.do_lower_case,
          FLAGS.model_type, FLAGS.export_dir, FLAGS.max_seq_length, FLAGS.num_labels,
          FLAGS.label_names, FLAGS.export_format, FLAGS.top_k, FLAGS.allow_random_head,
-         FLAGS.overwrite)
+         FLAGS.overwrite, FLAGS.head_config_file)
   print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
 
 

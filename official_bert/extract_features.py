@@ -9,7 +9,9 @@ Input: one text per line, or a pair `text a ||| text b`. Output, as google-resea
 extract_features.py, one JSON object per line:
   {"linex_index": 0, "features": [{"token": "[CLS]", "layers": [{"index": -1,
                                    "values": [0.1, ...]}, ...]}, ...]}
-(`index` counts from the last layer, -1; values rounded to 6 decimals), or with
+(`index` counts from the last layer, -1, or is "embeddings" for the embedding output, which
+`--layers=embeddings` selects; `all` selects every Transformer layer; values rounded to 6
+decimals), or with
 `--output_file=*.npz` arrays `values` [lines, seq, layers, hidden] (float32), `tokens`,
 `input_ids`, `input_mask` [lines, seq] and `layers`. `--pooling=concat` or `sum` replaces the
 chosen layers by their concatenation or (`--layer_weights`-)weighted sum, the paper's best
@@ -28,6 +30,7 @@ import tensorflow as tf
 
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
+from official_bert.modeling import layer_selection
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.training import checkpointing
 from official_bert.training import common_flags
@@ -41,7 +44,8 @@ from official_bert.training.settings import option
 class ExtractSettings(settings_lib.Checked):
   input_file: Optional[str] = option(None, "Text, one example per line (`a ||| b` for pairs).")
   output_file: Optional[str] = option(None, "JSON lines, or .npz arrays.")
-  layers: tuple = option(("-1", "-2", "-3", "-4"), "Layers to output, -1 = last.")
+  layers: tuple = option(("-1", "-2", "-3", "-4"),
+                         "Layers to output: -1 = last, 'embeddings', 'all'.")
   pooling: str = option("none", "Keep the layers apart, concatenate them, or add them "
                         "(weighted).",
                         choices=("none", "concat", "sum"))
@@ -78,7 +82,8 @@ def encode(examples, tokenizer, max_seq_length):
 
 
 def layer_activations(encoder, input_ids, input_mask, segment_ids, layers, batch_size):
-  """[n, seq, len(layers), hidden] float32: the chosen layers' outputs (-1 = last)."""
+  """[n, seq, len(layers), hidden] float32: the chosen hidden states' values (`layers` as
+  `layer_selection.parse_layers` returns them: 0 = embeddings, L = last)."""
 
   @tf.function
   def forward(ids, mask, types):
@@ -87,8 +92,9 @@ def layer_activations(encoder, input_ids, input_mask, segment_ids, layers, batch
         "input_mask": mask,
         "input_type_ids": types
     },
-                      training=False)["encoder_outputs"]
-    return tf.stack([outputs[i] for i in layers], axis=2)  # [b, seq, k, hidden]
+                      training=False)
+    states = layer_selection.hidden_states(outputs)
+    return tf.stack([states[i] for i in layers], axis=2)  # [b, seq, k, hidden]
 
   chunks = []
   for start in range(0, len(input_ids), batch_size):
@@ -139,15 +145,28 @@ def _parse_list(flag, values, kind):
   return parsed
 
 
+def layer_names(values, num_layers):
+  """The JSON `index` of each chosen layer: the integer given (`all` as -L..-1), or
+  "embeddings"."""
+  names = []
+  for value in values:
+    text = str(value).strip().lower()
+    if text == "all":
+      names.extend(range(-num_layers, 0))
+    elif text in (layer_selection.EMBEDDINGS, "emb"):
+      names.append(layer_selection.EMBEDDINGS)
+    else:
+      names.append(int(text))
+  return names
+
+
 def run(settings):
-  layers = _parse_list("layers", settings.layers, int)
   if not settings.init_checkpoint and not settings.allow_random_weights:
     raise ValueError("--init_checkpoint is required: features of random weights mean nothing "
                      "(pass --allow_random_weights to extract them anyway)")
   config = finetuning_runner.model_config(settings)
-  bad = [i for i in layers if not -config.num_hidden_layers <= i < config.num_hidden_layers]
-  if bad:
-    raise ValueError(f"--layers {bad} out of range for {config.num_hidden_layers} layers")
+  layers = layer_selection.parse_layers(settings.layers, config.num_hidden_layers)
+  given = layer_names(settings.layers, config.num_hidden_layers)
   weights = (_parse_list("layer_weights", settings.layer_weights, float)
              if settings.layer_weights else None)
   if weights is not None and len(weights) != len(layers):
@@ -164,7 +183,7 @@ def run(settings):
     checkpointing.warm_start(encoder, settings.init_checkpoint)
   values = pool(layer_activations(encoder, ids, mask, segments, layers, settings.batch_size),
                 settings.pooling, weights)
-  names = layers if settings.pooling == "none" else [",".join(map(str, layers))]
+  names = given if settings.pooling == "none" else [",".join(map(str, given))]
   lengths = mask.sum(axis=1)
   tokens = [tokenizer.convert_ids_to_tokens(row[:n].tolist()) for row, n in zip(ids, lengths)]
   if settings.output_file.endswith(".npz"):
@@ -175,7 +194,7 @@ def run(settings):
              tokens=padded,
              input_ids=ids,
              input_mask=mask,
-             layers=np.array(layers))
+             layers=np.array(given))
     with tf.io.gfile.GFile(settings.output_file, "wb") as f:
       f.write(buffer.getvalue())
   else:

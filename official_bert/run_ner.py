@@ -11,18 +11,34 @@ Outputs: `eval_results.txt` (loss, token accuracy, entity precision/recall/F1 ov
 type, by the CoNLL definition) for the dev set (testa); with --do_predict,
 `test_predictions.txt` (`word gold predicted` lines, blank line between sentences: conlleval's
 input) and `test_results.txt` for the test set (testb).
+
+Feature-based (the paper's section 5.3): `--feature_based` keeps BERT frozen and trains a
+BiLSTM (`--lstm_units`, `--lstm_layers`) and a classifier on the chosen layers' activations,
+`--layers` (-1 = last, `embeddings`, `all`) combined by `--combine` (concat, sum, weighted,
+last); e.g. the paper's best row:
+
+  python -m official_bert.run_ner ... --feature_based --layers=-1,-2,-3,-4 --combine=concat \
+    --learning_rate=1e-3
+
+The head's architecture is written to `OUTPUT_DIR/head_config.json`, which `export
+--model_type=feature_tagger` reads next to the checkpoint.
 """
 
 import dataclasses
+import json
 import os
 from typing import Optional
 
+from absl import logging
 import tensorflow as tf
 
 from data_prep import schema
+from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
+from official_bert.modeling import layer_selection
+from official_bert.modeling import model_types
 from official_bert.tasks import metrics
 from official_bert.tasks.tagging import TaggingTask
 from official_bert.training import common_flags
@@ -35,6 +51,15 @@ from official_bert.training.settings import option
 @dataclasses.dataclass(frozen=True)
 class NerSettings(settings_lib.FinetuningSettings):
   data_dir: Optional[str] = option(None, "Folder with the CoNLL-2003 files (either spelling).")
+  feature_based: bool = option(
+      False, "The paper's feature-based approach: frozen BERT, chosen layers -> BiLSTM.")
+  layers: tuple = option(("-1", "-2", "-3", "-4"),
+                         "Layers the feature-based model reads: -1 = last, 'embeddings', 'all'.")
+  combine: str = option("concat", "How the chosen layers are combined (weighted: learned "
+                        "softmax weights; last: the topmost one).",
+                        choices=layer_selection.COMBINE_MODES)
+  lstm_units: int = option(768, "Units per direction of the feature-based BiLSTM.", minimum=1)
+  lstm_layers: int = option(2, "BiLSTM layers of the feature-based model.", minimum=1)
 
 
 def define_flags():
@@ -42,6 +67,27 @@ def define_flags():
 
 
 LABELS = list(conll.CONLL2003_LABELS)
+
+
+def read_head_config(directory):
+  """The head_config.json in `directory` (without its model_type), or None."""
+  path = os.path.join(directory, model_types.HEAD_CONFIG_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  return model_types.read_head_config(path)
+
+
+def write_head_config(output_dir, head_config):
+  """OUTPUT_DIR/head_config.json; a different architecture than an existing run's is an
+  error (its checkpoints would not fit)."""
+  path = os.path.join(output_dir, model_types.HEAD_CONFIG_FILE)
+  content = json.dumps({"model_type": "feature_tagger", **head_config}, indent=2) + "\n"
+  if tf.io.gfile.exists(path):
+    old = tfrecord_io.read_text(path)
+    if old != content and tf.train.latest_checkpoint(output_dir):
+      raise ValueError(f"{path} describes another feature-based model than these flags "
+                       f"({old.strip()} vs {content.strip()}): use a new --output_dir")
+  tfrecord_io.write_text(path, content)
 
 
 class NerJob:
@@ -84,7 +130,24 @@ class NerJob:
     return finetuning_runner.prepare_splits(self.settings, self._write)
 
   def make_task(self, bert_config):
-    return TaggingTask(bert_config, len(LABELS), self.settings.max_seq_length)
+    s = self.settings
+    head_config = None
+    stored = read_head_config(s.output_dir)
+    if not s.feature_based and stored and tf.train.latest_checkpoint(s.output_dir):
+      # The run in --output_dir was feature-based: evaluate/predict/resume it as such.
+      logging.info("%s: the model in --output_dir is feature-based (%s)",
+                   model_types.HEAD_CONFIG_FILE, stored)
+      head_config = stored
+    elif s.feature_based:
+      layers = layer_selection.parse_layers(s.layers, bert_config.num_hidden_layers)
+      head_config = {"layers": sorted(layers), "combine": s.combine, "lstm_units": s.lstm_units,
+                     "lstm_layers": s.lstm_layers}
+      logging.info("Feature-based: frozen encoder, %s combined by %s -> %d-layer BiLSTM (%d "
+                   "units)", layer_selection.describe(sorted(layers),
+                                                      bert_config.num_hidden_layers),
+                   s.combine, s.lstm_layers, s.lstm_units)
+      write_head_config(s.output_dir, head_config)
+    return TaggingTask(bert_config, len(LABELS), s.max_seq_length, head_config=head_config)
 
   def _tags(self, split, predictions):
     return ner_features.predictions_to_tags(predictions["logits"], predictions["label_weights"],

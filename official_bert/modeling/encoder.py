@@ -37,6 +37,7 @@ class BertEncoder(keras.Model):
   Returns:
     dict with
       sequence_output: [batch, seq, hidden], the last layer's output;
+      embedding_output: [batch, seq, hidden], the embeddings (before the first layer);
       pooled_output: [batch, hidden], tanh(Dense(first token));
       encoder_outputs: list of num_hidden_layers [batch, seq, hidden].
   """
@@ -86,6 +87,7 @@ class BertEncoder(keras.Model):
     word_ids, mask, type_ids = unpack_inputs(inputs)
     x = self.embeddings(word_ids, type_ids,
                         training=training)  # [batch, seq, hidden]
+    embedding_output = x
     encoder_outputs = []
     for layer in self.transformer_layers:
       x = layer(x, padding_mask=mask, training=training)  # [b, seq, hidden]
@@ -95,6 +97,7 @@ class BertEncoder(keras.Model):
     return {
         "sequence_output": x,
         "pooled_output": pooled,
+        "embedding_output": embedding_output,
         "encoder_outputs": encoder_outputs,
     }
 

@@ -16,11 +16,12 @@ from official_bert.interop import weight_names
 from official_bert.modeling.encoder import BertEncoder
 
 
-class _OutputProjection(keras.layers.Layer):
+class OutputProjection(keras.layers.Layer):
   """x @ output_weights^T + output_bias, weights [num_outputs, hidden] as in TF1 files."""
 
   def __init__(self, num_outputs, hidden_size, initializer_range=0.02, **kwargs):
     super().__init__(**kwargs)
+    self.supports_masking = True  # per position: a BiLSTM's mask passes through
     self.num_outputs = num_outputs
     self.hidden_size = hidden_size
     self.initializer_range = initializer_range
@@ -60,7 +61,7 @@ class _FineTuningModel(keras.Model):
     self.encoder = encoder
     self.dropout_rate = dropout_rate
     self.dropout = keras.layers.Dropout(dropout_rate, name="head_dropout")
-    self.projection = _OutputProjection(num_outputs, encoder.hidden_size,
+    self.projection = OutputProjection(num_outputs, encoder.hidden_size,
                                         encoder.initializer_range, dtype=self.dtype_policy,
                                         name="head")
 

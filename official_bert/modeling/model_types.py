@@ -7,18 +7,33 @@
   squad         BertSpanLabeler                  bert/*, cls/squad/*
   tagger        BertTokenClassifier(num_labels)  bert/*, cls/token_classifier/*
   multiple_choice  BertMultipleChoice (SWAG)     bert/*, cls/multiple_choice/*
+  feature_tagger   BertFeatureTagger(num_labels, frozen encoder + BiLSTM; its `head_config`)
+                                                 bert/*, cls/feature_tagger/*
 """
 
+import json
+import os
+
+import tensorflow as tf
+
+from official_bert.modeling import feature_tagger
 from official_bert.modeling import finetuning_models
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.pretraining_model import BertPretrainingModel
 
-MODEL_TYPES = ("encoder", "pretraining", "classifier", "squad", "tagger", "multiple_choice")
-NEEDS_NUM_LABELS = ("classifier", "tagger")
+MODEL_TYPES = ("encoder", "pretraining", "classifier", "squad", "tagger", "multiple_choice",
+               "feature_tagger")
+NEEDS_NUM_LABELS = ("classifier", "tagger", "feature_tagger")
+# The file a feature-based run writes next to its checkpoints: the head's architecture
+# (`BertFeatureTagger.head_config()`), which the weights alone do not determine.
+HEAD_CONFIG_FILE = "head_config.json"
 
 
-def build_model(model_type, bert_config, num_labels=None):
-  """A built model of `model_type` (no dropout at inference: Keras applies it only in training)."""
+def build_model(model_type, bert_config, num_labels=None, head_config=None):
+  """A built model of `model_type` (no dropout at inference: Keras applies it only in training).
+
+  head_config: for feature_tagger, its layers, combine, lstm_units and lstm_layers.
+  """
   if model_type not in MODEL_TYPES:
     raise ValueError(f"unknown model type {model_type!r}; expected one of {list(MODEL_TYPES)}")
   if model_type in NEEDS_NUM_LABELS and not num_labels:
@@ -34,10 +49,39 @@ def build_model(model_type, bert_config, num_labels=None):
     model = finetuning_models.BertSpanLabeler(encoder, name="squad")
   elif model_type == "multiple_choice":
     model = finetuning_models.BertMultipleChoice(encoder, name="multiple_choice")
+  elif model_type == "feature_tagger":
+    if not head_config:
+      raise ValueError(f"--model_type=feature_tagger needs the head's configuration "
+                       f"({HEAD_CONFIG_FILE}, written by run_ner --feature_based)")
+    model = feature_tagger.BertFeatureTagger(encoder, num_labels, name="feature_tagger",
+                                             **head_config)
   else:
     model = finetuning_models.BertTokenClassifier(encoder, num_labels, name="tagger")
   model.build()
   return model
+
+
+def read_head_config(path):
+  """The `build_model` head_config in a head_config.json (its model_type key dropped)."""
+  with tf.io.gfile.GFile(path) as f:
+    try:
+      config = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}: not valid JSON ({e})") from None
+  if not isinstance(config, dict):
+    raise ValueError(f"{path}: expected a JSON object")
+  expected = {"layers", "combine", "lstm_units", "lstm_layers"}
+  config.pop("model_type", None)
+  if set(config) != expected:
+    raise ValueError(f"{path}: expected the keys {sorted(expected)}, got {sorted(config)}")
+  return config
+
+
+def head_config_beside(checkpoint):
+  """The head_config.json in a checkpoint's directory (or the directory given), or None."""
+  directory = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
+  path = os.path.join(directory, HEAD_CONFIG_FILE)
+  return path if tf.io.gfile.exists(path) else None
 
 
 def infer_model_type(tensor_names):
@@ -47,6 +91,8 @@ def infer_model_type(tensor_names):
     return "pretraining"
   if any(n.startswith("cls/squad/") for n in names):
     return "squad"
+  if any(n.startswith(feature_tagger.TF1_SCOPE) for n in names):
+    return "feature_tagger"
   if any(n.startswith("cls/token_classifier/") for n in names):
     return "tagger"
   if any(n.startswith("cls/multiple_choice/") for n in names):
@@ -58,6 +104,6 @@ def infer_model_type(tensor_names):
 
 def num_labels_in(tensors, model_type):
   """The number of labels of a classifier/tagger head stored in `tensors`, or None."""
-  name = {"classifier": "output_bias", "tagger": "cls/token_classifier/output_bias"}.get(
-      model_type)
+  name = {"classifier": "output_bias", "tagger": "cls/token_classifier/output_bias",
+          "feature_tagger": feature_tagger.TF1_SCOPE + "output_bias"}.get(model_type)
   return int(tensors[name].shape[0]) if name in tensors else None

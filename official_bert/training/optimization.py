@@ -7,6 +7,12 @@ Mirrors google-research/bert `optimization.create_optimizer`:
   * gradient clipping to global norm 1.0 -- done by the training loop with
     `clip_by_global_norm` (it also logs the norm), never inside the optimizer.
 
+Layer-wise learning-rate decay (`layerwise_lr_decay`, ELECTRA's recipe): the learning rate
+of a variable at depth d is multiplied by decay ** (L - d), where d is 0 for the embeddings,
+i + 1 for Transformer layer i and L (factor 1) for the pooler and every head
+(`layerwise_lr_scale`). The decoupled weight decay, which is `lr * weight_decay * var`,
+follows the same per-layer rate, and the weight-decay exclusions are unchanged.
+
 Known differences from the original `AdamWeightDecayOptimizer`, inherited from
 Keras 3: Adam here uses bias correction (the original has none) and adds
 epsilon as Keras' "epsilon hat" (`m * alpha / (sqrt(v) + eps)` with
@@ -107,6 +113,26 @@ def _variable_path(variable):
   return getattr(variable, "path", None) or variable.name
 
 
+_EMBEDDINGS = re.compile(r"(^|/)embeddings/")
+_LAYER = re.compile(r"(^|/)transformer_layer_(\d+)/")
+
+
+def layer_depth(path, num_layers):
+  """0 for the embeddings, i + 1 for `transformer_layer_i`, num_layers for everything else
+  (pooler, heads), from a variable's path."""
+  match = _LAYER.search(path)
+  if match:
+    return int(match.group(2)) + 1
+  if _EMBEDDINGS.search(path):
+    return 0
+  return num_layers
+
+
+def layerwise_lr_scale(path, num_layers, decay):
+  """The learning-rate factor decay ** (num_layers - depth) of the variable at `path`."""
+  return float(decay) ** (num_layers - layer_depth(path, num_layers))
+
+
 def uses_weight_decay(variable,
                       exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY):
   """True unless some pattern `re.search`es the variable's path (as BERT)."""
@@ -130,22 +156,41 @@ class _ExcludeByPathMixin:
   """
 
   def __init__(self, *args, exclude_from_weight_decay_patterns=
-               DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, **kwargs):
+               DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, layerwise_lr_decay=None,
+               num_layers=None, **kwargs):
     super().__init__(*args, **kwargs)
     self.exclude_from_weight_decay_patterns = tuple(
         exclude_from_weight_decay_patterns or ())
+    if layerwise_lr_decay is not None and not num_layers:
+      raise ValueError("layerwise_lr_decay needs num_layers (the encoder's layers)")
+    self.layerwise_lr_decay = layerwise_lr_decay
+    self.num_layers = num_layers
+    self._lr_scales = None
 
   def build(self, var_list):
     if not self.built:
       excluded = [v for v in var_list if not uses_weight_decay(
           v, self.exclude_from_weight_decay_patterns)]
       self.exclude_from_weight_decay(var_list=excluded)
+      if self.layerwise_lr_decay is not None:
+        # In var_list order, which is the optimizer's variable index.
+        self._lr_scales = [layerwise_lr_scale(_variable_path(v), self.num_layers,
+                                              self.layerwise_lr_decay) for v in var_list]
     super().build(var_list)
+
+  def scaled_learning_rate(self, learning_rate, variable):
+    """The step's learning rate times the variable's layer-wise factor (if any)."""
+    if not self._lr_scales:
+      return learning_rate
+    scale = self._lr_scales[self._get_variable_index(variable)]
+    return learning_rate if scale == 1.0 else learning_rate * scale
 
   def get_config(self):
     config = super().get_config()
     config["exclude_from_weight_decay_patterns"] = list(
         self.exclude_from_weight_decay_patterns)
+    config["layerwise_lr_decay"] = self.layerwise_lr_decay
+    config["num_layers"] = self.num_layers
     return config
 
 
@@ -166,6 +211,7 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
 
   def update_step(self, gradient, variable, learning_rate):
     dtype = variable.dtype
+    learning_rate = self.scaled_learning_rate(learning_rate, variable)
     lr = tf.cast(learning_rate, dtype)
     if self.weight_decay and self._use_weight_decay(variable):
       variable.assign_sub(variable * (lr * tf.cast(self.weight_decay, dtype)))
@@ -188,7 +234,22 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
 
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertLamb(_ExcludeByPathMixin, keras.optimizers.Lamb):
-  """`keras.optimizers.Lamb` with path-based weight-decay exclusion."""
+  """`keras.optimizers.Lamb` with path-based weight-decay exclusion.
+
+  The decay is applied in `update_step` (before the step, as Keras does it), so it can use
+  the variable's layer-wise learning rate.
+  """
+
+  def _apply_weight_decay(self, variables):
+    del variables  # Applied in `update_step`.
+
+  def update_step(self, gradient, variable, learning_rate):
+    learning_rate = self.scaled_learning_rate(learning_rate, variable)
+    if self.weight_decay and self._use_weight_decay(variable):
+      dtype = variable.dtype
+      variable.assign_sub(variable * (tf.cast(learning_rate, dtype)
+                                      * tf.cast(self.weight_decay, dtype)))
+    return super().update_step(gradient, variable, learning_rate)
 
 
 _CLASSES = {"adamw": BertAdamW, "lamb": BertLamb}
@@ -210,7 +271,8 @@ def create_optimizer(name="adamw", learning_rate=1e-4, weight_decay=0.01,
     beta_1, beta_2, epsilon: Adam moments (original BERT: 0.9, 0.999, 1e-6).
     exclude_from_weight_decay: regexes; a variable whose `path` matches any
       is not decayed. Defaults exclude LayerNorm gamma/beta and all biases.
-    **kwargs: other Keras optimizer args (e.g. `gradient_accumulation_steps`);
+    **kwargs: `layerwise_lr_decay` and `num_layers` (see the module doc), or other Keras
+      optimizer args (e.g. `gradient_accumulation_steps`);
       `optimizer_name` becomes the Keras `name` (`name` is taken above).
 
   Raises:

@@ -19,6 +19,7 @@ from data_prep import schema
 from official_bert.training import checkpointing
 from official_bert.training import distribution
 from official_bert.training import evaluation
+from official_bert.training import freezing
 from official_bert.training import input_pipeline
 from official_bert.training import optimization
 from official_bert.training import training_loop
@@ -55,12 +56,19 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
   """The `Trainer` with the original's optimizer and schedule, as the settings say."""
   schedule = optimization.WarmupLinearDecay(settings.learning_rate, num_warmup_steps,
                                             num_train_steps)
+  decay = getattr(settings, "layerwise_lr_decay", None)  # fine-tuning settings only
+  extra = {}
+  if decay is not None:
+    extra = {"layerwise_lr_decay": decay, "num_layers": task.bert_config.num_hidden_layers}
   return training_loop.Trainer(
       strategy, task,
       lambda: optimization.create_optimizer(settings.optimizer, schedule,
-                                            weight_decay=settings.weight_decay),
+                                            weight_decay=settings.weight_decay, **extra),
       settings.train_batch_size, settings.num_accumulation_steps,
-      clip_norm=settings.clip_norm, dtype=settings.dtype, enable_xla=settings.enable_xla)
+      clip_norm=settings.clip_norm, dtype=settings.dtype, enable_xla=settings.enable_xla,
+      prepare_model=lambda model: freezing.freeze(
+          model, getattr(settings, "freeze_encoder", False),
+          getattr(settings, "freeze_layers", 0)))
 
 
 def dataset_fn(task, input_patterns, global_batch_size, is_training, seed):

@@ -117,6 +117,12 @@ class FinetuningSettings(RunSettings):
                                     minimum=0.0, maximum=1.0)
   max_train_examples: int = option(
       0, "Train on a seeded random subset of this many examples (0: all).", minimum=0)
+  freeze_encoder: bool = option(False, "Train only the head: the encoder's weights stay fixed.")
+  freeze_layers: int = option(
+      0, "Keep the embeddings and the lowest N Transformer layers fixed.", minimum=0)
+  layerwise_lr_decay: Optional[float] = option(
+      None, "Layer l's learning rate times decay^(L - l) (embeddings: l = 0; pooler and head: "
+      "factor 1), e.g. 0.95.", above=0.0, maximum=1.0)
 
 
 def finetuning_steps(settings, num_examples):

@@ -42,10 +42,12 @@ class Trainer:
     clip_norm: global gradient norm clip (the original: 1.0); None or 0 to disable.
     dtype: "float32", "bfloat16" or "float16" (float16 gets dynamic loss scaling).
     enable_xla: compile the forward/backward pass with XLA.
+    prepare_model: optional model -> model, applied before the optimizer is built (e.g.
+      `freezing.freeze`, so frozen weights get no optimizer state).
   """
 
   def __init__(self, strategy, task, optimizer_fn, global_batch_size, num_accumulation_steps=1,
-               clip_norm=1.0, dtype="float32", enable_xla=False):
+               clip_norm=1.0, dtype="float32", enable_xla=False, prepare_model=None):
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % (replicas * num_accumulation_steps):
       raise ValueError(f"batch size {global_batch_size} is not divisible by replicas ({replicas}) "
@@ -59,6 +61,8 @@ class Trainer:
     self.enable_xla = enable_xla
     with strategy.scope():
       self.model = task.build_model()
+      if prepare_model is not None:
+        self.model = prepare_model(self.model)
       inner = optimizer_fn()
       inner._all_reduce_sum_gradients = _already_reduced  # pylint: disable=protected-access
       self.optimizer = keras.optimizers.LossScaleOptimizer(inner) if self.float16 else inner
