@@ -20,6 +20,8 @@ def _head_scope(tf1_name):
       return scope
   if tf1_name.startswith("bert/"):
     return None
+  if tf1_name.startswith("cls/"):  # cls/<head>/...: one scope per head, however deep
+    return "/".join(tf1_name.split("/")[:2]) + "/"
   return tf1_name.rsplit("/", 1)[0] + "/" if "/" in tf1_name else "<top-level>"
 
 
