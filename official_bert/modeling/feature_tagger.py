@@ -87,6 +87,8 @@ class BertFeatureTagger(keras.Model):
     bad = [i for i in self.layers_used if not 0 <= i <= num_layers]
     if bad:
       raise ValueError(f"hidden states {bad} out of range 0..{num_layers}")
+    if len(set(self.layers_used)) != len(self.layers_used):
+      raise ValueError(f"layers {list(layers)} name a hidden state more than once")
     self.num_labels = num_labels
     self.combine = combine
     self.lstm_units = lstm_units

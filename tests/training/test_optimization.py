@@ -377,3 +377,57 @@ def test_clip_by_global_norm_vs_numpy():
   # Nothing to clip.
   none, zero = clip_by_global_norm([None, None])
   assert none == [None, None] and float(zero) == 0.0
+
+
+def test_layerwise_lr_scale_formula():
+  L = 12
+  assert optimization.layer_depth("clf/encoder/embeddings/word_embeddings/embeddings", L) == 0
+  assert optimization.layer_depth("clf/encoder/transformer_layer_0/query/kernel", L) == 1
+  assert optimization.layer_depth("clf/encoder/transformer_layer_11/output_dense/bias", L) == 12
+  assert optimization.layer_depth("clf/encoder/pooler_dense/kernel", L) == 12
+  assert optimization.layer_depth("clf/head/output_weights", L) == 12
+  for depth, path in ((0, "e/embeddings/x"), (4, "e/transformer_layer_3/x"), (12, "head/x")):
+    assert optimization.layerwise_lr_scale(path, L, 0.95) == pytest.approx(0.95 ** (L - depth))
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_layerwise_lr_decay_scales_each_layers_step(name):
+  """Zero gradients: each step is the decoupled decay alone, lr_l * wd * var, so every
+  variable's change shows its layer's learning rate (and the decay exclusions)."""
+  from official_bert.modeling import finetuning_models
+  encoder = BertEncoder(vocab_size=20, hidden_size=8, num_hidden_layers=3, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=16)
+  model = finetuning_models.BertClassifier(encoder, 2)
+  model.build()
+  lr, wd, decay = 0.1, 0.5, 0.5
+  opt = create_optimizer(name, learning_rate=lr, weight_decay=wd, layerwise_lr_decay=decay,
+                         num_layers=3)
+  variables = model.trainable_variables
+  opt.build(variables)
+  before = [np.array(v.numpy()) for v in variables]
+  opt.apply([tf.zeros_like(v) for v in variables], variables)
+  for v, old in zip(variables, before):
+    scale = decay ** (3 - optimization.layer_depth(v.path, 3))
+    rate = lr * scale * wd if uses_weight_decay(v) else 0.0
+    np.testing.assert_allclose(v.numpy(), old - old * rate, rtol=1e-6, atol=1e-7,
+                               err_msg=v.path)
+  assert create_optimizer(name, layerwise_lr_decay=0.9, num_layers=3).get_config()[
+      "layerwise_lr_decay"] == 0.9
+  with pytest.raises(ValueError, match="num_layers"):
+    create_optimizer(name, layerwise_lr_decay=0.9)
+
+
+def test_layerwise_lr_decay_with_gradients_adamw():
+  """Adam's first step moves each weight by about lr (g / |g|): here lr times the layer factor."""
+  encoder = BertEncoder(vocab_size=20, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=16, max_position_embeddings=16)
+  encoder.build()
+  opt = create_optimizer("adamw", learning_rate=0.01, weight_decay=0.0, layerwise_lr_decay=0.8,
+                         num_layers=2)
+  variables = encoder.trainable_variables
+  opt.build(variables)
+  before = [np.array(v.numpy()) for v in variables]
+  opt.apply([tf.ones_like(v) for v in variables], variables)
+  for v, old in zip(variables, before):
+    want = 0.01 * 0.8 ** (2 - optimization.layer_depth(v.path, 2))
+    np.testing.assert_allclose(old - v.numpy(), want, rtol=1e-4, err_msg=v.path)
