@@ -32,7 +32,7 @@ client can map a SQuAD span or a tag back to text. Outputs per model type (both 
                regression), predicted_ids [b] int32 (+ predicted_labels [b] with label names)
   squad        start_logits [b, s], end_logits [b, s]
   tagger       logits [b, s, labels], probabilities [b, s, labels], predicted_ids [b, s] int32
-               (+ predicted_labels [b, s] with label names)
+               (+ predicted_labels [b, s] with label names); feature_tagger the same
   multiple_choice  logits [b, choices], probabilities [b, choices] (softmax over the choices),
                predicted_ids [b] int32: the best choice
 """
