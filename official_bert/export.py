@@ -3,10 +3,15 @@ r"""Exports a BERT model as a SavedModel that serves raw text (TensorFlow Servin
   python -m official_bert.export --bert_config_file=FILE --checkpoint=PATH --vocab_file=FILE \
     --do_lower_case=BOOL --model_type=encoder|pretraining|classifier|squad|tagger|feature_tagger \
     --export_dir=DIR [--max_seq_length=128] [--num_labels=N] [--label_names=a,b,c] \
-    [--export_format=single|hub_pair] [--top_k=5]
+    [--export_format=single|hub_pair|tflite] [--quantize=none|dynamic|float16] [--top_k=5] \
+    [--normalize_embeddings]
+  python -m official_bert.export --checkpoint=HF_MODEL_DIR --model_type=encoder --export_dir=DIR
 
 --checkpoint is ours, a google-research TF1 checkpoint (prefix or directory) or a Hugging Face
-model (`weights_io`). Every variable of the exported model must be in it: a classifier/squad/
+model (`weights_io`). A Hugging Face folder brings its config.json, vocab.txt and
+tokenizer_config.json's do_lower_case: --bert_config_file and --vocab_file may then be left
+out, and --do_lower_case defaults to the folder's (as the fine-tuning scripts'
+--init_checkpoint). Every variable of the exported model must be in it: a classifier/squad/
 tagger head missing from the file is an error (`--allow_random_head` exports a random head
 anyway, for tests only).
 
@@ -14,7 +19,13 @@ single (default): one SavedModel with signatures `serving_default` (text), `serv
 (text, text_b) and `serve_ids` (input_word_ids, input_mask, input_type_ids); outputs in
 `export_signatures`. hub_pair (--model_type=encoder): like the Model Garden's export_tfhub,
 DIR/preprocessor (text -> input_word_ids, input_mask, input_type_ids) and DIR/encoder (those
--> pooled_output, sequence_output, encoder_outputs).
+-> pooled_output, sequence_output, encoder_outputs, mean_pooled_output). tflite: DIR/model.tflite,
+the `serve_ids` signature at seq --max_seq_length for on-device use, float32 or --quantize'd
+(`serving.tflite_export`), with DIR/vocab.txt and DIR/assets.extra/.
+
+An encoder also returns `mean_pooled_output`, a sentence embedding (the mean over the real
+tokens); `--normalize_embeddings` makes it unit length, as sentence-transformers models
+(all-MiniLM-L6-v2, ...) are used: cosine similarity is then a dot product.
 
 Loading needs tensorflow-text's ops registered (`import tensorflow_text`; TensorFlow Serving
 builds include them); nothing from this repository. The vocabulary is saved in `assets/`,
@@ -31,27 +42,36 @@ import tensorflow as tf
 from data_prep import cli
 from data_prep import tfrecord_io
 from data_prep import tokenization
+from official_bert.interop import hf_weights
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import signatures as export_signatures
+from official_bert.serving import squad_answers
+from official_bert.serving import tflite_export
 
 
 def define_flags():
   """Defines the flags; called only when run as a program, so importing this module
   (tests, other tools) never clashes with flags of the same name elsewhere."""
-  flags.DEFINE_string("bert_config_file", None, "bert_config.json of the model.")
+  flags.DEFINE_string("bert_config_file", None,
+                      "bert_config.json of the model (default: an HF --checkpoint's config.json).")
   flags.DEFINE_string("checkpoint", None,
                       "Checkpoint: ours or TF1 (prefix or directory), or an HF model.")
-  flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models).")
+  flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with (default: "
+                      "an HF --checkpoint's vocab.txt).")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models). Default: an HF "
+                    "--checkpoint's tokenizer_config.json, else True.")
   flags.DEFINE_enum("model_type", None, list(model_types.MODEL_TYPES), "What to export.")
   flags.DEFINE_string("export_dir", None, "Output directory (e.g. models/bert/1 for Serving).")
   flags.DEFINE_integer("max_seq_length", 128, "Text signatures pad/truncate to this length.")
   flags.DEFINE_integer("num_labels", None, "Labels of a classifier/tagger head.")
   flags.DEFINE_list("label_names", None, "Label strings in id order (classifier, tagger).")
-  flags.DEFINE_enum("export_format", "single", ["single", "hub_pair"],
-                    "One SavedModel, or a TF-Hub-style preprocessor + encoder pair.")
+  flags.DEFINE_enum("export_format", "single", ["single", "hub_pair", "tflite"],
+                    "One SavedModel, a TF-Hub-style preprocessor + encoder pair, or a "
+                    "TensorFlow Lite model of serve_ids.")
+  flags.DEFINE_enum("quantize", "none", list(tflite_export.QUANTIZE_MODES),
+                    "tflite: float32 weights, int8 (dynamic range) or float16 weights.")
   flags.DEFINE_integer("top_k", 5, "Predictions per [MASK] (pretraining).")
   flags.DEFINE_bool("allow_random_head", False,
                     "Export even if the checkpoint lacks the head (random head; tests only).")
@@ -59,9 +79,22 @@ def define_flags():
   flags.DEFINE_string("head_config_file", None,
                       "feature_tagger: the head's head_config.json (default: the one beside "
                       "--checkpoint, written by run_ner --feature_based).")
+  flags.DEFINE_integer("doc_stride", 128, "squad: context pieces between window starts.")
+  flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")
+  flags.DEFINE_integer("n_best_size", 20, "squad: answers in the n-best (and candidates per "
+                       "window end).")
+  flags.DEFINE_integer("max_answer_length", 30, "squad: the longest answer, in pieces.")
+  flags.DEFINE_bool("version_2_with_negative", False,
+                    "squad: a SQuAD 2.0 model (may answer nothing).")
+  flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                     "squad v2.0: answer nothing when null score - best span > this.")
+  flags.DEFINE_bool("normalize_embeddings", False,
+                    "encoder: L2-normalize mean_pooled_output (sentence-transformers models).")
 
 
 FLAGS = flags.FLAGS
+_SQUAD_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                "version_2_with_negative", "null_score_diff_threshold")
 
 
 def _display_vocab(vocab, vocab_size, vocab_file):
@@ -73,6 +106,37 @@ def _display_vocab(vocab, vocab_size, vocab_file):
     logging.warning("%s has %d tokens, the model %d ids: the extra ids show as [id N].", vocab_file,
                     len(vocab), vocab_size)
   return list(vocab) + [f"[id {i}]" for i in range(len(vocab), vocab_size)]
+
+
+def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case):
+  """(BertConfig, vocabulary file, do_lower_case) of the export.
+
+  The flags where given, else those of a Hugging Face `checkpoint` folder (config.json,
+  vocab.txt, tokenizer_config.json's do_lower_case), read as the fine-tuning scripts read
+  --init_checkpoint, so a downloaded model exports in one command. `do_lower_case` None: the
+  folder's, else True (the flag's default).
+  """
+  hf = weights_io.model_files(checkpoint) if weights_io.is_hf_model(checkpoint) else None
+  if bert_config_file:
+    config = BertConfig.from_json_file(bert_config_file)
+  elif hf and hf.hf_config:
+    config = hf_weights.load_hf_config(hf.hf_config)
+  elif hf:
+    raise ValueError(f"--bert_config_file is required: the Hugging Face model at "
+                     f"--checkpoint={checkpoint} has no config.json")
+  else:
+    raise ValueError(f"--bert_config_file is required: --checkpoint={checkpoint} is not a "
+                     f"Hugging Face model folder (whose config.json would do)")
+  if not vocab_file:
+    if not (hf and hf.vocab):
+      raise ValueError(f"--vocab_file is required: --checkpoint={checkpoint} is not a Hugging "
+                       f"Face model folder with a vocab.txt")
+    vocab_file = hf.vocab
+  if do_lower_case is None:
+    do_lower_case = True if hf is None or hf.do_lower_case is None else bool(hf.do_lower_case)
+  logging.info("Config %s, vocabulary %s, do_lower_case=%s",
+               bert_config_file or hf.hf_config, vocab_file, do_lower_case)
+  return config, vocab_file, do_lower_case
 
 
 def _save(module, directory, signatures, vocab_file, extra):
@@ -98,9 +162,18 @@ def export(bert_config_file,
            top_k=5,
            allow_random_head=False,
            overwrite=False,
-           head_config_file=None):
-  """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks)."""
-  config = BertConfig.from_json_file(bert_config_file)
+           head_config_file=None,
+           normalize_embeddings=False,
+           squad_options=None,
+           quantize="none"):
+  """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks).
+
+  `bert_config_file`, `vocab_file` and `do_lower_case` may be None for a Hugging Face
+  `checkpoint` (`resolve_model_files`). `squad_options`: `squad_answers.SquadAnswerer`'s
+  keyword arguments (doc_stride, max_query_length, n_best_size, ...) for a squad export.
+  """
+  config, vocab_file, do_lower_case = resolve_model_files(bert_config_file, checkpoint,
+                                                          vocab_file, do_lower_case)
   head_config = None
   if model_type == "feature_tagger":
     head_config_file = head_config_file or model_types.head_config_beside(checkpoint)
@@ -118,6 +191,10 @@ def export(bert_config_file,
     num_labels = len(label_names)
   if export_format == "hub_pair" and model_type != "encoder":
     raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")
+  tflite_export.check_options(export_format, quantize)
+  if normalize_embeddings and model_type != "encoder":
+    raise ValueError("--normalize_embeddings applies to an encoder's mean_pooled_output: use "
+                     "--model_type=encoder")
   tfrecord_io.make_dirs(os.path.dirname(export_dir.rstrip("/")), "the parent of --export_dir")
   if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
     raise ValueError(f"--export_dir={export_dir} is a file")
@@ -130,7 +207,8 @@ def export(bert_config_file,
   try:
     result = _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, building,
                     max_seq_length, num_labels, label_names, export_format, top_k,
-                    allow_random_head, head_config)
+                    allow_random_head, head_config, normalize_embeddings, squad_options,
+                    quantize)
   except BaseException:
     if tf.io.gfile.exists(building):
       tf.io.gfile.rmtree(building)
@@ -159,7 +237,7 @@ def _swap_in(building, export_dir, replacing):
 
 def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
            max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head,
-           head_config=None):
+           head_config=None, normalize_embeddings=False, squad_options=None, quantize="none"):
   """Writes the SavedModel(s) to `export_dir` (a fresh directory)."""
   model = model_types.build_model(model_type, config, num_labels, head_config)
   resolved = weights_io.load_weights(model, checkpoint, require_heads=not allow_random_head)
@@ -177,24 +255,36 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
       "top_k": top_k,
       "label_names": label_names,
       "export_format": export_format,
-      "head_config": head_config
+      "head_config": head_config,
+      "normalize_embeddings": bool(normalize_embeddings),
+      "squad_options": squad_options if model_type == "squad" else None
   }
   extra = {
       "bert_config.json": config.to_json_string(),
       "export_info.json": json.dumps(info, indent=2) + "\n"
   }
 
-  if export_format == "single":
+  answerer = None
+  if model_type == "squad" and export_format == "single":
+    answerer = squad_answers.SquadAnswerer(model, tokenizer, vocab, max_seq_length,
+                                           **(squad_options or {}))
+  if export_format in ("single", "tflite"):
     module = export_signatures.ServingModule(model,
                                              model_type,
                                              preprocessor,
                                              _display_vocab(vocab, config.vocab_size, vocab_file),
                                              top_k=top_k,
-                                             label_names=label_names)
+                                             label_names=label_names,
+                                             normalize_embeddings=normalize_embeddings,
+                                             squad_answerer=answerer)
+    if export_format == "tflite":
+      tflite_export.write(module, model_type, export_dir, max_seq_length, quantize, vocab_file,
+                          extra)
+      return module
     _save(module, export_dir, module.signatures(), vocab_file, extra)
     return module
   hub_pre = export_signatures.HubPreprocessor(preprocessor)
-  hub_encoder = export_signatures.HubEncoder(model)
+  hub_encoder = export_signatures.HubEncoder(model, normalize_embeddings)
   _save(hub_pre, os.path.join(export_dir, "preprocessor"), hub_pre.signatures(), vocab_file, extra)
   _save(hub_encoder, os.path.join(export_dir, "encoder"), hub_encoder.signatures(), vocab_file,
         extra)
@@ -203,15 +293,18 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
 
 def main(argv):
   del argv
-  export(FLAGS.bert_config_file, FLAGS.checkpoint, FLAGS.vocab_file, FLAGS.do_lower_case,
+  # None unless given: an HF --checkpoint's tokenizer_config.json decides.
+  do_lower_case = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
+  export(FLAGS.bert_config_file, FLAGS.checkpoint, FLAGS.vocab_file, do_lower_case,
          FLAGS.model_type, FLAGS.export_dir, FLAGS.max_seq_length, FLAGS.num_labels,
          FLAGS.label_names, FLAGS.export_format, FLAGS.top_k, FLAGS.allow_random_head,
-         FLAGS.overwrite, FLAGS.head_config_file)
+         FLAGS.overwrite, FLAGS.head_config_file, FLAGS.normalize_embeddings,
+         {name: FLAGS[name].value for name in _SQUAD_FLAGS}, FLAGS.quantize)
   print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
 
 
 if __name__ == "__main__":
   define_flags()
   cli.launch(main,
-             required_flags=("bert_config_file", "checkpoint", "vocab_file", "model_type",
-                             "export_dir"))
+             # --bert_config_file and --vocab_file: unless in an HF --checkpoint.
+             required_flags=("checkpoint", "model_type", "export_dir"))

@@ -17,6 +17,14 @@ decimals), or with
 chosen layers by their concatenation or (`--layer_weights`-)weighted sum, the paper's best
 feature-based NER variants; the JSON then has one layer entry, its `index` naming the layers.
 --init_checkpoint: ours, google-research TF1, or a Hugging Face model folder.
+
+Sentence embeddings, `--pooling=mean`: one vector per line, the mean over its real tokens
+([CLS] and [SEP] included, padding not) of the last layer by default, as sentence-transformers
+models (all-MiniLM-L6-v2, ...) are used; `--normalize_embeddings` scales it to unit length.
+Several --layers give each layer's mean side by side, in --layers order ([lines, k * hidden];
+normalized as one vector). Output: JSON lines {"linex_index": 0, "embedding": [0.1, ...]}
+(6 decimals), or .npz arrays `embeddings` [lines, hidden] (float32) and `layers`. The values
+are the encoder export's `mean_pooled_output` (`modeling.sentence_embedding`).
 """
 
 import dataclasses
@@ -31,6 +39,7 @@ import tensorflow as tf
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from official_bert.modeling import layer_selection
+from official_bert.modeling import sentence_embedding
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.training import checkpointing
 from official_bert.training import common_flags
@@ -44,11 +53,13 @@ from official_bert.training.settings import option
 class ExtractSettings(settings_lib.Checked):
   input_file: Optional[str] = option(None, "Text, one example per line (`a ||| b` for pairs).")
   output_file: Optional[str] = option(None, "JSON lines, or .npz arrays.")
-  layers: tuple = option(("-1", "-2", "-3", "-4"),
-                         "Layers to output: -1 = last, 'embeddings', 'all'.")
+  # None: -1,-2,-3,-4 (the original's default), or the last layer for --pooling=mean.
+  layers: Optional[tuple] = option(None, "Layers to output: -1 = last, 'embeddings', 'all' "
+                                   "(default: -1,-2,-3,-4; -1 with --pooling=mean).")
   pooling: str = option("none", "Keep the layers apart, concatenate them, or add them "
-                        "(weighted).",
-                        choices=("none", "concat", "sum"))
+                        "(weighted); mean: one vector per line, the mean over its tokens.",
+                        choices=("none", "concat", "sum", "mean"))
+  normalize_embeddings: bool = option(False, "--pooling=mean: L2-normalize each vector.")
   layer_weights: Optional[tuple] = option(None, "Weights of --pooling=sum (default: all 1).")
   bert_config_file: Optional[str] = option(None, "bert_config.json (or the HF config.json).")
   init_checkpoint: Optional[str] = option(None, "Weights: ours, TF1 or a Hugging Face folder.")
@@ -60,6 +71,7 @@ class ExtractSettings(settings_lib.Checked):
       False, "Extract without --init_checkpoint (random weights; for tests only).")
 
 
+DEFAULT_LAYERS = ("-1", "-2", "-3", "-4")  # the original's: the last four
 _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # the original's pair syntax
 
 
@@ -81,9 +93,15 @@ def encode(examples, tokenizer, max_seq_length):
   return [np.stack(column) for column in zip(*rows)]
 
 
-def layer_activations(encoder, input_ids, input_mask, segment_ids, layers, batch_size):
+def layer_activations(encoder, input_ids, input_mask, segment_ids, layers, batch_size,
+                      mean=False, normalize=False):
   """[n, seq, len(layers), hidden] float32: the chosen hidden states' values (`layers` as
-  `layer_selection.parse_layers` returns them: 0 = embeddings, L = last)."""
+  `layer_selection.parse_layers` returns them: 0 = embeddings, L = last).
+
+  With `mean` (--pooling=mean): [n, len(layers) * hidden], each chosen layer's mean over the
+  real tokens side by side (L2-normalized with `normalize`), pooled batch by batch so that a
+  large input never holds every token's vectors.
+  """
 
   @tf.function
   def forward(ids, mask, types):
@@ -94,7 +112,12 @@ def layer_activations(encoder, input_ids, input_mask, segment_ids, layers, batch
     },
                       training=False)
     states = layer_selection.hidden_states(outputs)
-    return tf.stack([states[i] for i in layers], axis=2)  # [b, seq, k, hidden]
+    chosen = tf.stack([states[i] for i in layers], axis=2)  # [b, seq, k, hidden]
+    if not mean:
+      return chosen
+    # The mean of the concatenated layers is each layer's mean, side by side.
+    flat = tf.reshape(chosen, tf.concat([tf.shape(chosen)[:2], [-1]], axis=0))
+    return sentence_embedding.mean_pool(flat, mask, normalize)
 
   chunks = []
   for start in range(0, len(input_ids), batch_size):
@@ -114,6 +137,24 @@ def pool(values, pooling, weights=None):
     w = np.ones(values.shape[2], np.float32) if weights is None else np.asarray(weights, np.float32)
     return np.einsum("nskh,k->nsh", values, w)[:, :, None, :]
   return values
+
+
+def write_embeddings(path, embeddings, names):
+  """--pooling=mean's output: JSON lines {"linex_index", "embedding"} or .npz `embeddings`."""
+  if path.endswith(".npz"):
+    _write_npz(path, embeddings=embeddings, layers=np.array(names))
+    return
+  with tf.io.gfile.GFile(path, "w") as f:
+    for i, vector in enumerate(embeddings):
+      record = {"linex_index": i, "embedding": [round(float(x), 6) for x in vector]}
+      f.write(json.dumps(record) + "\n")
+
+
+def _write_npz(path, **arrays):
+  buffer = io.BytesIO()  # written whole through GFile, so gs:// paths work too
+  np.savez(buffer, **arrays)
+  with tf.io.gfile.GFile(path, "wb") as f:
+    f.write(buffer.getvalue())
 
 
 def json_lines(values, tokens, lengths, layer_names):
@@ -164,9 +205,16 @@ def run(settings):
   if not settings.init_checkpoint and not settings.allow_random_weights:
     raise ValueError("--init_checkpoint is required: features of random weights mean nothing "
                      "(pass --allow_random_weights to extract them anyway)")
+  mean = settings.pooling == "mean"
+  if settings.normalize_embeddings and not mean:
+    raise ValueError("--normalize_embeddings applies to --pooling=mean (sentence embeddings)")
+  if settings.layer_weights and mean:
+    raise ValueError("--layer_weights applies to --pooling=sum; --pooling=mean gives each "
+                     "chosen layer's mean side by side")
+  chosen = settings.layers or (("-1",) if mean else DEFAULT_LAYERS)
   config = finetuning_runner.model_config(settings)
-  layers = layer_selection.parse_layers(settings.layers, config.num_hidden_layers)
-  given = layer_names(settings.layers, config.num_hidden_layers)
+  layers = layer_selection.parse_layers(chosen, config.num_hidden_layers)
+  given = layer_names(chosen, config.num_hidden_layers)
   weights = (_parse_list("layer_weights", settings.layer_weights, float)
              if settings.layer_weights else None)
   if weights is not None and len(weights) != len(layers):
@@ -181,6 +229,11 @@ def run(settings):
   encoder.build()
   if settings.init_checkpoint:
     checkpointing.warm_start(encoder, settings.init_checkpoint)
+  if mean:
+    embeddings = layer_activations(encoder, ids, mask, segments, layers, settings.batch_size,
+                                   mean=True, normalize=settings.normalize_embeddings)
+    write_embeddings(settings.output_file, embeddings, given)
+    return embeddings
   values = pool(layer_activations(encoder, ids, mask, segments, layers, settings.batch_size),
                 settings.pooling, weights)
   names = given if settings.pooling == "none" else [",".join(map(str, given))]
@@ -188,15 +241,12 @@ def run(settings):
   tokens = [tokenizer.convert_ids_to_tokens(row[:n].tolist()) for row, n in zip(ids, lengths)]
   if settings.output_file.endswith(".npz"):
     padded = np.array([t + [""] * (ids.shape[1] - len(t)) for t in tokens], dtype=str)
-    buffer = io.BytesIO()
-    np.savez(buffer,
-             values=values,
-             tokens=padded,
-             input_ids=ids,
-             input_mask=mask,
-             layers=np.array(given))
-    with tf.io.gfile.GFile(settings.output_file, "wb") as f:
-      f.write(buffer.getvalue())
+    _write_npz(settings.output_file,
+               values=values,
+               tokens=padded,
+               input_ids=ids,
+               input_mask=mask,
+               layers=np.array(given))
   else:
     with tf.io.gfile.GFile(settings.output_file, "w") as f:
       for record in json_lines(values, tokens, lengths, names):

@@ -14,11 +14,24 @@ A multiple_choice (SWAG) export has instead:
                                  as serving_pair does, to [batch, num_choices, seq].
   serve_ids(input_word_ids, input_mask, input_type_ids)   int32 [batch, num_choices, seq].
 
+A squad export has instead (`squad_answers.py`: the context windowed in the graph as
+create_squad_data does, answers as run_squad --do_predict writes them):
+  serving_default(question, context), serving_pair(text=question, text_b=context) -> per
+    question: answer_text [b] string, answer_start/answer_end [b] int32 (code point offsets
+    into the context, end exclusive; -1 for no answer), score [b] (start + end logit), and
+    the n-best: nbest_text, nbest_start, nbest_end, nbest_score, nbest_probability
+    [b, n_best_size + 1] ("" / -1 / -1e9 / 0 padded); a v2.0 model also no_answer_score
+    (the lowest [CLS] score of any window) and null_score_diff (null - best span).
+  serve_ids as above: start_logits, end_logits of given windows.
+
 The text signatures tokenize in the graph (`text_to_inputs`; "[MASK]" in the text is the
 mask token), pack to `max_seq_length` and also return the packed `input_word_ids`,
 `input_mask`, `input_type_ids` and the WordPiece strings `tokens` [batch, seq], so that a
 client can map a SQuAD span or a tag back to text. Outputs per model type (both kinds):
-  encoder      sequence_output [b, s, hidden], pooled_output [b, hidden]
+  encoder      sequence_output [b, s, hidden], pooled_output [b, hidden],
+               mean_pooled_output [b, hidden]: the mean of sequence_output over the real
+                 tokens (input_mask 1), a sentence embedding; unit length when exported with
+                 --normalize_embeddings (`modeling.sentence_embedding`)
   pretraining  masked_lm_positions [b, M] int32: the positions of the [MASK] tokens of each
                  example in order, -1 padded; M = most [MASK]s of an example in the batch;
                masked_lm_top_ids [b, M, k] int32, masked_lm_top_tokens [b, M, k] string,
@@ -39,11 +52,14 @@ client can map a SQuAD span or a tag back to text. Outputs per model type (both 
 
 import tensorflow as tf
 
+from official_bert.modeling import sentence_embedding
 from official_bert.serving import text_packing as text_to_inputs_lib
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
 _TEXT_B = tf.TensorSpec([None], tf.string, name="text_b")
+_QUESTION = tf.TensorSpec([None], tf.string, name="question")
+_CONTEXT = tf.TensorSpec([None], tf.string, name="context")
 _IDS = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
 _CHOICES = tf.TensorSpec([None, None], tf.string, name="choices")
 _CHOICE_IDS = {name: tf.TensorSpec([None, None, None], tf.int32, name=name)
@@ -71,17 +87,19 @@ def _masked_lm_predictions(model, sequence_output, word_ids, mask_id, vocab, top
   positions = tf.tensor_scatter_nd_update(
       tf.fill(tf.stack([tf.shape(word_ids)[0], width]), -1),
       tf.stack([where[:, 0], tf.gather_nd(slot, where)], axis=1), where[:, 1])  # [b, M]
-  valid = positions >= 0
+  # expand_dims, not valid[..., None], and padding tokens gathered from an extra "" entry
+  # rather than a string select: both keep the graph to TFLite builtins (`tflite_export`).
+  valid = tf.expand_dims(positions >= 0, -1)  # [b, M, 1]
   logits = model.masked_lm_head(sequence_output, tf.maximum(positions, 0),
                                 model.encoder.embeddings.embedding_table)  # [b, M, vocab]
   probabilities, ids = tf.math.top_k(tf.nn.softmax(tf.cast(logits, tf.float32)), k=top_k)
-  ids = tf.where(valid[..., None], ids, 0)
-  tokens = tf.where(valid[..., None], tf.gather(vocab, ids), "")
+  ids = tf.where(valid, ids, 0)
+  tokens = tf.gather(tf.concat([vocab, [""]], 0), tf.where(valid, ids, tf.size(vocab)))
   return {
       "masked_lm_positions": positions,
       "masked_lm_top_ids": ids,
       "masked_lm_top_tokens": tokens,
-      "masked_lm_top_probabilities": tf.where(valid[..., None], probabilities, 0.0),
+      "masked_lm_top_probabilities": tf.where(valid, probabilities, 0.0),
   }
 
 
@@ -92,11 +110,13 @@ def _with_labels(outputs, label_names):
 
 
 def model_outputs(model, model_type, inputs, mask_id, vocab, top_k=5, label_names=None,
-                  all_mlm_logits=False):
+                  all_mlm_logits=False, normalize_embeddings=False):
   """The named outputs of `model_type` (module doc) for packed int32 inputs."""
   if model_type == "encoder":
     out = model(inputs, training=False)
-    return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"]}
+    return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"],
+            "mean_pooled_output": sentence_embedding.mean_pool(
+                out["sequence_output"], inputs["input_mask"], normalize_embeddings)}
   if model_type == "pretraining":
     out = model.encoder(inputs, training=False)
     nsp_logits = model.next_sentence_head(out["pooled_output"])
@@ -132,13 +152,18 @@ class ServingModule(tf.Module):
     vocab: token list (for `tokens` and `masked_lm_top_tokens`).
     top_k: predictions per [MASK] (pretraining).
     label_names: optional label strings (classifier, tagger).
+    squad_answerer: for squad, a `squad_answers.SquadAnswerer`: the text signatures then take
+      (question, context) and return answers over the whole context.
   """
 
-  def __init__(self, model, model_type, preprocessor, vocab, top_k=5, label_names=None):
+  def __init__(self, model, model_type, preprocessor, vocab, top_k=5, label_names=None,
+               normalize_embeddings=False, squad_answerer=None):
     super().__init__(name=f"bert_{model_type}")
     self._static = _Untracked(model=model, model_type=model_type, vocab=list(vocab),
                               top_k=min(int(top_k), len(vocab)),
-                              label_names=list(label_names) if label_names else None)
+                              label_names=list(label_names) if label_names else None,
+                              normalize_embeddings=bool(normalize_embeddings),
+                              squad_answerer=squad_answerer)
     # The variables the traced functions read must be tracked to be saved.
     self.model_variables = [getattr(v, "value", v) for v in model.variables]
     self.preprocessor = preprocessor
@@ -146,7 +171,8 @@ class ServingModule(tf.Module):
   def _outputs(self, inputs, all_mlm_logits=False):
     st = self._static
     return model_outputs(st.model, st.model_type, inputs, self.preprocessor.mask_id,
-                         tf.constant(st.vocab), st.top_k, st.label_names, all_mlm_logits)
+                         tf.constant(st.vocab), st.top_k, st.label_names, all_mlm_logits,
+                         normalize_embeddings=st.normalize_embeddings)
 
   def _from_text(self, inputs):
     outputs = self._outputs(inputs)
@@ -159,6 +185,12 @@ class ServingModule(tf.Module):
 
   def _serving_pair(self, text, text_b):
     return self._from_text(self.preprocessor(text, text_b))
+
+  def _answer(self, question, context):
+    return self._static.squad_answerer(question, context)
+
+  def _answer_pair(self, text, text_b):
+    return self._static.squad_answerer(text, text_b)
 
   def _serving_choices(self, text, choices):
     shape = tf.shape(choices)  # [batch, num_choices]
@@ -181,6 +213,10 @@ class ServingModule(tf.Module):
     if self._static.model_type == "multiple_choice":
       text = {"serving_default": (self._serving_choices, [_TEXT, _CHOICES])}
       ids = _CHOICE_IDS
+    elif self._static.squad_answerer is not None:
+      text = {"serving_default": (self._answer, [_QUESTION, _CONTEXT]),
+              "serving_pair": (self._answer_pair, [_TEXT, _TEXT_B])}
+      ids = _IDS
     else:
       text = {"serving_default": (self._serving_default, [_TEXT]),
               "serving_pair": (self._serving_pair, [_TEXT, _TEXT_B])}
@@ -219,23 +255,26 @@ class HubPreprocessor(tf.Module):
 
 class HubEncoder(tf.Module):
   """TF-Hub-style encoder: `__call__(dict of input_word_ids, input_mask, input_type_ids)` ->
-  dict of `pooled_output`, `sequence_output` and `encoder_outputs` (a list, one per layer).
+  dict of `pooled_output`, `sequence_output`, `encoder_outputs` (a list, one per layer) and
+  `mean_pooled_output` (as the single export's).
 
   Its `serving_default` signature takes the three int32 inputs by name and returns
   `encoder_outputs` stacked as [batch, num_layers, seq, hidden] (signatures cannot return
   lists; batch first so TF Serving can split the batch).
   """
 
-  def __init__(self, encoder):
+  def __init__(self, encoder, normalize_embeddings=False):
     super().__init__(name="bert_encoder")
-    self._static = _Untracked(model=encoder)
+    self._static = _Untracked(model=encoder, normalize_embeddings=bool(normalize_embeddings))
     self.model_variables = [getattr(v, "value", v) for v in encoder.variables]
 
   @tf.function(input_signature=[dict(_IDS)], autograph=False)
   def __call__(self, inputs):
     out = self._static.model(inputs, training=False)
     return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
-            "encoder_outputs": list(out["encoder_outputs"])}
+            "encoder_outputs": list(out["encoder_outputs"]),
+            "mean_pooled_output": sentence_embedding.mean_pool(
+                out["sequence_output"], inputs["input_mask"], self._static.normalize_embeddings)}
 
   @tf.function(input_signature=[_IDS["input_word_ids"], _IDS["input_mask"],
                                 _IDS["input_type_ids"]], autograph=False)

@@ -1,10 +1,11 @@
 """Our Keras BERT against an independent numpy forward pass of the original
-google-research math, with random weights addressed by canonical TF1 names."""
-
-import math
+google-research math (tests/numpy_bert.py), with random weights addressed by canonical TF1
+names."""
 
 import keras
 import numpy as np
+from numpy_bert import numpy_bert
+from numpy_bert import numpy_heads
 import pytest
 
 from official_bert.interop import weight_loading
@@ -38,80 +39,6 @@ def _random_canonical_weights(model, seed):
   return out
 
 
-# --- numpy reference of modeling.py (float64) -------------------------------
-
-
-def _gelu(x):
-  return 0.5 * x * (1.0 + np.tanh(
-      math.sqrt(2.0 / math.pi) * (x + 0.044715 * np.power(x, 3))))
-
-
-def _layer_norm(x, gamma, beta, eps=1e-12):
-  mean = x.mean(-1, keepdims=True)
-  var = ((x - mean)**2).mean(-1, keepdims=True)
-  return (x - mean) / np.sqrt(var + eps) * gamma + beta
-
-
-def _softmax(x):
-  x = x - x.max(-1, keepdims=True)
-  e = np.exp(x)
-  return e / e.sum(-1, keepdims=True)
-
-
-def _numpy_bert(w, word_ids, mask, type_ids, heads):
-  w = {k: v.astype(np.float64) for k, v in w.items()}
-  batch, seq = word_ids.shape
-  x = (w["bert/embeddings/word_embeddings"][word_ids] +
-       w["bert/embeddings/position_embeddings"][:seq][None] +
-       w["bert/embeddings/token_type_embeddings"][type_ids])
-  x = _layer_norm(x, w["bert/embeddings/LayerNorm/gamma"],
-                  w["bert/embeddings/LayerNorm/beta"])
-  hidden = x.shape[-1]
-  size = hidden // heads
-  # create_attention_mask_from_input_mask + the -10000 adder.
-  adder = (1.0 - mask[:, None, None, :].astype(np.float64)) * -10000.0
-  layer = 0
-  while f"bert/encoder/layer_{layer}/output/dense/bias" in w:
-    p = f"bert/encoder/layer_{layer}/"
-
-    def dense(t, name, p=p):
-      return t @ w[p + name + "/kernel"] + w[p + name + "/bias"]
-
-    def split(t):
-      return t.reshape(batch, seq, heads, size).transpose(0, 2, 1, 3)
-
-    q = split(dense(x, "attention/self/query"))
-    k = split(dense(x, "attention/self/key"))
-    v = split(dense(x, "attention/self/value"))
-    probs = _softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(size) + adder)
-    context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, seq, hidden)
-    x = _layer_norm(x + dense(context, "attention/output/dense"),
-                    w[p + "attention/output/LayerNorm/gamma"],
-                    w[p + "attention/output/LayerNorm/beta"])
-    inner = _gelu(dense(x, "intermediate/dense"))
-    x = _layer_norm(x + dense(inner, "output/dense"),
-                    w[p + "output/LayerNorm/gamma"],
-                    w[p + "output/LayerNorm/beta"])
-    layer += 1
-  pooled = np.tanh(x[:, 0] @ w["bert/pooler/dense/kernel"] +
-                   w["bert/pooler/dense/bias"])
-  return x, pooled
-
-
-def _numpy_heads(w, sequence_output, pooled, positions):
-  w = {k: v.astype(np.float64) for k, v in w.items()}
-  gathered = np.take_along_axis(sequence_output, positions[..., None], axis=1)
-  t = _gelu(gathered @ w["cls/predictions/transform/dense/kernel"] +
-            w["cls/predictions/transform/dense/bias"])
-  t = _layer_norm(t, w["cls/predictions/transform/LayerNorm/gamma"],
-                  w["cls/predictions/transform/LayerNorm/beta"])
-  mlm = (t @ w["bert/embeddings/word_embeddings"].T +
-         w["cls/predictions/output_bias"])
-  nsp = (pooled @ w["cls/seq_relationship/output_weights"].T +
-         w["cls/seq_relationship/output_bias"])
-  return mlm, nsp
-
-
 @pytest.fixture(name="inputs")
 def _inputs_fixture():
   rng = np.random.default_rng(7)
@@ -130,7 +57,7 @@ def test_encoder_matches_numpy_reference(inputs):
   weights = _random_canonical_weights(encoder, seed=1)
   weight_loading.assign_canonical_weights(encoder, weights, "<random>")
   out = encoder(inputs, training=False)
-  seq_ref, pooled_ref = _numpy_bert(
+  seq_ref, pooled_ref = numpy_bert(
       weights, inputs["input_word_ids"], inputs["input_mask"],
       inputs["input_type_ids"], heads=CONFIG["num_attention_heads"])
   real = inputs["input_mask"].astype(bool)
@@ -147,10 +74,10 @@ def test_pretraining_heads_match_numpy_reference(inputs):
   weight_loading.assign_canonical_weights(model, weights, "<random>")
   positions = np.array([[0, 3, 8], [1, 4, 0], [1, 0, 0]], np.int32)
   out = model(dict(inputs, masked_lm_positions=positions), training=False)
-  seq_ref, pooled_ref = _numpy_bert(
+  seq_ref, pooled_ref = numpy_bert(
       weights, inputs["input_word_ids"], inputs["input_mask"],
       inputs["input_type_ids"], heads=CONFIG["num_attention_heads"])
-  mlm_ref, nsp_ref = _numpy_heads(weights, seq_ref, pooled_ref, positions)
+  mlm_ref, nsp_ref = numpy_heads(weights, seq_ref, pooled_ref, positions)
   # Logits scale with the embedding norm, so compare relative to it.
   np.testing.assert_allclose(np.asarray(out["masked_lm_logits"]), mlm_ref,
                              atol=1e-4, rtol=1e-5)

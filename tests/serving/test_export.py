@@ -16,6 +16,7 @@ import textwrap
 
 import keras
 import numpy as np
+import numpy_bert
 import pytest
 import tensorflow as tf
 
@@ -31,6 +32,8 @@ from official_bert.training import checkpointing
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ = 16
+SQUAD_OPTIONS = {"doc_stride": 3, "max_query_length": 5, "n_best_size": 16,
+                 "max_answer_length": 5}
 # "[", "mask" and "]" are in the vocabulary: a tokenizer that split "[MASK]" would not fail.
 VOCAB = ("[PAD] [UNK] [CLS] [SEP] [MASK] the a module provides functions for working with "
          "regular expressions is cat sat on mat dog who what where . , ? ! ##s ##ing re "
@@ -99,7 +102,10 @@ def _expected(model_type, model, inputs, top_k=3):
   """The named outputs, computed with the Keras model (and numpy for top-k)."""
   if model_type == "encoder":
     out = model(inputs, training=False)
-    return {k: np.asarray(out[k]) for k in ("sequence_output", "pooled_output")}
+    want = {k: np.asarray(out[k]) for k in ("sequence_output", "pooled_output")}
+    want["mean_pooled_output"] = numpy_bert.mean_pool(want["sequence_output"],
+                                                      inputs["input_mask"])
+    return want
   if model_type == "pretraining":
     is_mask = inputs["input_word_ids"] == VOCAB.index("[MASK]")
     width = max(1, is_mask.sum(1).max())
@@ -171,12 +177,12 @@ def _exported(tmp_path_factory):
   for model_type in ("encoder", "pretraining", "classifier", "squad", "tagger"):
     dirs[model_type] = str(root / model_type / "export")
     export.export(checkpoint=checkpoints[model_type], model_type=model_type,
-                  export_dir=dirs[model_type],
+                  export_dir=dirs[model_type], squad_options=SQUAD_OPTIONS,
                   label_names=LABELS if model_type == "classifier" else None,
                   num_labels=3 if model_type == "tagger" else None, **common)
   dirs["hub"] = str(root / "hub")
   export.export(checkpoint=checkpoints["encoder"], model_type="encoder", export_dir=dirs["hub"],
-                export_format="hub_pair", **common)
+                export_format="hub_pair", normalize_embeddings=True, **common)
   _STATE.update(root=root, config_file=config_file, checkpoints=checkpoints)
   return {name: (dirs[name], models.get(name)) for name in dirs}
 
@@ -201,13 +207,19 @@ _SNIPPET = textwrap.dedent("""
             "input_type_ids"].numpy()
         out["hub/enc/pooled_output"] = encoded["pooled_output"].numpy()
         out["hub/enc/num_layers"] = np.array(len(encoded["encoder_outputs"]))
+        out["hub/enc/mean_pooled_output"] = encoded["mean_pooled_output"].numpy()
         sig = enc.signatures["serving_default"](**packed)
         out["hub/sig/encoder_outputs"] = sig["encoder_outputs"].numpy()
+        out["hub/sig/mean_pooled_output"] = sig["mean_pooled_output"].numpy()
         continue
       sigs = tf.saved_model.load(d).signatures
-      calls = {"text": sigs["serving_default"](text=tf.constant(texts)),
-               "pair": sigs["serving_pair"](text=tf.constant(texts), text_b=tf.constant(texts_b)),
+      calls = {"pair": sigs["serving_pair"](text=tf.constant(texts), text_b=tf.constant(texts_b)),
                "ids": sigs["serve_ids"](**{k: tf.constant(v, tf.int32) for k, v in ids.items()})}
+      if name == "squad":  # (question, context): the texts_b are the contexts
+        calls["answer"] = sigs["serving_default"](question=tf.constant(texts),
+                                                  context=tf.constant(texts_b))
+      else:
+        calls["text"] = sigs["serving_default"](text=tf.constant(texts))
       for sig, result in calls.items():
         for key, value in result.items():
           value = value.numpy()
@@ -276,6 +288,8 @@ def test_signatures_give_the_in_process_models_outputs(model_type, exported, fre
   for sig, inputs in (("text", _python_inputs(TEXTS)),
                       ("pair", _python_inputs(TEXTS, TEXTS_B)),
                       ("ids", _python_inputs(TEXTS[:2]))):
+    if model_type == "squad" and sig != "ids":
+      continue  # answers over windows: test_squad_text_signatures_answer_from_the_context
     prefix = f"{model_type}/{sig}/"
     got = {k[len(prefix):]: v for k, v in outputs.items() if k.startswith(prefix)}
     if sig != "ids":  # text signatures return the packed inputs and their WordPieces
@@ -293,6 +307,33 @@ def test_signatures_give_the_in_process_models_outputs(model_type, exported, fre
     positions = outputs["pretraining/text/masked_lm_positions"]
     assert positions.shape == (len(TEXTS), 2)
     assert (got[positions < 0] == 0).all() and (got[positions >= 0] > 0).all()
+
+
+def test_squad_text_signatures_answer_from_the_context(fresh):
+  outputs = fresh["outputs"]
+  answer = {k[len("squad/answer/"):]: v for k, v in outputs.items()
+            if k.startswith("squad/answer/")}
+  pair = {k[len("squad/pair/"):]: v for k, v in outputs.items() if k.startswith("squad/pair/")}
+  assert sorted(answer) == sorted(pair)
+  for key, value in answer.items():
+    np.testing.assert_array_equal(value, pair[key], err_msg=key)
+  width = SQUAD_OPTIONS["n_best_size"] + 1
+  assert answer["nbest_text"].shape == (len(TEXTS), width)
+  spans = 0
+  for i, context in enumerate(TEXTS_B):
+    text = answer["answer_text"][i].decode()
+    start, end = answer["answer_start"][i], answer["answer_end"][i]
+    if start < 0:  # no window, or no valid span among the top starts/ends: the original's
+      assert (text, end) == ("empty", -1)  # "empty"
+      assert context or answer["nbest_text"][i, 1] == b""
+      continue
+    spans += 1
+    assert context[start:end] == text, (context, start, end, text)
+    assert answer["nbest_text"][i, 0].decode() == text
+    probs = answer["nbest_probability"][i]
+    np.testing.assert_allclose(probs.sum(), 1.0, rtol=1e-5)
+    assert (np.diff(answer["nbest_score"][i][probs > 0]) <= 0).all()
+  assert spans >= 2
 
 
 def test_saved_model_cli_show_lists_signatures(fresh):
@@ -328,6 +369,14 @@ def test_hub_pair(exported, fresh):
   assert int(outputs["hub/enc/num_layers"]) == CONFIG.num_hidden_layers
   np.testing.assert_allclose(outputs["hub/sig/encoder_outputs"],
                              np.stack(want["encoder_outputs"], axis=1), atol=1e-5, rtol=0)
+  # Exported with --normalize_embeddings: unit-length means over the real tokens.
+  mean = numpy_bert.mean_pool(np.asarray(want["sequence_output"]), inputs["input_mask"],
+                              normalize=True)
+  for key in ("hub/enc/mean_pooled_output", "hub/sig/mean_pooled_output"):
+    np.testing.assert_allclose(outputs[key], mean, atol=1e-5, rtol=0, err_msg=key)
+  with open(os.path.join(exported["hub"][0], "encoder", "assets.extra", "export_info.json"),
+            encoding="utf-8") as f:
+    assert json.load(f)["normalize_embeddings"] is True
 
 
 def test_demo_query_needs_only_tensorflow(exported, fresh):
