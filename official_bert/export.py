@@ -32,6 +32,7 @@ builds include them); nothing from this repository. The vocabulary is saved in `
 the config and export settings in `assets.extra/`.
 """
 
+import contextlib
 import json
 import os
 
@@ -139,9 +140,26 @@ def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case)
   return config, vocab_file, do_lower_case
 
 
+@contextlib.contextmanager
+def quiet_saving():
+  """Hides TensorFlow's INFO lines while saving (input renaming inside signatures, saver
+  sharding, fingerprints, "Assets written"): internals, not news for the user. TensorFlow
+  logs them through absl and through its own Python logger; warnings still show."""
+  logger = tf.get_logger()
+  level, verbosity = logger.level, logging.get_verbosity()
+  logger.setLevel("WARNING")
+  logging.set_verbosity(logging.WARNING)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
+    logging.set_verbosity(verbosity)
+
+
 def _save(module, directory, signatures, vocab_file, extra):
   module.vocab_file = tf.saved_model.Asset(vocab_file)
-  tf.saved_model.save(module, directory, signatures=signatures)
+  with quiet_saving():
+    tf.saved_model.save(module, directory, signatures=signatures)
   extra_dir = os.path.join(directory, "assets.extra")
   tf.io.gfile.makedirs(extra_dir)
   for name, content in extra.items():

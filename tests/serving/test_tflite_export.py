@@ -115,10 +115,17 @@ def _inputs(model_type, seed):
           "input_type_ids": types}
 
 
-def _saved_model_outputs(export_dir, inputs):
-  serve_ids = tf.saved_model.load(export_dir).signatures["serve_ids"]
-  out = serve_ids(**{k: tf.constant(v) for k, v in inputs.items()})
-  return {k: v.numpy() for k, v in out.items()}
+_LOADED = {}  # export_dir -> its serve_ids: each SavedModel is loaded once
+_REFERENCE = {}  # (export_dir, seed) -> its outputs on _inputs(model_type, seed)
+
+
+def _saved_model_outputs(export_dir, inputs, seed):
+  if (export_dir, seed) not in _REFERENCE:
+    if export_dir not in _LOADED:
+      _LOADED[export_dir] = tf.saved_model.load(export_dir).signatures["serve_ids"]
+    out = _LOADED[export_dir](**{k: tf.constant(v) for k, v in inputs.items()})
+    _REFERENCE[(export_dir, seed)] = {k: v.numpy() for k, v in out.items()}
+  return _REFERENCE[(export_dir, seed)]
 
 
 def _tflite_runner(export_dir):
@@ -159,7 +166,7 @@ def test_tflite_gives_the_saved_models_serve_ids_outputs(model_type, quantize, e
   assert list(interpreter.get_signature_list()) == ["serve_ids"]  # no text signature
   for seed in range(2):
     inputs = _inputs(model_type, seed)
-    want = _saved_model_outputs(dirs["saved_model"], inputs)
+    want = _saved_model_outputs(dirs["saved_model"], inputs, seed)
     got = runner(**inputs)
     assert sorted(got) == sorted(want), "every serve_ids output, under the same names"
     for name, value in want.items():
@@ -242,7 +249,7 @@ def test_cli_exports_and_refuses_bad_quantize(exported, tmp_path):
   assert rc == 0, err[-3000:]
   inputs = _inputs("classifier", 0)
   got = _tflite_runner(str(tmp_path / "ok"))[1](**inputs)
-  want = _saved_model_outputs(exported["classifier"]["saved_model"], inputs)
+  want = _saved_model_outputs(exported["classifier"]["saved_model"], inputs, 0)
   np.testing.assert_allclose(got["logits"], want["logits"], rtol=0,
                              atol=TOL["float16"] * max(1, np.abs(want["logits"]).max()))
   rc, (out, err) = results["bad_value"]

@@ -1,0 +1,50 @@
+"""Start-up and export logs: no CUDA noise on a machine without a GPU, no TensorFlow save
+internals; our own progress and summary lines stay."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import REPO
+from conftest import UNCASED_VOCAB
+from conftest import need
+
+from data_prep import quiet_startup
+from official_bert.modeling.encoder import BertEncoder
+from official_bert.training import checkpointing
+
+TINY = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": 32, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 32,
+        "type_vocab_size": 2, "initializer_range": 0.02}
+
+
+def test_level_follows_the_driver_and_never_overrides_the_user(monkeypatch):
+  monkeypatch.setattr(quiet_startup, "has_nvidia_driver", lambda: False)
+  assert quiet_startup.quiet_tensorflow_startup({}) == "3"
+  monkeypatch.setattr(quiet_startup, "has_nvidia_driver", lambda: True)
+  assert quiet_startup.quiet_tensorflow_startup({}) == "1"
+  assert quiet_startup.quiet_tensorflow_startup({"TF_CPP_MIN_LOG_LEVEL": "0"}) == "0"
+
+
+def test_export_cli_prints_only_our_lines(tmp_path):
+  config = tmp_path / "bert_config.json"
+  config.write_text(json.dumps(TINY))
+  encoder = BertEncoder(**TINY)
+  encoder.build()
+  checkpoint = checkpointing.model_checkpoint(encoder).write(str(tmp_path / "ckpt"))
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  proc = subprocess.run(
+      [sys.executable, "-m", "official_bert.export", f"--bert_config_file={config}",
+       f"--checkpoint={checkpoint}", f"--vocab_file={need(UNCASED_VOCAB)}",
+       "--model_type=encoder", f"--export_dir={tmp_path / 'export'}", "--max_seq_length=16"],
+      cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  log = proc.stdout + proc.stderr
+  assert "Loaded" in log and "Exported encoder (single)" in log
+  noise = ("signature_serialization", "unsupported characters", "Sharding callback",
+           "fingerprint", "Assets written", "cpu_feature_guard")
+  if not quiet_startup.has_nvidia_driver():
+    noise += ("cuInit", "cuda drivers", "CUDA")
+  assert not [n for n in noise if n in log], log[-3000:]
