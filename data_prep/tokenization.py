@@ -20,6 +20,14 @@ module runs in `tf.data` and inside an exported SavedModel.
 Known residual difference: for characters Python 3.11 (Unicode 14) does not know, ICU's newer
 NFD tables may decompose where Python does not. Such characters are in no BERT vocabulary, so
 the word becomes [UNK] either way.
+
+A drop-in for the original module: the rest of its API (`BasicTokenizer`, `WordpieceTokenizer`,
+`convert_to_unicode`, `validate_case_matches_checkpoint`, ...) lives in `tokenization_compat`
+and is re-exported here. Deliberate differences: `load_vocab` raises FileNotFoundError (not
+tf.errors.NotFoundError) for a missing file and ValueError for an empty one; `FullTokenizer`
+takes `max_input_chars_per_word`, and its `basic_tokenizer`/`wordpiece_tokenizer` attributes
+are the original's classes for callers that use them directly, while `tokenize` itself runs
+in-graph (changing those attributes does not change it).
 """
 
 import collections
@@ -31,12 +39,27 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from data_prep import tfrecord_io
+from data_prep import tokenization_compat as compat
 from data_prep import unicode_classes
 
 UNK = "[UNK]"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 DEFAULT_MAX_CHARS_PER_WORD = 200  # google-research/bert; tf-models-official uses 400
 _BATCH = 8192  # texts per graph call: large enough to amortize the call, small enough for RAM
+
+# The original module's remaining API, so `tokenization.BasicTokenizer` etc. work unchanged.
+BasicTokenizer = compat.BasicTokenizer
+WordpieceTokenizer = compat.WordpieceTokenizer
+convert_by_vocab = compat.convert_by_vocab
+convert_tokens_to_ids = compat.convert_tokens_to_ids
+convert_ids_to_tokens = compat.convert_ids_to_tokens
+convert_to_unicode = compat.convert_to_unicode
+printable_text = compat.printable_text
+whitespace_tokenize = compat.whitespace_tokenize
+validate_case_matches_checkpoint = compat.validate_case_matches_checkpoint
+_is_whitespace = compat._is_whitespace  # pylint: disable=protected-access  (forks call these)
+_is_control = compat._is_control  # pylint: disable=protected-access
+_is_punctuation = compat._is_punctuation  # pylint: disable=protected-access
 
 
 def load_vocab_tokens(vocab_file):
@@ -188,6 +211,10 @@ class FullTokenizer:
     for index, token in enumerate(tokens):
       self.vocab[token] = index
     self.inv_vocab = {v: k for k, v in self.vocab.items()}
+    # The original's attributes, for callers that run the two stages themselves.
+    self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+    self.wordpiece_tokenizer = WordpieceTokenizer(
+        vocab=self.vocab, max_input_chars_per_word=max_input_chars_per_word)
     self.text_tokenizer = TextTokenizer(tokens, lower_case=do_lower_case,
                                         max_input_chars_per_word=max_input_chars_per_word)
     # Eager on purpose: with thousands of texts per call the per-op overhead is negligible,
@@ -195,12 +222,8 @@ class FullTokenizer:
     self._ids_fn = self.text_tokenizer.tokenize
     self._words_fn = self.text_tokenizer.split_words
 
-  @staticmethod
-  def _as_text(text):
-    return text.decode("utf-8", errors="ignore") if isinstance(text, bytes) else text
-
   def _batches(self, fn, texts):
-    texts = [self._as_text(t) for t in texts]
+    texts = [convert_to_unicode(t) for t in texts]  # the original's bytes/str/ValueError rules
     for start in range(0, len(texts), _BATCH):
       yield fn(tf.constant(texts[start:start + _BATCH], dtype=tf.string))
 

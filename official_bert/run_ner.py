@@ -12,6 +12,14 @@ type, by the CoNLL definition) for the dev set (testa); with --do_predict,
 `test_predictions.txt` (`word gold predicted` lines, blank line between sentences: conlleval's
 input) and `test_results.txt` for the test set (testb).
 
+Your own files instead of CoNLL-2003: `--train_file`, `--dev_file`, `--test_file` in CoNLL
+columns (one token per line, blank line between sentences, `-DOCSTART-` skipped; the token in
+`--token_column`, default 0, the tag in `--tag_column`, default -1). The training file's tags
+are the label set, kept as written (IO, IOB1, BIO, BIOES/BILOU or plain labels; "O" first,
+then sorted) and saved to `OUTPUT_DIR/labels.txt`; a later run without --train_file reads it.
+A test file with one column (tokens only) is predicted, not scored: `word predicted` lines.
+Entity scores use conlleval's chunk rules for every scheme (`tasks/metrics.entities`).
+
 Feature-based (the paper's section 5.3): `--feature_based` keeps BERT frozen and trains a
 BiLSTM (`--lstm_units`, `--lstm_layers`) and a classifier on the chosen layers' activations,
 `--layers` (-1 = last, `embeddings`, `all`) combined by `--combine` (concat, sum, weighted,
@@ -51,6 +59,14 @@ from official_bert.training.settings import option
 @dataclasses.dataclass(frozen=True)
 class NerSettings(settings_lib.FinetuningSettings):
   data_dir: Optional[str] = option(None, "Folder with the CoNLL-2003 files (either spelling).")
+  train_file: Optional[str] = option(
+      None, "Your own training file in CoNLL columns (instead of --data_dir); its tags are "
+      "the label set (any scheme: IO, IOB1, BIO, BIOES, plain labels).")
+  dev_file: Optional[str] = option(None, "Your own dev file (--do_eval).")
+  test_file: Optional[str] = option(
+      None, "Your own test file (--do_predict); one column (tokens only) predicts only.")
+  token_column: int = option(0, "Column of the token in --train_file/--dev_file/--test_file.")
+  tag_column: int = option(-1, "Column of the tag (negative: from the end).")
   feature_based: bool = option(
       False, "The paper's feature-based approach: frozen BERT, chosen layers -> BiLSTM.")
   layers: tuple = option(("-1", "-2", "-3", "-4"),
@@ -67,6 +83,8 @@ def define_flags():
 
 
 LABELS = list(conll.CONLL2003_LABELS)
+LABELS_FILE = "labels.txt"
+_OWN_FILES = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
 
 
 def read_head_config(directory):
@@ -97,11 +115,52 @@ class NerJob:
     self.settings = settings
     self.sentences = {}
     self.windows = {}
+    self.own_files = any(getattr(settings, f) for f in _OWN_FILES.values())
+    self.labels = LABELS
+
+  def _path(self, split):
+    s = self.settings
+    if not self.own_files:
+      if not s.data_dir:
+        raise ValueError("--data_dir (CoNLL-2003) or --train_file/--dev_file/--test_file "
+                         "(your own files) is required")
+      return conll.split_path(s.data_dir, split)
+    path = getattr(s, _OWN_FILES[split])
+    if not path:
+      raise ValueError(f"--{_OWN_FILES[split]} is required for --do_"
+                       f"{ {'train': 'train', 'dev': 'eval', 'test': 'predict'}[split]}")
+    return path
+
+  def _read(self, split):
+    s = self.settings
+    if not self.own_files:
+      return conll.read_conll(self._path(split), LABELS)
+    return conll.read_conll(self._path(split), self.labels, s.tag_column, s.token_column,
+                            to_iob2=False, allow_untagged=split == "test")
+
+  def _own_labels(self):
+    """Own files: the training file's tags (written to OUTPUT_DIR/labels.txt), or those
+    of the run in --output_dir."""
+    s = self.settings
+    path = os.path.join(s.output_dir, LABELS_FILE)
+    if s.train_file:
+      sentences = conll.read_conll(s.train_file, None, s.tag_column, s.token_column,
+                                   to_iob2=False)
+      if not sentences:
+        raise ValueError(f"{s.train_file}: no sentences")
+      labels = conll.tag_set(sentences)
+      tfrecord_io.write_text(path, "".join(f"{label}\n" for label in labels))
+      return labels
+    if not tf.io.gfile.exists(path):
+      raise ValueError(f"no --train_file and no {path}: the tag set is unknown")
+    return [line for line in tfrecord_io.read_text(path).splitlines() if line]
 
   def _write(self, split, vocab):
     s = self.settings
-    path = conll.split_path(s.data_dir, split)
-    sentences = conll.read_conll(path, LABELS)
+    path = self._path(split)
+    sentences = self._read(split)
+    if not sentences:
+      raise ValueError(f"{path}: no sentences")
     if split == "train":
       sentences = classifier_features.subsample(sentences, s.max_train_examples, s.random_seed)
     self.sentences[split] = sentences
@@ -112,12 +171,16 @@ class NerJob:
         "max_seq_length": s.max_seq_length,
         "num_sentences": len(sentences),
         "seed": s.random_seed,
-        "labels": LABELS
+        "labels": self.labels,
+        "columns": [s.token_column, s.tag_column] if self.own_files else None
     }
+    # A file to predict has no tags: the features carry a placeholder (never scored).
+    tagged = [x if x.tags is not None else conll.Sentence(x.words, [self.labels[0]] * len(
+        x.words)) for x in sentences]
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
-      columns, windows = ner_features.convert_sentences(sentences, LABELS, s.max_seq_length,
+      columns, windows = ner_features.convert_sentences(tagged, self.labels, s.max_seq_length,
                                                         tokenizer)
       return schema.ner_features(s.max_seq_length), columns, {"windows": windows}
 
@@ -127,6 +190,9 @@ class NerJob:
     return record, meta["num_examples"]
 
   def prepare(self):
+    if self.own_files:
+      self.labels = self._own_labels()
+      logging.info("Tags (%d): %s", len(self.labels), " ".join(self.labels))
     return finetuning_runner.prepare_splits(self.settings, self._write)
 
   def make_task(self, bert_config):
@@ -147,13 +213,17 @@ class NerJob:
                                                       bert_config.num_hidden_layers),
                    s.combine, s.lstm_layers, s.lstm_units)
       write_head_config(s.output_dir, head_config)
-    return TaggingTask(bert_config, len(LABELS), s.max_seq_length, head_config=head_config)
+    return TaggingTask(bert_config, len(self.labels), s.max_seq_length,
+                       head_config=head_config)
 
   def _tags(self, split, predictions):
     return ner_features.predictions_to_tags(predictions["logits"], predictions["label_weights"],
-                                            self.windows[split], self.sentences[split], LABELS)
+                                            self.windows[split], self.sentences[split],
+                                            self.labels)
 
   def score(self, split, predictions):
+    if any(x.tags is None for x in self.sentences[split]):
+      return {}  # a file without tags: predictions only
     scores = metrics.entity_scores([s.tags for s in self.sentences[split]],
                                    self._tags(split, predictions))
     flat = {f"entity_{k}": v for k, v in scores.items() if k != "per_type"}
@@ -166,8 +236,11 @@ class NerJob:
     path = os.path.join(self.settings.output_dir, f"{split}_predictions.txt")
     with tf.io.gfile.GFile(path, "w") as f:
       for sentence, predicted in zip(self.sentences[split], tags):
-        f.write("".join(
-            f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags, predicted)))
+        if sentence.tags is None:  # `word predicted`
+          f.write("".join(f"{w} {p}\n" for w, p in zip(sentence.words, predicted)))
+        else:  # `word gold predicted`: conlleval's input
+          f.write("".join(
+              f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags, predicted)))
         f.write("\n")
     evaluation.write_results(self.settings.output_dir,
                              split,
@@ -177,4 +250,4 @@ class NerJob:
 
 if __name__ == "__main__":
   define_flags()
-  finetuning_runner.launch(NerJob, NerSettings, ["data_dir", "output_dir"])
+  finetuning_runner.launch(NerJob, NerSettings, ["output_dir"])

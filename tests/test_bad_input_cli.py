@@ -125,7 +125,7 @@ def test_extract_features_needs_weights_and_integer_layers(tmp_path, checkpoint)
   assert "--init_checkpoint is required" in proc.stderr
   proc = _run("official_bert.extract_features", *common,
               f"--init_checkpoint={checkpoint['prefix']}", "--layers=last")
-  assert "--layers: 'last' is not an integer" in proc.stderr
+  assert "--layers: 'last' is not a layer" in proc.stderr
   proc = _run("official_bert.extract_features", *common, f"--init_checkpoint={lines}",
               "--layers=-1")
   assert f"{lines} is not a checkpoint" in proc.stderr, proc.stderr[-2000:]

@@ -40,18 +40,31 @@ def iob1_to_iob2(tags):
   return out
 
 
-def read_conll(path, labels=CONLL2003_LABELS, tag_column=-1):
-  """Sentences of a CoNLL file, tags converted to IOB2.
+def read_conll(path, labels=CONLL2003_LABELS, tag_column=-1, token_column=0, to_iob2=True,
+               allow_untagged=False):
+  """Sentences of a CoNLL-style column file (one token per line, blank line between
+  sentences, `-DOCSTART-` lines skipped).
 
-  Raises ValueError naming the file and line for a line with one column, or a tag outside
-  `labels` (listing them); labels=None accepts any tag.
+  Args:
+    labels: the allowed tags (an unknown one is an error naming the file, line and tag and
+      listing them), or None for any.
+    tag_column, token_column: column indexes (negative from the end).
+    to_iob2: convert IOB1 tags to IOB2 (CoNLL-2003); False keeps the file's tags as they are
+      (a user's own scheme: IO, IOB2, BIOES, plain labels, ...).
+    allow_untagged: a file whose lines have one column only is read as tokens without tags
+      (`Sentence.tags` None): a file to predict.
+  Raises ValueError naming the file and line for a line whose column count differs from the
+  file's first token line, or too few columns for the token and tag columns.
   """
   sentences = []
   words, tags = [], []
+  width = None
 
   def end_sentence():
     if words:
-      sentences.append(Sentence(list(words), iob1_to_iob2(tags)))
+      untagged = width == 1 and allow_untagged
+      sentences.append(Sentence(list(words), None if untagged else
+                                (iob1_to_iob2(tags) if to_iob2 else list(tags))))
       words.clear()
       tags.clear()
 
@@ -63,16 +76,36 @@ def read_conll(path, labels=CONLL2003_LABELS, tag_column=-1):
     if parts[0] == "-DOCSTART-":
       end_sentence()
       continue
-    if len(parts) < 2:
-      raise ValueError(f"{path}:{line_no}: expected 'word ... tag' columns, got {line!r}")
+    if width is None:
+      width = len(parts)
+      needed = max(_columns_needed(tag_column), _columns_needed(token_column))
+      if width < needed and not (width == 1 and allow_untagged):
+        raise ValueError(f"{path}:{line_no}: {width} column(s), but the token and tag columns "
+                         f"({token_column}, {tag_column}) need {needed}: {line!r}")
+    if len(parts) != width:
+      raise ValueError(f"{path}:{line_no}: {len(parts)} columns where the file's first line "
+                       f"has {width}: {line!r}")
+    if width == 1 and allow_untagged:
+      words.append(parts[0])
+      continue
     tag = parts[tag_column]
     if labels is not None and tag not in labels:
       raise ValueError(f"{path}:{line_no}: unknown tag {tag!r}; known labels: "
                        f"{list(labels)}")
-    words.append(parts[0])
+    words.append(parts[token_column])
     tags.append(tag)
   end_sentence()
   return sentences
+
+
+def _columns_needed(index):
+  return index + 1 if index >= 0 else -index
+
+
+def tag_set(sentences):
+  """The labels of training sentences, "O" first (id 0) if present, the others sorted."""
+  found = {t for s in sentences for t in s.tags}
+  return (["O"] if "O" in found else []) + sorted(found - {"O"})
 
 
 def split_path(data_dir, split):

@@ -78,21 +78,48 @@ def glue_scores(task_name, predictions, labels):
   return scores
 
 
-def entities(tags):
-  """{(type, start, end)} of a tag sequence (end exclusive), conlleval's chunk rules.
+def _split_tag(tag):
+  """(prefix, type): "B-PER" -> ("B", "PER"); BILOU's L/U read as E/S; "O" -> ("O", "");
+  a plain label without a scheme prefix ("PER") -> ("I", "PER"), so runs of it are chunks."""
+  if tag == "O":
+    return "O", ""
+  prefix, dash, kind = tag.partition("-")
+  if dash and prefix in ("B", "I", "E", "S", "L", "U"):
+    return {"L": "E", "U": "S"}.get(prefix, prefix), kind
+  return "I", tag
 
-  A chunk starts at `B-X`, or at `I-X` after `O` or another type (an ill-formed sequence,
-  as a model may predict); it continues over `I-X`.
+
+def _chunk_ends(prev, prev_type, tag, kind):
+  """conlleval's endOfChunk: the chunk open before this tag ends here."""
+  return (prev in ("E", "S") or (prev in ("B", "I") and tag in ("B", "S", "O"))
+          or (prev != "O" and prev_type != kind))
+
+
+def _chunk_starts(prev, prev_type, tag, kind):
+  """conlleval's startOfChunk: a chunk starts at this tag."""
+  return (tag in ("B", "S") or (prev in ("E", "S", "O") and tag in ("E", "I"))
+          or (tag != "O" and prev_type != kind))
+
+
+def entities(tags):
+  """{(type, start, end)} of a tag sequence (end exclusive), by conlleval's chunk rules.
+
+  One definition for every scheme: IOB2/BIO (a chunk starts at `B-X`), IOB1 and IO (also at
+  `I-X` after `O` or another type), BIOES/BILOU (`S-X` is a chunk of one, `E-X` ends one),
+  and plain labels (a run of one label). Ill-formed sequences, as a model may predict, are
+  read as conlleval reads them: an `I-X` or `E-X` after `O` starts a chunk, a change of
+  type ends one.
   """
   spans = set()
-  kind, start = None, 0
+  prev, prev_type, start = "O", "", None
   for i, tag in enumerate(list(tags) + ["O"]):
-    prefix, tag_type = (tag[:1], tag[2:]) if tag != "O" else ("O", None)
-    if kind is not None and (prefix != "I" or tag_type != kind):
-      spans.add((kind, start, i))
-      kind = None
-    if prefix in ("B", "I") and kind is None:
-      kind, start = tag_type, i
+    prefix, kind = _split_tag(tag)
+    if start is not None and _chunk_ends(prev, prev_type, prefix, kind):
+      spans.add((prev_type, start, i))
+      start = None
+    if _chunk_starts(prev, prev_type, prefix, kind):
+      start = i
+    prev, prev_type = prefix, kind
   return spans
 
 
