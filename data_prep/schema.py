@@ -1,6 +1,7 @@
 """The TFRecord feature contract between our writers (`data_prep`) and readers (`official_bert`).
 
-Every record schema lives here, once: pretraining, SQuAD, classifier (GLUE), NER and SWAG.
+Every record schema lives here, once: pretraining, SQuAD, classifier (GLUE; multi-label for
+own files), NER and SWAG.
 Names, shapes and dtypes are those of google-research/bert's writers where one exists, so
 files are interchangeable with the original `run_pretraining.py`/`run_squad.py`/
 `run_classifier.py` and the TF Model Garden loaders. This module imports no TensorFlow at
@@ -74,6 +75,13 @@ def classifier_features(max_seq_length, regression=False):
   return _inputs(max_seq_length) + (
       Feature("label_ids", FLOAT32 if regression else INT64, 1),
       Feature("is_real_example", INT64, 1))  # 0 only for padding examples
+
+
+def multi_label_classifier_features(max_seq_length, num_labels):
+  """Multi-label classification: label_ids is a multi-hot float32 vector, one per label."""
+  return _inputs(max_seq_length) + (
+      Feature("label_ids", FLOAT32, num_labels),  # 1.0 where the example has the label
+      Feature("is_real_example", INT64, 1))
 
 
 def ner_features(max_seq_length):

@@ -67,7 +67,8 @@ def define_flags():
   flags.DEFINE_string("export_dir", None, "Output directory (e.g. models/bert/1 for Serving).")
   flags.DEFINE_integer("max_seq_length", 128, "Text signatures pad/truncate to this length.")
   flags.DEFINE_integer("num_labels", None, "Labels of a classifier/tagger head.")
-  flags.DEFINE_list("label_names", None, "Label strings in id order (classifier, tagger).")
+  flags.DEFINE_list("label_names", None, "Label strings in id order (classifier, tagger); "
+                    "default: the labels.txt beside --checkpoint, if any.")
   flags.DEFINE_enum("export_format", "single", ["single", "hub_pair", "tflite"],
                     "One SavedModel, a TF-Hub-style preprocessor + encoder pair, or a "
                     "TensorFlow Lite model of serve_ids.")
@@ -112,12 +113,21 @@ def _display_vocab(vocab, vocab_size, vocab_file):
 def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case):
   """(BertConfig, vocabulary file, do_lower_case) of the export.
 
-  The flags where given, else those of a Hugging Face `checkpoint` folder (config.json,
-  vocab.txt, tokenizer_config.json's do_lower_case), read as the fine-tuning scripts read
-  --init_checkpoint, so a downloaded model exports in one command. `do_lower_case` None: the
+  The flags where given, else the files beside `checkpoint` (`weights_io.model_files`): a
+  Hugging Face folder's (config.json, vocab.txt, tokenizer_config.json's do_lower_case), or
+  a fine-tuning OUTPUT_DIR's (or its best/: bert_config.json, vocab.txt,
+  tokenizer_config.json, written by `training.model_dir`), read as the fine-tuning scripts
+  read --init_checkpoint, so either exports in one command. `do_lower_case` None: the
   folder's, else True (the flag's default).
   """
-  hf = weights_io.model_files(checkpoint) if weights_io.is_hf_model(checkpoint) else None
+  files = weights_io.model_files(checkpoint)
+  hf = files if weights_io.is_hf_model(checkpoint) else None
+  if not bert_config_file and files.bert_config:
+    bert_config_file = files.bert_config  # ours beside the checkpoint (a fine-tuning output)
+  if not vocab_file and files.vocab and files.bert_config:
+    vocab_file = files.vocab
+  if hf is None and files.bert_config:
+    hf = files  # its tokenizer_config.json's do_lower_case, as an HF folder's
   if bert_config_file:
     config = BertConfig.from_json_file(bert_config_file)
   elif hf and hf.hf_config:
@@ -126,12 +136,13 @@ def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case)
     raise ValueError(f"--bert_config_file is required: the Hugging Face model at "
                      f"--checkpoint={checkpoint} has no config.json")
   else:
-    raise ValueError(f"--bert_config_file is required: --checkpoint={checkpoint} is not a "
-                     f"Hugging Face model folder (whose config.json would do)")
+    raise ValueError(f"--bert_config_file is required: --checkpoint={checkpoint} has no "
+                     "bert_config.json beside it and is not a Hugging Face model folder "
+                     "(whose config.json would do)")
   if not vocab_file:
     if not (hf and hf.vocab):
       raise ValueError(f"--vocab_file is required: --checkpoint={checkpoint} is not a Hugging "
-                       f"Face model folder with a vocab.txt")
+                       f"Face model folder or a fine-tuning output with a vocab.txt")
     vocab_file = hf.vocab
   if do_lower_case is None:
     do_lower_case = True if hf is None or hf.do_lower_case is None else bool(hf.do_lower_case)
@@ -203,6 +214,9 @@ def export(bert_config_file,
   if not 3 <= max_seq_length <= config.max_position_embeddings:
     raise ValueError(f"--max_seq_length={max_seq_length} must be in [3, "
                      f"max_position_embeddings={config.max_position_embeddings}]")
+  if not label_names and not num_labels and model_type in model_types.NEEDS_NUM_LABELS:
+    # A fine-tuning run's labels.txt: served outputs carry label strings (flags win).
+    label_names = model_types.labels_beside(checkpoint)
   if label_names:
     if num_labels and num_labels != len(label_names):
       raise ValueError(f"--num_labels={num_labels} but {len(label_names)} --label_names")
@@ -309,13 +323,31 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
   return hub_pre, hub_encoder
 
 
+def run_settings_defaults(checkpoint, given):
+  """{flag: value} from a fine-tuning output's run_settings.json beside `checkpoint`, for
+  the flags not `given`: max_seq_length, label_names, num_labels (training's values)."""
+  stored = weights_io.model_files(checkpoint).run_settings or {}
+  defaults = {"max_seq_length": stored.get("max_seq_length"),
+              "label_names": stored.get("labels"), "num_labels": stored.get("num_labels")}
+  if defaults["label_names"]:
+    defaults["num_labels"] = None  # implied by the names
+  return {k: v for k, v in defaults.items() if v is not None and k not in given}
+
+
 def main(argv):
   del argv
   # None unless given: an HF --checkpoint's tokenizer_config.json decides.
   do_lower_case = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
+  given = {name for name in ("max_seq_length", "label_names", "num_labels")
+           if FLAGS[name].present}
+  defaults = run_settings_defaults(FLAGS.checkpoint, given)
+  if defaults:
+    logging.info("From %s beside --checkpoint: %s", weights_io.RUN_SETTINGS_FILE, defaults)
+  value = {name: defaults.get(name, FLAGS[name].value)
+           for name in ("max_seq_length", "label_names", "num_labels")}
   export(FLAGS.bert_config_file, FLAGS.checkpoint, FLAGS.vocab_file, do_lower_case,
-         FLAGS.model_type, FLAGS.export_dir, FLAGS.max_seq_length, FLAGS.num_labels,
-         FLAGS.label_names, FLAGS.export_format, FLAGS.top_k, FLAGS.allow_random_head,
+         FLAGS.model_type, FLAGS.export_dir, value["max_seq_length"], value["num_labels"],
+         value["label_names"], FLAGS.export_format, FLAGS.top_k, FLAGS.allow_random_head,
          FLAGS.overwrite, FLAGS.head_config_file, FLAGS.normalize_embeddings,
          {name: FLAGS[name].value for name in _SQUAD_FLAGS}, FLAGS.quantize)
   print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")

@@ -14,6 +14,19 @@ may be left out). --data_dir holds the `glue_data/<TASK>` TSVs, or is a TFDS dat
 pipeline. Outputs: `eval_results.txt` (loss, accuracy and the task's GLUE metrics; MNLI adds
 `eval_mismatched_results.txt`), `test_results.tsv` (class probabilities, as the original) and
 the GLUE submission file (`MRPC.tsv`, `MNLI-m.tsv`, ...: `index<TAB>prediction`).
+
+Your own data instead of GLUE (then --task_name may be left out):
+
+  python -m official_bert.run_classifier --train_file=train.csv --dev_file=dev.csv \
+    --test_file=test.jsonl --text_column=review --label_column=stars ... --output_dir=out/mine
+
+.tsv, .csv or .jsonl (by extension), columns by header name (`--text_column`, optional
+`--text_b_column`, `--label_column`; an `id` column is carried into the predictions; a test
+file may lack the label column). `--problem_type` single_label (softmax), multi_label
+(sigmoids; labels a JSON list or joined by `--label_separator`) or regression (MSE);
+`--class_weights` balanced or a list; `--doc_stride` windows long texts. Labels go to
+`OUTPUT_DIR/labels.txt`; predictions to `test_predictions.tsv`. See `classifier_own_files.py`
+and `data_prep/classification/own_files.py`.
 """
 
 import dataclasses
@@ -25,6 +38,8 @@ import tensorflow as tf
 
 from data_prep import create_classifier_data
 from data_prep.classification import glue_processors
+from data_prep.classification import own_files
+from official_bert import classifier_own_files
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
 from official_bert.training import common_flags
@@ -39,6 +54,30 @@ class ClassifierSettings(settings_lib.FinetuningSettings):
       None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI.")
   data_dir: Optional[str] = option(None, "The glue_data/<TASK> folder (or a TFDS data dir).")
   tfds_data_dir: Optional[str] = option(None, "Read TFDS glue/<config> from this data dir.")
+  train_file: Optional[str] = option(
+      None, "Your own training data (.tsv, .csv or .jsonl; columns by header name) instead "
+      "of --task_name/--data_dir.")
+  dev_file: Optional[str] = option(None, "Your own dev data (--do_eval).")
+  test_file: Optional[str] = option(
+      None, "Your own data to predict (--do_predict); may lack the label column.")
+  text_column: str = option("text", "Column (header name, JSON key) of the text.")
+  text_b_column: Optional[str] = option(None, "Column of the second text of a pair.")
+  label_column: str = option("label", "Column of the label.")
+  label_names: Optional[tuple] = option(
+      None, "The label set in id order (default: the training file's labels, sorted, or "
+      "OUTPUT_DIR/labels.txt).")
+  problem_type: str = option(
+      "single_label", "Own files: one label (softmax), several (sigmoids) or a number (MSE).",
+      choices=own_files.PROBLEM_TYPES)
+  label_separator: str = option(",", "Joins the labels of a multi-label TSV/CSV field.")
+  multi_label_threshold: float = option(0.5, "Multi-label: predict labels above this "
+                                        "probability.", above=0.0, maximum=1.0)
+  class_weights: Optional[str] = option(
+      None, "Single-label loss weights: 'balanced' (n / (labels * count) from the training "
+      "file) or one number per label, in label order.")
+  doc_stride: Optional[int] = option(
+      None, "Own files: classify a text longer than --max_seq_length as overlapping windows "
+      "starting every N tokens, averaging their probabilities (default: truncate).", minimum=1)
 
 
 def define_flags():
@@ -71,6 +110,18 @@ class ClassifierJob:
                               self.settings.max_seq_length,
                               is_regression=regression)
 
+  def main_metric(self):
+    """--best_metric's default: the score GLUE ranks this task by."""
+    return {"cola": "matthews_corr", "mrpc": "f1", "qqp": "f1",
+            "stsb": "corr"}.get(self.processor.name.lower().replace("-", ""), "accuracy")
+
+  def run_record(self):
+    """For OUTPUT_DIR/run_settings.json (export's defaults)."""
+    regression = self.processor.is_regression
+    return {"task": self.processor.name, "model_type": "classifier",
+            "labels": None if regression else list(self.processor.labels),
+            "num_labels": 1 if regression else len(self.processor.labels)}
+
   def _predicted(self, logits):  # [n, labels] -> class ids, or scores for regression
     return logits[:, 0] if self.processor.is_regression else np.argmax(logits, -1)
 
@@ -97,6 +148,19 @@ class ClassifierJob:
         f.write(f"{guid.rsplit('-', 1)[1]}\t{label}\n")
 
 
+def make_job(settings):
+  """The own-files job with --train_file/--dev_file/--test_file, else GLUE's."""
+  if classifier_own_files.uses_own_files(settings):
+    return classifier_own_files.OwnFilesJob(settings)
+  if settings.doc_stride:
+    raise ValueError("--doc_stride applies to your own files (--train_file/--dev_file/"
+                     "--test_file)")
+  if not settings.task_name:
+    raise ValueError("--task_name (GLUE) or --train_file/--dev_file/--test_file (your own "
+                     "files) is required")
+  return ClassifierJob(settings)
+
+
 if __name__ == "__main__":
   define_flags()
-  finetuning_runner.launch(ClassifierJob, ClassifierSettings, ["task_name", "output_dir"])
+  finetuning_runner.launch(make_job, ClassifierSettings, ["output_dir"])

@@ -216,6 +216,15 @@ class NerJob:
     return TaggingTask(bert_config, len(self.labels), s.max_seq_length,
                        head_config=head_config)
 
+  def main_metric(self):
+    return "entity_f1"
+
+  def run_record(self):
+    """For OUTPUT_DIR/run_settings.json (export's defaults; the tags in id order)."""
+    feature_based = read_head_config(self.settings.output_dir) is not None
+    return {"task": "NER", "model_type": "feature_tagger" if feature_based else "tagger",
+            "labels": list(self.labels), "num_labels": len(self.labels)}
+
   def _tags(self, split, predictions):
     return ner_features.predictions_to_tags(predictions["logits"], predictions["label_weights"],
                                             self.windows[split], self.sentences[split],

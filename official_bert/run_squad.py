@@ -19,6 +19,10 @@ and squad_eval_results.json: the official scores of predictions.json against
 --predict_file (v2.0: with null_odds.json as na-probs, plus
 "null_score_diff_threshold_search": the best --null_score_diff_threshold on this data and
 the EM/F1 it gives, searched on every question's best non-null answer).
+
+--do_eval scores --predict_file's answers with the official script (exact match, F1) through
+the one evaluation path (eval_results.txt, OUTPUT_DIR/eval); with --eval_every_steps during
+training too, the best by F1 kept in OUTPUT_DIR/best (see finetuning_runner).
 """
 
 import dataclasses
@@ -146,8 +150,11 @@ class SquadJob:
       train_file = (self._features(s.train_file, "train", True)
                     if _is_json(s.train_file) else s.train_file)
       num_train = self._num_examples(train_file, True)
-    predict = {}
-    if s.do_predict:
+    predict, dev = {}, {}
+    if s.do_eval and not s.predict_file:
+      raise ValueError("--do_eval needs --predict_file: the SQuAD JSON whose official scores "
+                       "are the evaluation")
+    if s.do_predict or s.do_eval:
       if not (s.predict_file or s.predict_feature_file):
         raise ValueError("--do_predict needs --predict_file (or --predict_feature_file)")
       path = s.predict_feature_file or self._features(s.predict_file, "predict", False)
@@ -159,37 +166,54 @@ class SquadJob:
         raise ValueError(f"--predict_feature_file={path} was made from {made_from}, not "
                          f"--predict_file={s.predict_file}: the answers would be scored "
                          "against other questions")
-      predict["predict"] = path
-    return finetuning_runner.Data(train_file, num_train, {}, predict)
+      # --do_eval (and --eval_every_steps): the official scores of these windows' answers.
+      dev = {"dev": path} if s.do_eval else {}
+      predict = {"predict": path} if s.do_predict else {}
+    return finetuning_runner.Data(train_file, num_train, dev, predict)
 
   def make_task(self, bert_config):
     return SquadTask(bert_config, self.settings.max_seq_length)
 
-  def score(self, split, predictions):
-    del split, predictions
-    return {}
+  def main_metric(self):
+    return "f1"  # the official SQuAD F1
 
-  def write_predictions(self, split, predictions):
-    """Postprocesses the logits, writes the original's files and the official scores."""
-    del split
+  def run_record(self):
+    return {"task": "SQuAD", "model_type": "squad", "doc_stride": self.settings.doc_stride,
+            "max_query_length": self.settings.max_query_length,
+            "version_2_with_negative": self.settings.version_2_with_negative}
+
+  def _answers(self, predictions):
+    """(predictions, nbest, null_odds) of the original's write_predictions for the logits."""
     from data_prep import tokenization  # pylint: disable=g-import-not-at-top
     s, meta = self.settings, self.predict_metadata
     start = predictions["start_logits"].astype(np.float32)  # [windows, seq]
     end = predictions["end_logits"].astype(np.float32)
     results = {int(u): (s, e) for u, s, e in zip(predictions["unique_ids"], start, end)}
     tokenizer = tokenization.FullTokenizer(self.vocab, s.do_lower_case)
-    preds, nbest, null_odds = squad_postprocess.postprocess(meta.examples, meta.features, results,
-                                                            tokenizer.split_words_batch,
-                                                            s.n_best_size, s.max_answer_length,
-                                                            s.version_2_with_negative,
-                                                            s.null_score_diff_threshold)
+    return squad_postprocess.postprocess(meta.examples, meta.features, results,
+                                         tokenizer.split_words_batch, s.n_best_size,
+                                         s.max_answer_length, s.version_2_with_negative,
+                                         s.null_score_diff_threshold)
+
+  def score(self, split, predictions):
+    """--do_eval: the official scores (exact match, F1) of the answers to --predict_file."""
+    del split
+    preds, nbest, null_odds = self._answers(predictions)
+    _, scores = _score(self.settings.predict_file, preds, nbest, null_odds)
+    return {k: v for k, v in scores.items() if isinstance(v, (int, float))}
+
+  def write_predictions(self, split, predictions):
+    """Postprocesses the logits, writes the original's files and the official scores."""
+    del split
+    s, meta = self.settings, self.predict_metadata
+    preds, nbest, null_odds = self._answers(predictions)
     out = s.output_dir
     squad_postprocess.write_json(preds, os.path.join(out, "predictions.json"))
     squad_postprocess.write_json(nbest, os.path.join(out, "nbest_predictions.json"))
     if s.version_2_with_negative:
       squad_postprocess.write_json(null_odds, os.path.join(out, "null_odds.json"))
-    logging.info("Wrote predictions for %d questions (%d windows) to %s", len(preds), len(results),
-                 out)
+    logging.info("Wrote predictions for %d questions (%d windows) to %s", len(preds),
+                 len(predictions["unique_ids"]), out)
     gold = s.predict_file or (meta.header["input_file"] if not meta.header["articles"] else None)
     if not gold:
       logging.info("No --predict_file to score against (the features are an article slice)")

@@ -83,6 +83,12 @@ class SwagJob:
   def make_task(self, bert_config):
     return MultipleChoiceTask(bert_config, self.settings.max_seq_length)
 
+  def main_metric(self):
+    return "accuracy"
+
+  def run_record(self):
+    return {"task": "SWAG", "model_type": "multiple_choice"}
+
   def score(self, split, predictions):
     del split, predictions  # accuracy is the task's own metric
     return {}

@@ -26,6 +26,9 @@ from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
 
 HF_WEIGHTS_FILE = "model.safetensors"
+# A fine-tuning output's task settings (task, model_type, max_seq_length, labels):
+# `training.model_dir` writes it beside the checkpoints.
+RUN_SETTINGS_FILE = "run_settings.json"
 
 # What a checkpoint holds besides model weights: TF1 optimizer slots and step state
 # (google-research/bert saves Adam's `adam_m`/`adam_v`; other TF1 optimizers, loss scaling
@@ -47,9 +50,11 @@ Weights = collections.namedtuple("Weights",
                                  ["tensors", "source", "format", "source_names", "hf_prefix"])
 
 # Files that travel with a model; None when absent. do_lower_case: from an HF
-# tokenizer_config.json, else None.
+# tokenizer_config.json (fine-tuning outputs write one too), else None. run_settings: the
+# parsed run_settings.json of a fine-tuning output ({} when absent).
 ModelFiles = collections.namedtuple(
-    "ModelFiles", ["directory", "bert_config", "hf_config", "vocab", "do_lower_case"])
+    "ModelFiles", ["directory", "bert_config", "hf_config", "vocab", "do_lower_case",
+                   "run_settings"], defaults=[None])
 
 
 def is_training_state(name):
@@ -209,7 +214,8 @@ def model_files(path):
   """The files next to the weights at `path` (a file, prefix or directory): `ModelFiles`.
 
   bert_config: our `bert_config.json`; hf_config: HF's `config.json`; vocab: `vocab.txt`;
-  do_lower_case: HF `tokenizer_config.json`'s, if it says.
+  do_lower_case: HF `tokenizer_config.json`'s, if it says; run_settings: a fine-tuning
+  output's `run_settings.json` ({} if none).
   """
   path = str(path) if path else ""
   directory = path if path and tf.io.gfile.isdir(path) and not tf.io.gfile.exists(
@@ -227,8 +233,15 @@ def model_files(path):
         do_lower_case = json.loads(f.read()).get("do_lower_case")
       except (json.JSONDecodeError, AttributeError):
         logging.warning("%s: not a JSON object; ignored.", tokenizer_config)
+  run_settings = {}
+  if there(RUN_SETTINGS_FILE):
+    with tf.io.gfile.GFile(there(RUN_SETTINGS_FILE), "r") as f:
+      try:
+        run_settings = json.loads(f.read())
+      except json.JSONDecodeError:
+        logging.warning("%s: not JSON; ignored.", there(RUN_SETTINGS_FILE))
   return ModelFiles(directory, there("bert_config.json"), there("config.json"),
-                    there("vocab.txt"), do_lower_case)
+                    there("vocab.txt"), do_lower_case, run_settings)
 
 
 def is_hf_model(path):

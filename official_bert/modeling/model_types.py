@@ -27,6 +27,8 @@ NEEDS_NUM_LABELS = ("classifier", "tagger", "feature_tagger")
 # The file a feature-based run writes next to its checkpoints: the head's architecture
 # (`BertFeatureTagger.head_config()`), which the weights alone do not determine.
 HEAD_CONFIG_FILE = "head_config.json"
+# The label set, in id order, that run_classifier/run_ner write beside their checkpoints.
+LABELS_FILE = "labels.txt"
 
 
 def build_model(model_type, bert_config, num_labels=None, head_config=None):
@@ -75,6 +77,17 @@ def read_head_config(path):
   if set(config) != expected:
     raise ValueError(f"{path}: expected the keys {sorted(expected)}, got {sorted(config)}")
   return config
+
+
+def labels_beside(checkpoint):
+  """The label strings of the labels.txt a fine-tuning run (run_classifier/run_ner on own
+  files) wrote in a checkpoint's directory (or the directory given), one a line; or None."""
+  directory = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
+  path = os.path.join(directory, LABELS_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return [line.rstrip("\n") for line in f if line.rstrip("\n")]
 
 
 def head_config_beside(checkpoint):

@@ -1,4 +1,5 @@
-"""Corpus-level scores of GLUE and CoNLL-2003, as plain numpy functions.
+"""Corpus-level scores of GLUE, own classification files and CoNLL-2003, as plain numpy
+functions.
 
 These need every prediction at once (an F1 or a correlation is not a mean of per-batch
 values), so the run scripts compute them on the host from `training_loop.predict` outputs.
@@ -76,6 +77,48 @@ def glue_scores(task_name, predictions, labels):
     scores["f1"] = f1_score(predictions, labels)
     scores["acc_and_f1"] = (scores["accuracy"] + scores["f1"]) / 2
   return scores
+
+
+def _prf(tp, fp, fn):
+  """(precision, recall, F1) from counts; each 0 where its denominator is 0 (sklearn's)."""
+  precision = tp / (tp + fp) if tp + fp else 0.0
+  recall = tp / (tp + fn) if tp + fn else 0.0
+  f1 = 2 * tp / (2 * tp + fp + fn) if tp else 0.0
+  return float(precision), float(recall), float(f1)
+
+
+def per_class_scores(predictions, labels, names):
+  """Single-label: accuracy, macro-F1 (the unweighted mean over `names`) and each class's
+  precision, recall and F1 (`precision_<name>`, ...). predictions, labels: class ids."""
+  p, t = np.asarray(predictions), np.asarray(labels)
+  scores = {"accuracy": accuracy(p, t)}
+  f1s = []
+  for i, name in enumerate(names):
+    prf = _prf(np.sum((p == i) & (t == i)), np.sum((p == i) & (t != i)),
+               np.sum((p != i) & (t == i)))
+    scores.update({f"precision_{name}": prf[0], f"recall_{name}": prf[1], f"f1_{name}": prf[2]})
+    f1s.append(prf[2])
+  scores["macro_f1"] = float(np.mean(f1s)) if f1s else 0.0
+  return scores
+
+
+def multi_label_scores(predictions, labels):
+  """Multi-label, from [n, labels] 0/1 arrays: micro-F1 (counts pooled over labels),
+  macro-F1 (mean of the labels' F1) and exact match (every label of an example right)."""
+  p = np.asarray(predictions).astype(bool)
+  t = np.asarray(labels).astype(bool)
+  tp, fp, fn = np.sum(p & t, 0), np.sum(p & ~t, 0), np.sum(~p & t, 0)
+  macro = [_prf(*counts)[2] for counts in zip(tp, fp, fn)]
+  return {"micro_f1": _prf(tp.sum(), fp.sum(), fn.sum())[2],
+          "macro_f1": float(np.mean(macro)) if macro else 0.0,
+          "exact_match": float(np.mean(np.all(p == t, -1))) if len(p) else 0.0}
+
+
+def regression_scores(predictions, labels):
+  """Pearson, Spearman and mean squared error."""
+  p, t = np.asarray(predictions, np.float64), np.asarray(labels, np.float64)
+  return {"pearson": pearson(p, t), "spearman": spearman(p, t),
+          "mse": float(np.mean((p - t)**2)) if t.size else 0.0}
 
 
 def _split_tag(tag):

@@ -35,15 +35,23 @@ class SquadTask(base.Task):
     # Training windows carry answer positions; prediction windows only their unique id.
     return schema.squad_features(self.seq_length, is_training)
 
+  # Prediction windows carry no answer positions: evaluated during training (run_squad
+  # --eval_every_steps), they have no loss or span metrics, only the job's official scores.
   def loss_normalizers(self, features):
+    if "start_positions" not in features:
+      return {}
     return {"span_loss": losses.count(features["start_positions"])}
 
   def loss_sums(self, features, outputs):
+    if "start_positions" not in features:
+      return {}
     start = losses.sparse_nll(features["start_positions"], outputs["start_logits"])  # [b]
     end = losses.sparse_nll(features["end_positions"], outputs["end_logits"])  # [b]
     return {"span_loss": losses.weighted_sum((start + end) / 2.0)}
 
   def metric_sums(self, features, outputs):
+    if "start_positions" not in features:
+      return {}
     n = losses.count(features["start_positions"])
     start_hit = losses.argmax_hits(features["start_positions"], outputs["start_logits"])
     end_hit = losses.argmax_hits(features["end_positions"], outputs["end_logits"])

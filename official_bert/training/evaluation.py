@@ -66,6 +66,8 @@ def evaluate(trainer, dataset_fn, max_steps=None, keep_outputs=False):
     if keep_outputs:
       kept = dict(outputs)
       kept.update({name: features[name] for name in task.keep_features})
+    if not sums:  # no labels (SQuAD's prediction windows): only the kept outputs count
+      return {}, kept
     return tf.distribute.get_replica_context().all_reduce(SUM, sums), kept
 
   totals, chunks = None, {}
@@ -89,8 +91,9 @@ def ratios(totals, loss_epsilons):
       scores[name] = value / (totals["norm/" + name] + loss_epsilons.get(name, 0.0))
     elif kind == "num":
       scores[name] = value / max(totals["den/" + name], 1e-12)
-  scores["loss"] = sum(scores[key.split("/", 1)[1]] for key in totals
-                       if key.startswith("loss/"))
+  if any(key.startswith("loss/") for key in totals):
+    scores["loss"] = sum(scores[key.split("/", 1)[1]] for key in totals
+                         if key.startswith("loss/"))
   return scores
 
 

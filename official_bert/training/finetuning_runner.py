@@ -8,6 +8,8 @@ A script supplies a *job*: what its data is and how to score and write predictio
       def make_task(self, bert_config) -> tasks.Task  # with `keep_features` for scoring
       def score(self, split, outputs) -> dict         # corpus metrics (F1, MCC, ...)
       def write_predictions(self, split, outputs)     # files for --do_predict
+      def main_metric(self) -> str                    # --best_metric's default
+      def run_record(self) -> dict                    # task, model_type, labels (after prepare)
 
 and `run(settings, job, record)` does the rest, from typed `settings.FinetuningSettings`:
 strategy, model config, initial weights (ours, google-research TF1, or Hugging Face
@@ -18,18 +20,24 @@ from the outputs) and prediction.
 """
 
 import collections
+import dataclasses
+import os
 import sys
 
 from absl import logging
 import numpy as np
+import tensorflow as tf
 
 from data_prep import tfrecord_io
 from official_bert.interop import hf_weights
 from official_bert.interop import weights_io
 from official_bert.modeling import bert_config as bert_config_lib
+from official_bert.training import best_checkpoint
+from official_bert.training import case_check
 from official_bert.training import common_flags
 from official_bert.training import distribution
 from official_bert.training import evaluation
+from official_bert.training import model_dir
 from official_bert.training import runner
 from official_bert.training import settings as settings_lib
 
@@ -45,30 +53,67 @@ def hf_files(path):
   return weights_io.model_files(path) if weights_io.is_hf_model(path) else None
 
 
+def _own_files(settings):
+  """`weights_io.ModelFiles` of --output_dir, if an earlier run of it wrote them there
+  (`model_dir`): a resumed, --do_eval or --do_predict run on it needs no model flags."""
+  output_dir = getattr(settings, "output_dir", None)  # extract_features' settings have none
+  if output_dir and tf.io.gfile.exists(os.path.join(output_dir, model_dir.CONFIG_FILE)):
+    return weights_io.model_files(output_dir)
+  return None
+
+
+def _init_files(settings):
+  """The files beside --init_checkpoint: a Hugging Face folder's, or a released TF1 model's /
+  a fine-tuning output's bert_config.json and vocab.txt."""
+  if not settings.init_checkpoint:
+    return None
+  return hf_files(settings.init_checkpoint) or weights_io.model_files(settings.init_checkpoint)
+
+
 def model_config(settings):
-  """settings.bert_config_file, or the config.json of a Hugging Face init_checkpoint."""
-  hf = hf_files(settings.init_checkpoint)
+  """settings.bert_config_file, else the bert_config.json in --output_dir, else the config
+  beside --init_checkpoint (a Hugging Face config.json, or a bert_config.json)."""
+  own, init = _own_files(settings), _init_files(settings)
   if settings.bert_config_file:
     source = settings.bert_config_file
     config = bert_config_lib.BertConfig.from_json_file(source)
-  elif hf and hf.hf_config:
-    source = hf.hf_config
+  elif own or (init and init.bert_config):
+    source = (own or init).bert_config
+    config = bert_config_lib.BertConfig.from_json_file(source)
+  elif init and init.hf_config:
+    source = init.hf_config
     config = hf_weights.load_hf_config(source)
   else:
-    raise ValueError("--bert_config_file is required (unless --init_checkpoint is a Hugging "
-                     "Face model with its config.json)")
+    raise ValueError("--bert_config_file is required (unless --output_dir or --init_checkpoint "
+                     "holds a bert_config.json, or --init_checkpoint is a Hugging Face model "
+                     "with its config.json)")
   runner.check_sequence_length(settings.max_seq_length, config, source)
   return config
 
 
 def vocab_file(settings):
-  """settings.vocab_file, or the vocab.txt of a Hugging Face init_checkpoint."""
+  """settings.vocab_file, else the vocab.txt in --output_dir, else the one beside
+  --init_checkpoint."""
   if settings.vocab_file:
     return settings.vocab_file
-  hf = hf_files(settings.init_checkpoint)
-  if hf and hf.vocab:
-    return hf.vocab
+  for files in (_own_files(settings), _init_files(settings)):
+    if files and files.vocab:
+      return files.vocab
   raise ValueError("--vocab_file is required")
+
+
+def check_case(settings):
+  """--do_lower_case against the checkpoint's name, tokenizer_config.json (--output_dir's,
+  else --init_checkpoint's) and the vocabulary (`case_check`); skipped with
+  --allow_case_mismatch."""
+  if settings.allow_case_mismatch:
+    return
+  files = [f for f in (_own_files(settings), _init_files(settings))
+           if f and f.do_lower_case is not None]
+  source = (os.path.join(files[0].directory, model_dir.TOKENIZER_CONFIG_FILE)
+            if files else None)
+  case_check.check(settings.do_lower_case, settings.init_checkpoint, vocab_file(settings),
+                   files[0].do_lower_case if files else None, source)
 
 
 def prepare_splits(settings, write, eval_splits=("dev",), predict_splits=("test",)):
@@ -101,17 +146,34 @@ def run(settings, job, record=None):
   if not settings.output_dir:
     raise ValueError("--output_dir is required")
   output_dir = settings.output_dir
+  tracking = check_training_controls(settings)
   tfrecord_io.make_dirs(output_dir, "--output_dir")
   # Before anything touches TensorFlow (the data step tokenizes with TF ops).
   strategy = runner.setup_runtime(settings)
   config = model_config(settings)
+  check_case(settings)  # before hours of training on mangled text
+  vocab = vocab_file(settings)
   data = job.prepare()
   task = job.make_task(config)
   steps, warmup = settings_lib.finetuning_steps(settings, data.num_train_examples or 1)
   trainer = runner.make_trainer(settings, strategy, task, steps, warmup)
   init = settings.init_checkpoint  # any format: the loop's warm start reads them all
-  results = {}
+  chief = distribution.is_chief(strategy)
+  results, evaluated = {}, {}
   if settings.do_train:
+    companions = []
+    if chief:  # the output directory exports and predicts without the model flags
+      task_record = dict(getattr(job, "run_record", dict)(),
+                         max_seq_length=settings.max_seq_length)
+      companions = model_dir.write(output_dir, config, vocab, settings.do_lower_case,
+                                   task_record)
+    on_evaluation = None
+    if tracking:
+      if not data.eval_files:
+        raise ValueError("--eval_every_steps/--best_metric/--early_stopping_patience: this "
+                         "script has no dev data to evaluate during training")
+      on_evaluation = periodic_evaluation(settings, job, task, trainer, data, companions,
+                                          evaluated)
     logging.info("Training: %d examples, %d steps (%d warmup), batch %d",
                  data.num_train_examples, steps, warmup, settings.train_batch_size)
     run_config = {"bert_config": config.to_dict(), "flags": record or {}}
@@ -120,30 +182,87 @@ def run(settings, job, record=None):
           trainer, runner.dataset_fn(task, data.train_file, settings.train_batch_size, True,
                                      settings.random_seed),
           output_dir, steps, settings.steps_per_loop, settings.save_checkpoints_steps, init,
-          settings.keep_checkpoint_max, run_config)
+          settings.keep_checkpoint_max, run_config,
+          eval_every_steps=settings.eval_every_steps or steps, on_evaluation=on_evaluation)
   else:
     runner.restore_for_eval(trainer, output_dir, init)  # raises if there is nothing
-  results.update(evaluate_and_predict(settings, job, task, trainer, data))
+  results.update(evaluate_and_predict(settings, job, task, trainer, data, evaluated))
   return results
+
+
+def check_training_controls(settings):
+  """Whether the run evaluates during training and keeps best/; bad combinations raise."""
+  tracking = bool(settings.eval_every_steps or settings.best_metric
+                  or settings.early_stopping_patience)
+  if tracking and not (settings.do_train and settings.do_eval):
+    raise ValueError("--eval_every_steps, --best_metric and --early_stopping_patience need "
+                     "--do_train and --do_eval (the dev data to score)")
+  if settings.early_stopping_patience and not settings.eval_every_steps:
+    raise ValueError("--early_stopping_patience counts evaluations during training: set "
+                     "--eval_every_steps too")
+  return tracking
+
+
+def periodic_evaluation(settings, job, task, trainer, data, companions, evaluated):
+  """`run_training`'s `on_evaluation`: scores the dev splits (the one evaluation path, as at
+  the end), keeps the best in OUTPUT_DIR/best, says whether patience ran out.
+
+  `evaluated` receives the last evaluation's {split: scores}, so the final one is not
+  repeated after training.
+  """
+  metric = settings.best_metric or getattr(job, "main_metric", lambda: "loss")()
+  keeper = best_checkpoint.BestKeeper(settings.output_dir, metric,
+                                      settings.early_stopping_patience, companions,
+                                      chief=distribution.is_chief(trainer.strategy))
+  logging.info("Evaluating every %s steps; best checkpoint by %s (%s is better) in %s",
+               settings.eval_every_steps or "training's last", metric,
+               "higher" if keeper.higher else "lower",
+               best_checkpoint.best_dir(settings.output_dir))
+
+  def on_evaluation(step):
+    if keeper.last_evaluated_step == step:  # a resumed run: this step was scored already
+      return keeper.should_stop
+    scores = evaluate_splits(settings, job, task, trainer, data.eval_files)
+    evaluated.clear()
+    evaluated.update(scores)
+    keeper.update(next(iter(scores.values())), trainer.model, step)  # MNLI: the matched set
+    return keeper.should_stop
+  return on_evaluation
 
 
 def launch(job_class, settings_class, required_flags):
   """A fine-tuning script's `__main__` (after its `define_flags()`): settings from the flags,
   `run(settings, job_class(settings))`, user errors as messages with exit status 1."""
   def main(flag_values):
-    settings = common_flags.settings_from_flags(settings_class, flag_values)
+    settings = inherit_run_settings(
+        common_flags.settings_from_flags(settings_class, flag_values), flag_values)
     record = common_flags.flags_dict(flag_values, sys.modules["__main__"])
     return run(settings, job_class(settings), record)
   runner.launch(main, required_flags)
 
 
-def evaluate_and_predict(settings, job, task, trainer, data):
-  """Scores the eval splits (`<name>_results.txt`), writes the job's predictions (chief)."""
-  strategy = trainer.strategy
-  chief = distribution.is_chief(strategy)
+def inherit_run_settings(settings, flag_values):
+  """Settings whose flags were not given, from --output_dir's run_settings.json (a later
+  --do_eval/--do_predict/resumed run must tokenize as training did)."""
+  stored = model_dir.read_run_settings(settings.output_dir)
+  inherited = {name: stored[name] for name in model_dir.INHERITED_FLAGS
+               if name in stored and not flag_values[name].present
+               and getattr(settings, name) != stored[name]}
+  if inherited:
+    logging.info("From %s: %s", os.path.join(settings.output_dir, model_dir.RUN_SETTINGS_FILE),
+                 ", ".join(f"--{k}={v}" for k, v in inherited.items()))
+    settings = dataclasses.replace(settings, **inherited)
+  return settings
+
+
+def evaluate_splits(settings, job, task, trainer, eval_files):
+  """{split: scores} of the current weights, through the one evaluation path: the task's
+  losses and metrics (`evaluation.evaluate`) plus the job's corpus scores; each written to
+  `<name>_results.txt`, the log and OUTPUT_DIR/<name> in TensorBoard (chief)."""
+  chief = distribution.is_chief(trainer.strategy)
   results = {}
   step = int(trainer.step.numpy())
-  for split, path in (data.eval_files if settings.do_eval else {}).items():
+  for split, path in eval_files.items():
     scores, outputs = evaluation.evaluate(
         trainer, runner.dataset_fn(task, path, settings.eval_batch_size, False, None),
         keep_outputs=True)
@@ -152,6 +271,20 @@ def evaluate_and_predict(settings, job, task, trainer, data):
       evaluation.write_results(settings.output_dir, evaluation.results_name(split), scores,
                                step)
     results[split] = scores
+  return results
+
+
+def evaluate_and_predict(settings, job, task, trainer, data, evaluated=None):
+  """Scores the eval splits (unless `evaluated` holds this step's scores already), writes
+  the job's predictions (chief)."""
+  strategy = trainer.strategy
+  chief = distribution.is_chief(strategy)
+  step = int(trainer.step.numpy())
+  results = {}
+  if settings.do_eval:
+    done = evaluated and all(s.get("global_step") == step for s in evaluated.values())
+    results = dict(evaluated) if done else evaluate_splits(settings, job, task, trainer,
+                                                           data.eval_files)
   for split, path in (data.predict_files if settings.do_predict else {}).items():
     outputs = evaluation.predict(
         strategy, trainer.model,

@@ -88,7 +88,7 @@ def write_config_text(writer, config):
 
 def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loop,
                  save_checkpoints_steps, init_checkpoint=None, keep_checkpoint_max=5,
-                 config=None):
+                 config=None, eval_every_steps=0, on_evaluation=None):
   """Trains to `num_train_steps`, resuming from `output_dir` if it holds a checkpoint.
 
   Args:
@@ -98,6 +98,11 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
       ahead (on serialized records, before parsing): the input order is the uninterrupted
       run's on every strategy.
     config: dict written to TensorBoard as text (the model config and the flags).
+    eval_every_steps: with `on_evaluation`, loops end (and a checkpoint is saved) at every
+      multiple of it and at the last step, then `on_evaluation(step)` runs; it returns True
+      to stop training early (patience exhausted). A resumed run whose checkpoint is at such
+      a step calls it first: an evaluation the interruption skipped is made up, and an early
+      stop already decided stays decided.
   Returns:
     The metrics of the last loop, or {} if there was nothing left to train.
   """
@@ -118,9 +123,15 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
   progress = training_loop.ProgressLog(trainer.global_batch_size, num_train_steps, step, writer)
   stop = training_loop.StopRequest()
   metrics = {}
+  evaluating = bool(eval_every_steps and on_evaluation)
+  stopped_early = False
   try:
-    while step < num_train_steps and not stop.requested:
+    if evaluating and step > 0 and (step % eval_every_steps == 0 or step >= num_train_steps):
+      stopped_early = bool(on_evaluation(step))  # resumed at an evaluation step
+    while step < num_train_steps and not stop.requested and not stopped_early:
       to_boundary = save_checkpoints_steps - step % save_checkpoints_steps
+      if evaluating:
+        to_boundary = min(to_boundary, eval_every_steps - step % eval_every_steps)
       n = min(steps_per_loop, num_train_steps - step, to_boundary)
       metrics = trainer.train_steps(iterator, n)
       step = int(trainer.step.numpy())
@@ -130,8 +141,11 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
             "--learning_rate, check the data, or use --dtype=float32)")
       metrics["examples_per_second"] = progress.log(
           step, metrics, training_loop.current_learning_rate(trainer.optimizer))
-      if step % save_checkpoints_steps == 0 or step >= num_train_steps:
+      at_evaluation = evaluating and (step % eval_every_steps == 0 or step >= num_train_steps)
+      if step % save_checkpoints_steps == 0 or step >= num_train_steps or at_evaluation:
         keeper.save("step %d" % step)
+      if at_evaluation:
+        stopped_early = bool(on_evaluation(step))
     if stop.requested and step % save_checkpoints_steps and step < num_train_steps:
       keeper.save("stop requested by signal")
   finally:

@@ -123,6 +123,20 @@ class FinetuningSettings(RunSettings):
   layerwise_lr_decay: Optional[float] = option(
       None, "Layer l's learning rate times decay^(L - l) (embeddings: l = 0; pooler and head: "
       "factor 1), e.g. 0.95.", above=0.0, maximum=1.0)
+  eval_every_steps: int = option(
+      0, "With --do_train --do_eval: also evaluate on the dev data every N steps (0: at the "
+      "end only); each evaluation goes to eval_results.txt, the log and OUTPUT_DIR/eval.",
+      minimum=0)
+  best_metric: Optional[str] = option(
+      None, "Keep the checkpoint of the best evaluation by this metric in OUTPUT_DIR/best "
+      "(default: the task's main metric). A name with 'loss', 'error', 'mse' or 'mae' in it "
+      "is lower-is-better, others higher; 'min:NAME' / 'max:NAME' say so explicitly.")
+  early_stopping_patience: int = option(
+      0, "Stop after this many evaluations without improving --best_metric (0: never).",
+      minimum=0)
+  allow_case_mismatch: bool = option(
+      False, "Train even if --do_lower_case contradicts the checkpoint's name, its "
+      "tokenizer_config.json or the vocabulary's letter case.")
 
 
 def finetuning_steps(settings, num_examples):

@@ -1,5 +1,6 @@
 """run_ner end to end on a slice of CoNLL-2003 with a tiny random BERT."""
 
+import json
 import os
 
 from conftest import CONLL_DATA
@@ -16,11 +17,16 @@ def test_run_ner_trains_evaluates_and_predicts(tmp_path):
       (data / name).write_text("".join(f.readlines()[:lines]), encoding="utf-8")
   out = tmp_path / "out"
   run_script("official_bert.run_ner", tmp_path, f"--data_dir={data}", f"--output_dir={out}",
-             "--do_train", "--do_eval", "--do_predict")
+             "--do_train", "--do_eval", "--do_predict", "--eval_every_steps=2")
   results = read_results(out / "eval_results.txt")
   assert {"entity_f1", "entity_precision", "entity_recall", "token_accuracy",
           "tagging_loss"} <= set(results)
   assert 0 <= float(results["entity_f1"]) <= 1
+  # Evaluated at steps 2 and 3; the best by NER's main metric kept with its tag set.
+  state = json.loads((out / "best" / "state.json").read_text())
+  assert state["metric"] == "entity_f1" and state["last_evaluated_step"] == 3
+  settings = json.loads((out / "best" / "run_settings.json").read_text())
+  assert settings["model_type"] == "tagger" and settings["labels"][0] == "O"
   # One `word gold predicted` line per word of eng.testb's slice, sentences apart.
   gold = [line.split() for line in (data / "eng.testb").read_text().splitlines()]
   words = [g for g in gold if g and g[0] != "-DOCSTART-"]

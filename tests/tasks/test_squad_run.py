@@ -77,8 +77,15 @@ def test_v2_from_json_null_odds_and_best_threshold(tmp_path):
   qids = _slice(DEV_V2, data, 0, 3)
   out = tmp_path / "out"
   _run_squad(tmp_path, out, "--version_2_with_negative", "--do_train",
-             f"--train_file={data}", "--do_predict", f"--predict_file={data}")
+             f"--train_file={data}", "--do_predict", f"--predict_file={data}", "--do_eval",
+             "--eval_every_steps=2")
   assert (out / "train.tf_record").exists() and (out / "predict.tf_record.meta.jsonl").exists()
+  # Evaluated at steps 2 and 4 by the official F1 (SQuAD's main metric); the last
+  # evaluation scores the same weights and answers as the predictions.
+  state = json.loads((out / "best" / "state.json").read_text())
+  assert state["metric"] == "f1" and state["last_evaluated_step"] == 4
+  evaluated = json.loads((out / "best" / "best_results.json").read_text())
+  assert {"exact", "f1", "HasAns_total"} <= set(evaluated) and "loss" not in evaluated
   null_odds = json.loads((out / "null_odds.json").read_text())
   assert set(null_odds) == set(qids)
   assert all(isinstance(v, float) for v in null_odds.values())
@@ -87,6 +94,8 @@ def test_v2_from_json_null_odds_and_best_threshold(tmp_path):
           "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh", "best_f1",
           "best_f1_thresh", "null_score_diff_threshold_search"} == set(scores)
   assert scores["total"] == len(qids)
+  last = dict(line.strip().split(" = ") for line in (out / "eval_results.txt").open())
+  assert last["global_step"] == "4" and float(last["f1"]) == pytest.approx(scores["f1"])
   search = scores["null_score_diff_threshold_search"]
   assert search["best_f1_thresh"] in set(null_odds.values()) | {0.0}
   assert search["best_f1"] >= scores["NoAns_total"] * 100 / len(qids) - 1e-9  # >= all ""

@@ -1,6 +1,7 @@
 """SWAG: the CSV reader and features on a small file of our own, and run_swag end to end."""
 
 import csv
+import json
 
 from conftest import UNCASED_VOCAB
 from conftest import need
@@ -79,9 +80,11 @@ def test_run_swag_trains_evaluates_and_predicts(tmp_path):
   write_swag(data / "test.csv", 6, label=False)
   out = tmp_path / "out"
   run_script("official_bert.run_swag", tmp_path, f"--data_dir={data}", f"--output_dir={out}",
-             "--do_train", "--do_eval", "--do_predict")
+             "--do_train", "--do_eval", "--do_predict", "--eval_every_steps=2")
   results = read_results(out / "eval_results.txt")
   assert {"accuracy", "multiple_choice_loss", "loss"} <= set(results)
+  state = json.loads((out / "best" / "state.json").read_text())  # evaluated at steps 2, 3
+  assert state["metric"] == "accuracy" and state["last_evaluated_step"] == 3
   assert float(results["accuracy"]) in {i / 10 for i in range(11)}
   lines = (out / "test_results.tsv").read_text().splitlines()
   assert lines[0].split("\t") == ["id", "ending0", "ending1", "ending2", "ending3",

@@ -1,0 +1,166 @@
+"""The best evaluation's weights, kept in OUTPUT_DIR/best, and early stopping.
+
+After each evaluation during training (`--eval_every_steps`), `BestKeeper.update` compares
+the chosen metric with the best so far. An improvement writes OUTPUT_DIR/best afresh: the
+model weights and step (an object-based checkpoint that `export`, `--init_checkpoint` and
+`--do_predict` read), `best_results.json` / `eval_results.txt` (the scores) and the files
+that make the folder self-contained (bert_config.json, vocab.txt, ...). The folder is built
+beside the old one and swapped in when complete, so an interruption never leaves half of it.
+
+The best value and the count of evaluations without improvement live in best/state.json
+(written atomically after every evaluation), so a run resumed in the same output directory
+keeps both: early stopping counts across interruptions, and a finished early stop stays
+finished.
+"""
+
+import json
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from data_prep import tfrecord_io
+from official_bert.training import checkpointing
+
+BEST_DIR = "best"
+STATE_FILE = "state.json"
+RESULTS_FILE = "best_results.json"
+# Metrics that improve downwards: losses, error rates. Everything else (accuracy, F1, MCC,
+# correlations, exact match) improves upwards.
+_LOWER_IS_BETTER = ("loss", "error", "perplexity", "mse", "mae")
+
+
+def parse_metric(spec):
+  """(name, higher_is_better) of a --best_metric: "max:NAME" / "min:NAME" say the direction,
+  else it follows the name (losses and errors lower, everything else higher)."""
+  direction, colon, name = spec.partition(":")
+  if colon and direction in ("max", "min"):
+    return name, direction == "max"
+  return spec, not any(word in spec.lower() for word in _LOWER_IS_BETTER)
+
+
+def best_dir(output_dir):
+  return os.path.join(output_dir, BEST_DIR)
+
+
+class BestKeeper:
+  """Tracks `metric` over evaluations; keeps the best weights in OUTPUT_DIR/best.
+
+  Args:
+    output_dir: the run's output directory.
+    metric: the score to compare (a key of the evaluation's scores).
+    patience: evaluations without improvement before `should_stop` (0: never).
+    companions: files copied into best/ with every new best (config, vocabulary, settings),
+      so best/ exports and predicts on its own.
+    chief: only the chief writes (every worker computes the same scores).
+  """
+
+  def __init__(self, output_dir, metric, patience=0, companions=(), chief=True):
+    self.directory = best_dir(output_dir)
+    self.spec = metric
+    self.metric, self.higher = parse_metric(metric)
+    self.patience = patience
+    self.companions = list(companions)
+    self.chief = chief
+    self.state = {"metric": self.spec, "higher_is_better": self.higher, "best_value": None,
+                  "best_step": None, "evaluations_without_improvement": 0,
+                  "last_evaluated_step": None, "stopped_early": False}
+    self._load()
+
+  def _load(self):
+    path = os.path.join(self.directory, STATE_FILE)
+    if not tf.io.gfile.exists(path):
+      return
+    try:
+      stored = json.loads(tfrecord_io.read_text(path))
+    except json.JSONDecodeError:
+      logging.warning("%s is not JSON: best-checkpoint tracking starts over", path)
+      return
+    if stored.get("metric") != self.spec:
+      # Another metric's best says nothing about this one's: start over (best/ is replaced
+      # by the next evaluation).
+      logging.warning("%s tracked %s, this run %s: best-checkpoint tracking starts over",
+                      path, stored.get("metric"), self.spec)
+      return
+    self.state.update(stored)
+    logging.info("Resumed best-checkpoint tracking: best %s = %s at step %s, %d evaluation(s) "
+                 "without improvement", self.metric, self.state["best_value"],
+                 self.state["best_step"], self.state["evaluations_without_improvement"])
+
+  @property
+  def should_stop(self):
+    return self.state["stopped_early"]
+
+  @property
+  def last_evaluated_step(self):
+    return self.state["last_evaluated_step"]
+
+  def _improves(self, value):
+    best = self.state["best_value"]
+    return best is None or (value > best if self.higher else value < best)
+
+  def update(self, scores, model, step):
+    """Records an evaluation at `step` of `model`'s current weights; returns whether it is
+    the best so far (then best/ holds these weights)."""
+    if self.metric not in scores:
+      raise ValueError(f"--best_metric={self.metric} is not among the evaluation's scores "
+                       f"({', '.join(sorted(scores))})")
+    value = float(scores[self.metric])
+    improved = self._improves(value)
+    state = self.state
+    state["last_evaluated_step"] = step
+    if improved:
+      state.update(best_value=value, best_step=step, evaluations_without_improvement=0)
+    else:
+      state["evaluations_without_improvement"] += 1
+      if self.patience and state["evaluations_without_improvement"] >= self.patience:
+        state["stopped_early"] = True
+    logging.info("Evaluation at step %d: %s = %s (%s; best %s at step %s%s)", step, self.metric,
+                 value, "new best" if improved else "no improvement", state["best_value"],
+                 state["best_step"],
+                 f", {state['evaluations_without_improvement']}/{self.patience} without "
+                 "improvement" if self.patience else "")
+    if state["stopped_early"]:
+      logging.info("Early stopping at step %d: %d evaluations without improving %s", step,
+                   state["evaluations_without_improvement"], self.metric)
+    if self.chief:
+      if improved:
+        self._write_best(scores, model, step)
+      else:
+        self._write_state(self.directory)
+    return improved
+
+  def _write_state(self, directory):
+    tfrecord_io.write_text(os.path.join(directory, STATE_FILE),
+                           json.dumps(self.state, indent=2) + "\n")
+
+  def _write_best(self, scores, model, step):
+    """Builds the new best/ beside the old one, then swaps it in."""
+    parent = os.path.dirname(self.directory)
+    building = os.path.join(parent, f".{BEST_DIR}.tmp-{os.getpid()}")
+    if tf.io.gfile.exists(building):
+      tf.io.gfile.rmtree(building)
+    tf.io.gfile.makedirs(building)
+    # Model weights and step only: what export and warm starts read, a third of the size of
+    # a training checkpoint (no Adam slots).
+    step_variable = tf.Variable(step, dtype=tf.int64, trainable=False)
+    manager = tf.train.CheckpointManager(
+        checkpointing.model_checkpoint(model, step=step_variable), building, max_to_keep=1)
+    manager.save(checkpoint_number=step)
+    results = {k: v for k, v in scores.items() if isinstance(v, (int, float, str))}
+    tfrecord_io.write_text(os.path.join(building, RESULTS_FILE),
+                           json.dumps(dict(results, global_step=step), indent=2) + "\n")
+    tfrecord_io.write_text(os.path.join(building, "eval_results.txt"),
+                           "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
+    for path in self.companions:
+      if path and tf.io.gfile.exists(path):
+        tf.io.gfile.copy(path, os.path.join(building, os.path.basename(path)), overwrite=True)
+    self._write_state(building)
+    old = os.path.join(parent, f".{BEST_DIR}.old-{os.getpid()}")
+    if tf.io.gfile.exists(self.directory):
+      tf.io.gfile.rename(self.directory, old)
+    tf.io.gfile.rename(building, self.directory)
+    if tf.io.gfile.exists(old):
+      tf.io.gfile.rmtree(old)
+    logging.info("Best %s = %s at step %d: weights and scores in %s", self.metric,
+                 scores[self.metric], step, self.directory)

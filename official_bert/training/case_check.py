@@ -1,0 +1,65 @@
+"""Catches a cased/uncased mismatch before training: --do_lower_case against the checkpoint.
+
+Lower-casing the input of a cased model (or not lower-casing for an uncased one) trains and
+scores without any error, only worse: most words fall apart into [UNK] or rare pieces. Three
+witnesses are checked, any of which settles it:
+  - a released checkpoint's name (the original's `validate_case_matches_checkpoint`);
+  - a Hugging Face folder's (or a fine-tuning output's) tokenizer_config.json do_lower_case;
+  - the vocabulary itself: a cased vocabulary has many entries with upper-case letters, an
+    uncased one none (a few symbols such as "<S>" aside).
+`--allow_case_mismatch` overrides all three.
+"""
+
+from data_prep import tokenization
+
+# A vocabulary is cased when over this share of its entries with letters that have a case
+# hold an upper-case one (bert-base-cased: ~20%; uncased vocabularies: ~0; bert-base-chinese
+# holds "<S>", "<T>": ~0.2%).
+CASED_SHARE = 0.01
+# Fewer entries with cased letters than this (a CJK-only vocabulary) say nothing about case.
+MIN_CASED_LETTER_ENTRIES = 100
+
+_OVERRIDE = "or pass --allow_case_mismatch if this is intended"
+
+
+def vocabulary_is_cased(tokens):
+  """True (cased), False (lower-case only) or None (too few letters with a case to tell)."""
+  with_case, upper = 0, 0
+  for token in tokens:
+    if token.startswith("[") and token.endswith("]"):
+      continue  # [CLS], [unused0], ...
+    letters = [c for c in token if c.lower() != c.upper()]
+    if letters:
+      with_case += 1
+      upper += any(c != c.lower() for c in letters)
+  if with_case < MIN_CASED_LETTER_ENTRIES:
+    return None
+  return upper > CASED_SHARE * with_case
+
+
+def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_case=None,
+          config_source=None):
+  """Raises ValueError when --do_lower_case contradicts a witness (see the module doc).
+
+  Args:
+    config_lower_case: do_lower_case of a tokenizer_config.json (None: no such file).
+    config_source: the file it came from, for the message.
+  """
+  flag = f"--do_lower_case={do_lower_case}"
+  try:
+    tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+  except ValueError as e:
+    raise ValueError(f"{str(e).split(' If this error')[0]} ({_OVERRIDE})") from None
+  if config_lower_case is not None and bool(config_lower_case) != bool(do_lower_case):
+    raise ValueError(f"{flag} but {config_source} says do_lower_case={bool(config_lower_case)}: "
+                     f"pass --do_lower_case={bool(config_lower_case)} ({_OVERRIDE})")
+  if vocab_file:
+    cased = vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
+    if cased and do_lower_case:
+      raise ValueError(f"{flag} but the vocabulary {vocab_file} is cased (it has upper-case "
+                       "entries, which lower-cased input never matches): pass "
+                       f"--do_lower_case=False ({_OVERRIDE})")
+    if cased is False and not do_lower_case:
+      raise ValueError(f"{flag} but the vocabulary {vocab_file} is uncased (all its entries "
+                       "are lower-case, so upper-case input becomes [UNK] or rare pieces): "
+                       f"pass --do_lower_case=True ({_OVERRIDE})")
