@@ -151,6 +151,22 @@ def _tokenize_chunk(tokenizer, index, docs, chunk_index, errors):
   return instances_lib.Chunk(chunk_index, ids, line_splits, doc_splits)
 
 
+def instance_options(settings, tokenizer):
+  """The instance algorithm's options from the run's settings (local writer and Beam alike)."""
+  opts = instances_lib.InstanceOptions(
+      max_seq_length=settings.max_seq_length,
+      max_predictions_per_seq=settings.max_predictions_per_seq,
+      masked_lm_prob=settings.masked_lm_prob, short_seq_prob=settings.short_seq_prob,
+      dupe_factor=settings.dupe_factor, do_whole_word_mask=settings.do_whole_word_mask,
+      random_seed=settings.random_seed, vocab_size=len(tokenizer.inv_vocab),
+      cls_id=tokenizer.vocab["[CLS]"], sep_id=tokenizer.vocab["[SEP]"],
+      mask_id=tokenizer.vocab["[MASK]"],
+      continuation_ids=tuple(i for t, i in tokenizer.vocab.items() if t.startswith("##")),
+      use_v2_feature_names=settings.use_v2_feature_names)
+  opts.validate()
+  return opts
+
+
 def _check_ranges(settings):
   """The run's own sizes (the instance options check theirs): named before any work."""
   if settings.num_workers is not None and settings.num_workers < 0:
@@ -173,17 +189,7 @@ def run(settings):
   tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
   tokenization.check_special_tokens(tokenizer.vocab, settings.vocab_file,
                                     ("[UNK]", "[CLS]", "[SEP]", "[MASK]"))
-  opts = instances_lib.InstanceOptions(
-      max_seq_length=settings.max_seq_length,
-      max_predictions_per_seq=settings.max_predictions_per_seq,
-      masked_lm_prob=settings.masked_lm_prob, short_seq_prob=settings.short_seq_prob,
-      dupe_factor=settings.dupe_factor, do_whole_word_mask=settings.do_whole_word_mask,
-      random_seed=settings.random_seed, vocab_size=len(tokenizer.inv_vocab),
-      cls_id=tokenizer.vocab["[CLS]"], sep_id=tokenizer.vocab["[SEP]"],
-      mask_id=tokenizer.vocab["[MASK]"],
-      continuation_ids=tuple(i for t, i in tokenizer.vocab.items() if t.startswith("##")),
-      use_v2_feature_names=settings.use_v2_feature_names)
-  opts.validate()
+  opts = instance_options(settings, tokenizer)
 
   index = corpus.index_documents(files, errors=settings.errors)
   if not len(index):

@@ -52,6 +52,22 @@ def pretraining_features(max_seq_length, max_predictions_per_seq, v2_names=False
   return with_v2_names(features, v2_names)
 
 
+def unmasked_pretraining_features(max_seq_length, v2_names=False):
+  """Pretraining records written with `--masking=none`, for masking in the input pipeline
+  (`run_pretraining --dynamic_masking`): the token ids as they are, no `masked_lm_*`."""
+  L = max_seq_length  # pylint: disable=invalid-name
+  features = (
+      Feature("input_ids", INT64, L),  # zero-padded token ids, nothing masked
+      Feature("input_mask", INT64, L),  # 1 for real tokens
+      Feature("segment_ids", INT64, L),  # 0: [CLS] A [SEP], 1: B [SEP]
+      Feature("next_sentence_labels", INT64, 1),  # 1 = random next sentence (0 without NSP)
+      # 1 where a whole word starts (a token that is not a "##" piece, or the first character
+      # of a segmented Chinese word); 0 for continuations, [CLS], [SEP] and padding.
+      Feature("word_starts", INT64, L),
+  )
+  return with_v2_names(features, v2_names)
+
+
 def squad_features(max_seq_length, is_training):
   """The original run_squad.py `FeatureWriter` features, in its writing order (all int64).
 
