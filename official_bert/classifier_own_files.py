@@ -182,9 +182,12 @@ class OwnFilesJob:
   def run_record(self):
     """For OUTPUT_DIR/run_settings.json (export's defaults)."""
     regression = self.problem_type == "regression"
+    s = self.settings
     return {"task": "own_files", "model_type": "classifier", "problem_type": self.problem_type,
             "labels": None if regression else list(self.labels),
-            "num_labels": 1 if regression else len(self.labels)}
+            "num_labels": 1 if regression else len(self.labels),
+            "multi_label_threshold": s.multi_label_threshold,
+            "label_separator": s.label_separator, "doc_stride": s.doc_stride or 0}
 
   def _per_example(self, split, predictions):
     """(values, gold) per input example: probabilities [n, labels] (the score [n, 1] for

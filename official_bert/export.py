@@ -47,6 +47,7 @@ from official_bert.interop import hf_weights
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.serving import classifier_outputs
 from official_bert.serving import signatures as export_signatures
 from official_bert.serving import squad_answers
 from official_bert.serving import tflite_export
@@ -81,7 +82,19 @@ def define_flags():
   flags.DEFINE_string("head_config_file", None,
                       "feature_tagger: the head's head_config.json (default: the one beside "
                       "--checkpoint, written by run_ner --feature_based).")
-  flags.DEFINE_integer("doc_stride", 128, "squad: context pieces between window starts.")
+  flags.DEFINE_integer("doc_stride", 128, "squad: context pieces between window starts. "
+                       "classifier: classify texts longer than --max_seq_length in windows "
+                       "starting every N pieces (default: run_classifier's --doc_stride from "
+                       "run_settings.json beside --checkpoint, else off).")
+  flags.DEFINE_enum("problem_type", None, list(classifier_outputs.PROBLEM_TYPES),
+                    "classifier: single_label (softmax), multi_label (sigmoid + threshold) or "
+                    "regression. Default: run_settings.json beside --checkpoint, else "
+                    "single_label (regression with --num_labels=1).")
+  flags.DEFINE_float("multi_label_threshold", None, "classifier, multi_label: a label is "
+                     "predicted when its probability is above this (default: training's, else "
+                     "0.5).")
+  flags.DEFINE_string("label_separator", None, "classifier, multi_label: joins the predicted "
+                      "labels in predicted_labels (default: training's, else ',').")
   flags.DEFINE_integer("max_query_length", 64, "squad: question pieces kept.")
   flags.DEFINE_integer("n_best_size", 20, "squad: answers in the n-best (and candidates per "
                        "window end).")
@@ -194,12 +207,14 @@ def export(bert_config_file,
            head_config_file=None,
            normalize_embeddings=False,
            squad_options=None,
-           quantize="none"):
+           quantize="none",
+           classifier_options=None):
   """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks).
 
   `bert_config_file`, `vocab_file` and `do_lower_case` may be None for a Hugging Face
   `checkpoint` (`resolve_model_files`). `squad_options`: `squad_answers.SquadAnswerer`'s
   keyword arguments (doc_stride, max_query_length, n_best_size, ...) for a squad export.
+  `classifier_options`: a `classifier_outputs.Options` for a classifier export.
   """
   config, vocab_file, do_lower_case = resolve_model_files(bert_config_file, checkpoint,
                                                           vocab_file, do_lower_case)
@@ -221,6 +236,13 @@ def export(bert_config_file,
     if num_labels and num_labels != len(label_names):
       raise ValueError(f"--num_labels={num_labels} but {len(label_names)} --label_names")
     num_labels = len(label_names)
+  classifier_options = classifier_options or classifier_outputs.Options()
+  if model_type == "classifier":
+    classifier_outputs.check_problem_type(classifier_options.problem_type, num_labels)
+    if classifier_options.doc_stride < 0:
+      raise ValueError(f"--doc_stride={classifier_options.doc_stride} must be >= 0")
+    if classifier_options.problem_type == "regression":
+      num_labels = num_labels or 1
   if export_format == "hub_pair" and model_type != "encoder":
     raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")
   tflite_export.check_options(export_format, quantize)
@@ -240,7 +262,7 @@ def export(bert_config_file,
     result = _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, building,
                     max_seq_length, num_labels, label_names, export_format, top_k,
                     allow_random_head, head_config, normalize_embeddings, squad_options,
-                    quantize)
+                    quantize, classifier_options)
   except BaseException:
     if tf.io.gfile.exists(building):
       tf.io.gfile.rmtree(building)
@@ -269,7 +291,8 @@ def _swap_in(building, export_dir, replacing):
 
 def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
            max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head,
-           head_config=None, normalize_embeddings=False, squad_options=None, quantize="none"):
+           head_config=None, normalize_embeddings=False, squad_options=None, quantize="none",
+           classifier_options=None):
   """Writes the SavedModel(s) to `export_dir` (a fresh directory)."""
   model = model_types.build_model(model_type, config, num_labels, head_config)
   resolved = weights_io.load_weights(model, checkpoint, require_heads=not allow_random_head)
@@ -289,7 +312,9 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
       "export_format": export_format,
       "head_config": head_config,
       "normalize_embeddings": bool(normalize_embeddings),
-      "squad_options": squad_options if model_type == "squad" else None
+      "squad_options": squad_options if model_type == "squad" else None,
+      "classifier_options": (classifier_options._asdict()
+                             if model_type == "classifier" and classifier_options else None),
   }
   extra = {
       "bert_config.json": config.to_json_string(),
@@ -308,7 +333,8 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
                                              top_k=top_k,
                                              label_names=label_names,
                                              normalize_embeddings=normalize_embeddings,
-                                             squad_answerer=answerer)
+                                             squad_answerer=answerer,
+                                             classifier=classifier_options)
     if export_format == "tflite":
       tflite_export.write(module, model_type, export_dir, max_seq_length, quantize, vocab_file,
                           extra)
@@ -323,12 +349,17 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
   return hub_pre, hub_encoder
 
 
+_FROM_RUN_SETTINGS = ("max_seq_length", "label_names", "num_labels", "problem_type",
+                      "multi_label_threshold", "label_separator", "doc_stride")
+
+
 def run_settings_defaults(checkpoint, given):
   """{flag: value} from a fine-tuning output's run_settings.json beside `checkpoint`, for
-  the flags not `given`: max_seq_length, label_names, num_labels (training's values)."""
+  the flags not `given`: max_seq_length, label_names, num_labels and a classifier's
+  problem_type, multi_label_threshold, label_separator and doc_stride (training's values)."""
   stored = weights_io.model_files(checkpoint).run_settings or {}
-  defaults = {"max_seq_length": stored.get("max_seq_length"),
-              "label_names": stored.get("labels"), "num_labels": stored.get("num_labels")}
+  defaults = {name: stored.get(name) for name in _FROM_RUN_SETTINGS}
+  defaults["label_names"] = stored.get("labels")
   if defaults["label_names"]:
     defaults["num_labels"] = None  # implied by the names
   return {k: v for k, v in defaults.items() if v is not None and k not in given}
@@ -338,23 +369,35 @@ def main(argv):
   del argv
   # None unless given: an HF --checkpoint's tokenizer_config.json decides.
   do_lower_case = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
-  given = {name for name in ("max_seq_length", "label_names", "num_labels")
-           if FLAGS[name].present}
+  given = {name for name in _FROM_RUN_SETTINGS if FLAGS[name].present}
   defaults = run_settings_defaults(FLAGS.checkpoint, given)
   if defaults:
     logging.info("From %s beside --checkpoint: %s", weights_io.RUN_SETTINGS_FILE, defaults)
-  value = {name: defaults.get(name, FLAGS[name].value)
-           for name in ("max_seq_length", "label_names", "num_labels")}
+  value = {name: defaults.get(name, FLAGS[name].value) for name in _FROM_RUN_SETTINGS}
+  classifier_options = None
+  if FLAGS.model_type == "classifier":
+    # --doc_stride's default (128) is squad's: a classifier windows only when asked or trained so.
+    doc_stride = value["doc_stride"] if "doc_stride" in given | set(defaults) else 0
+    problem_type = value["problem_type"] or (
+        "regression" if value["num_labels"] == 1 and not value["label_names"] else "single_label")
+    classifier_options = classifier_outputs.Options(
+        problem_type, 0.5 if value["multi_label_threshold"] is None
+        else value["multi_label_threshold"], value["label_separator"] or ",", doc_stride or 0)
   export(FLAGS.bert_config_file, FLAGS.checkpoint, FLAGS.vocab_file, do_lower_case,
          FLAGS.model_type, FLAGS.export_dir, value["max_seq_length"], value["num_labels"],
          value["label_names"], FLAGS.export_format, FLAGS.top_k, FLAGS.allow_random_head,
          FLAGS.overwrite, FLAGS.head_config_file, FLAGS.normalize_embeddings,
-         {name: FLAGS[name].value for name in _SQUAD_FLAGS}, FLAGS.quantize)
+         {name: FLAGS[name].value for name in _SQUAD_FLAGS}, FLAGS.quantize, classifier_options)
   print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-export` command (pyproject.toml's [project.scripts])."""
   define_flags()
   cli.launch(main,
              # --bert_config_file and --vocab_file: unless in an HF --checkpoint.
              required_flags=("checkpoint", "model_type", "export_dir"))
+
+
+if __name__ == "__main__":
+  console_main()

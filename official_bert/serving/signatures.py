@@ -41,8 +41,12 @@ client can map a SQuAD span or a tag back to text. Outputs per model type (both 
                next_sentence_probabilities [b, 2], next_sentence_logits [b, 2]: index 0 =
                  "text_b follows text" (the original's label 0);
                serve_ids adds mlm_logits [b, s, vocab] at every position.
-  classifier   logits [b, labels], probabilities [b, labels] (not for num_labels=1, which is
-               regression), predicted_ids [b] int32 (+ predicted_labels [b] with label names)
+  classifier   by its problem type (`classifier_outputs`): single-label logits,
+               probabilities [b, labels], predicted_ids [b] int32 (+ predicted_labels [b] with
+               label names); multi-label logits, probabilities (sigmoid), predicted [b, labels]
+               int32 (+ predicted_labels [b], the chosen names joined, in the text signatures);
+               regression logits [b, 1], score [b]. With --doc_stride the text signatures
+               classify long texts in windows and add num_windows [b].
   squad        start_logits [b, s], end_logits [b, s]
   tagger       logits [b, s, labels], probabilities [b, s, labels], predicted_ids [b, s] int32
                (+ predicted_labels [b, s] with label names); feature_tagger the same
@@ -53,6 +57,7 @@ client can map a SQuAD span or a tag back to text. Outputs per model type (both 
 import tensorflow as tf
 
 from official_bert.modeling import sentence_embedding
+from official_bert.serving import classifier_outputs
 from official_bert.serving import text_packing as text_to_inputs_lib
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -110,8 +115,11 @@ def _with_labels(outputs, label_names):
 
 
 def model_outputs(model, model_type, inputs, mask_id, vocab, top_k=5, label_names=None,
-                  all_mlm_logits=False, normalize_embeddings=False):
-  """The named outputs of `model_type` (module doc) for packed int32 inputs."""
+                  all_mlm_logits=False, normalize_embeddings=False, classifier=None):
+  """The named outputs of `model_type` (module doc) for packed int32 inputs.
+
+  classifier: a `classifier_outputs.Options` (problem type and threshold) for a classifier.
+  """
   if model_type == "encoder":
     out = model(inputs, training=False)
     return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"],
@@ -134,10 +142,11 @@ def model_outputs(model, model_type, inputs, mask_id, vocab, top_k=5, label_name
   if model_type == "squad":
     return {"start_logits": out["start_logits"], "end_logits": out["end_logits"]}
   logits = out["logits"]
+  if model_type == "classifier":
+    options = classifier or classifier_outputs.Options()
+    return classifier_outputs.outputs_from_logits(logits, options.problem_type, label_names,
+                                                  options.threshold)
   result = {"logits": logits, "predicted_ids": tf.argmax(logits, -1, output_type=tf.int32)}
-  if model_type == "classifier" and logits.shape[-1] == 1:  # regression
-    del result["predicted_ids"]
-    return result
   result["probabilities"] = tf.nn.softmax(logits)
   return _with_labels(result, label_names)
 
@@ -154,16 +163,18 @@ class ServingModule(tf.Module):
     label_names: optional label strings (classifier, tagger).
     squad_answerer: for squad, a `squad_answers.SquadAnswerer`: the text signatures then take
       (question, context) and return answers over the whole context.
+    classifier: for a classifier, a `classifier_outputs.Options`.
   """
 
   def __init__(self, model, model_type, preprocessor, vocab, top_k=5, label_names=None,
-               normalize_embeddings=False, squad_answerer=None):
+               normalize_embeddings=False, squad_answerer=None, classifier=None):
     super().__init__(name=f"bert_{model_type}")
     self._static = _Untracked(model=model, model_type=model_type, vocab=list(vocab),
                               top_k=min(int(top_k), len(vocab)),
                               label_names=list(label_names) if label_names else None,
                               normalize_embeddings=bool(normalize_embeddings),
-                              squad_answerer=squad_answerer)
+                              squad_answerer=squad_answerer,
+                              classifier=classifier or classifier_outputs.Options())
     # The variables the traced functions read must be tracked to be saved.
     self.model_variables = [getattr(v, "value", v) for v in model.variables]
     self.preprocessor = preprocessor
@@ -172,18 +183,50 @@ class ServingModule(tf.Module):
     st = self._static
     return model_outputs(st.model, st.model_type, inputs, self.preprocessor.mask_id,
                          tf.constant(st.vocab), st.top_k, st.label_names, all_mlm_logits,
-                         normalize_embeddings=st.normalize_embeddings)
+                         normalize_embeddings=st.normalize_embeddings,
+                         classifier=st.classifier)
 
   def _from_text(self, inputs):
     outputs = self._outputs(inputs)
+    return self._with_text_outputs(outputs, inputs)
+
+  def _with_text_outputs(self, outputs, inputs):
+    st = self._static
     outputs.update(inputs)
-    outputs["tokens"] = tf.gather(tf.constant(self._static.vocab), inputs["input_word_ids"])
+    outputs["tokens"] = tf.gather(tf.constant(st.vocab), inputs["input_word_ids"])
+    if "predicted" in outputs and st.label_names:  # multi-label: the names, joined
+      outputs["predicted_labels"] = classifier_outputs.joined_labels(
+          outputs["predicted"], st.label_names, st.classifier.separator)
     return outputs
 
+  def _windowed(self, text, text_b=None):
+    """A classifier with --doc_stride: every window of each text, averaged per text."""
+    st, pre = self._static, self.preprocessor
+    segment_b = None if text_b is None else pre.tokenize(text_b)
+    inputs, owner = classifier_outputs.window_inputs(
+        pre.tokenize(text), segment_b, pre.seq_length, st.classifier.doc_stride, pre.cls_id,
+        pre.sep_id, text_to_inputs_lib.pack_inputs)
+    batch = tf.shape(text, out_type=tf.int64)[0]
+    options = st.classifier
+    outputs = classifier_outputs.average_windows(self._outputs(inputs), owner, batch,
+                                                 options.problem_type, st.label_names,
+                                                 options.threshold)
+    outputs["num_windows"] = tf.math.bincount(tf.cast(owner, tf.int32),
+                                              minlength=tf.cast(batch, tf.int32), dtype=tf.int32)
+    windows = tf.range(tf.size(owner, out_type=tf.int64))
+    first = tf.math.unsorted_segment_min(windows, owner, batch)  # each text's first window
+    return self._with_text_outputs(outputs, {k: tf.gather(v, first) for k, v in inputs.items()})
+
   def _serving_default(self, text):
+    if self._static.classifier.doc_stride and self._static.model_type == "classifier":
+      return self._windowed(text)
     return self._from_text(self.preprocessor(text))
 
   def _serving_pair(self, text, text_b):
+    if self._static.classifier.doc_stride and self._static.model_type == "classifier":
+      tf.debugging.assert_equal(tf.shape(text), tf.shape(text_b),
+                                message="text and text_b must have the same batch size")
+      return self._windowed(text, text_b)
     return self._from_text(self.preprocessor(text, text_b))
 
   def _answer(self, question, context):

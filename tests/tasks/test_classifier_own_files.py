@@ -5,7 +5,11 @@ files. CLI runs are few and combine checks (each costs ~20 s on CPU)."""
 
 import csv
 import json
+import os
+import subprocess
+import sys
 
+from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import need
 import numpy as np
@@ -49,6 +53,22 @@ def _predictions(path):
     return list(csv.reader(f, delimiter="\t"))
 
 
+def _export_cli(checkpoint, export_dir, signature="serving_default"):
+  """`export` with nothing but the fine-tuning OUTPUT_DIR: the rest comes from the files there;
+  returns the loaded SavedModel's `signature`."""
+  proc = subprocess.run(
+      [sys.executable, "-m", "official_bert.export", f"--checkpoint={checkpoint}",
+       "--model_type=classifier", f"--export_dir={export_dir}"], cwd=REPO, capture_output=True,
+      text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                                       CUDA_VISIBLE_DEVICES=""))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return tf.saved_model.load(str(export_dir)).signatures[signature]
+
+
+def _probabilities(rows):
+  return np.array([[float(v) for v in r[-(len(rows[0]) - 2):]] for r in rows[1:]])
+
+
 def test_single_label_csv_tsv_jsonl_weights_ids_and_export(tmp_path):
   texts = _rows(24)
   labels = ["pos", "neg", "neg", "neutral"] * 6  # imbalanced: balanced weights differ
@@ -59,7 +79,7 @@ def test_single_label_csv_tsv_jsonl_weights_ids_and_export(tmp_path):
   dev = _write_csv(tmp_path / "dev.tsv", ["label", "text"],
                    [[label, f"a\ttab, {t}"] for t, label in zip(texts[:10], labels)],
                    delimiter="\t")
-  long_text = " ".join(WORDS * 8)  # 64 tokens: 3 windows of 30 at --doc_stride=16
+  long_text = " ".join(WORDS * 8)  # 64 tokens: 4 windows of 30 (starts 0, 16, 32, 34)
   test = _write_jsonl(tmp_path / "test.jsonl",
                       [{"id": f"q{i}", "text": t}
                        for i, t in enumerate(_rows(6, seed=1) + [long_text])])
@@ -97,6 +117,16 @@ def test_single_label_csv_tsv_jsonl_weights_ids_and_export(tmp_path):
   assert {s.decode() for s in served["predicted_labels"].numpy()} <= {"neg", "neutral", "pos"}
   assert served["probabilities"].shape == (2, 3)
 
+  # From OUTPUT_DIR alone: the export windows long texts as --do_predict did (--doc_stride from
+  # run_settings.json) and serves the same probabilities and labels.
+  serve = _export_cli(out, tmp_path / "export_windows")
+  test_texts = [json.loads(line)["text"] for line in open(test, encoding="utf-8")]
+  served = serve(text=tf.constant(test_texts))
+  np.testing.assert_allclose(served["probabilities"].numpy(), _probabilities(rows), atol=2e-6)
+  assert [s.decode() for s in served["predicted_labels"].numpy()] == [r[1] for r in rows[1:]]
+  assert served["num_windows"].numpy().tolist() == [1] * 6 + [4]
+  assert served["input_word_ids"].shape == (7, 32)  # each text's first window
+
 
 def test_multi_label_and_regression(tmp_path):
   texts = _rows(16)
@@ -123,6 +153,11 @@ def test_multi_label_and_regression(tmp_path):
     assert chosen >= {k for k, p in probs.items() if p > 0.5}  # 0.500000 may be rounded
     assert chosen <= {k for k, p in probs.items() if p >= 0.5}
   assert (out / "test_results.txt").exists()  # labelled test file: scored too
+  # The export serves sigmoids and the labels above training's threshold, joined by "|".
+  served = _export_cli(out, tmp_path / "export_multi")(text=tf.constant(texts))
+  np.testing.assert_allclose(served["probabilities"].numpy(), _probabilities(rows), atol=2e-6)
+  assert [s.decode() for s in served["predicted_labels"].numpy()] == [r[1] for r in rows[1:]]
+  assert served["predicted"].shape == (16, 3)
 
   # Regression on sentence pairs (float labels, MSE; Pearson/Spearman/MSE).
   pairs = [[a, b, f"{i / 4:.2f}"] for i, (a, b) in enumerate(zip(texts, _rows(16, seed=2)))]
@@ -138,6 +173,11 @@ def test_multi_label_and_regression(tmp_path):
   assert rows[0] == ["prediction"] and len(rows) == 17
   float(rows[1][0])
   assert not (out / "labels.txt").exists()
+  served = _export_cli(out, tmp_path / "export_reg", "serving_pair")(
+      text=tf.constant([p[0] for p in pairs]), text_b=tf.constant([p[1] for p in pairs]))
+  np.testing.assert_allclose(served["score"].numpy(), [float(r[0]) for r in rows[1:]],
+                             atol=2e-6)
+  assert "probabilities" not in served
 
 
 def test_missing_column_is_exit_1_naming_file_column_and_columns(tmp_path):
