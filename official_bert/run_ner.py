@@ -57,14 +57,11 @@ from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
-class NerSettings(settings_lib.FinetuningSettings):
+class NerSettings(settings_lib.OwnFilesSettings):
+  """CoNLL-2003 (--data_dir) or own CoNLL-column files, any tag scheme (IO, IOB1, BIO, BIOES,
+  plain labels); a one-column test file (tokens only) is predicted only."""
+
   data_dir: Optional[str] = option(None, "Folder with the CoNLL-2003 files (either spelling).")
-  train_file: Optional[str] = option(
-      None, "Your own training file in CoNLL columns (instead of --data_dir); its tags are "
-      "the label set (any scheme: IO, IOB1, BIO, BIOES, plain labels).")
-  dev_file: Optional[str] = option(None, "Your own dev file (--do_eval).")
-  test_file: Optional[str] = option(
-      None, "Your own test file (--do_predict); one column (tokens only) predicts only.")
   token_column: int = option(0, "Column of the token in --train_file/--dev_file/--test_file.")
   tag_column: int = option(-1, "Column of the tag (negative: from the end).")
   feature_based: bool = option(
@@ -89,10 +86,8 @@ _OWN_FILES = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
 
 def read_head_config(directory):
   """The head_config.json in `directory` (without its model_type), or None."""
-  path = os.path.join(directory, model_types.HEAD_CONFIG_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  return model_types.read_head_config(path)
+  path = model_types.head_config_beside(directory)
+  return model_types.read_head_config(path) if path else None
 
 
 def write_head_config(output_dir, head_config):
@@ -257,6 +252,11 @@ class NerJob:
                              step=0)
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-run-ner` command (pyproject.toml's [project.scripts])."""
   define_flags()
   finetuning_runner.launch(NerJob, NerSettings, ["output_dir"])
+
+
+if __name__ == "__main__":
+  console_main()

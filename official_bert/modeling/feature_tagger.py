@@ -132,6 +132,8 @@ class BertFeatureTagger(keras.Model):
     """The frozen encoder's chosen layers, combined: [b, s, feature_width]."""
     out = self.encoder(inputs, training=False)  # fixed activations: never dropout
     states = layer_selection.hidden_states(out)
+    # The encoder is non-trainable already; stopping the gradient also spares the backward
+    # pass through it (no gradient is computed for activations nothing trains).
     chosen = [ops.stop_gradient(states[i]) for i in self.layers_used]
     return combine_layers(chosen, self.combine, self.mix)
 

@@ -60,6 +60,14 @@ class RunSettings(Checked):
   init_checkpoint: Optional[str] = option(
       None, "Warm-start weights only (ours, a google-research TF1 checkpoint or a Hugging "
       "Face model folder). A checkpoint already in --output_dir resumes instead.")
+  resize_vocab: bool = option(
+      False, "With --init_checkpoint: if the config's vocab_size is larger than the "
+      "checkpoint's, keep the trained word-embedding and masked-LM bias rows and start the new "
+      "rows at their mean (a vocabulary with tokens added at its end). Never shrinks.")
+  extend_positions: bool = option(
+      False, "With --init_checkpoint: if the config's max_position_embeddings is larger than "
+      "the checkpoint's, fill the new positions with copies of the trained ones (row i = old "
+      "row i mod old length), to train at a longer --max_seq_length. Never shrinks.")
   max_seq_length: int = option(128, "Sequence length of the input files.", minimum=3)
   do_train: bool = option(False, "Train.")
   do_eval: bool = option(False, "Evaluate.")
@@ -137,6 +145,20 @@ class FinetuningSettings(RunSettings):
   allow_case_mismatch: bool = option(
       False, "Train even if --do_lower_case contradicts the checkpoint's name, its "
       "tokenizer_config.json or the vocabulary's letter case.")
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnFilesSettings(FinetuningSettings):
+  """Fine-tuning on the user's own files instead of a built-in data set (the script's doc
+  gives the formats): run_classifier, run_ner."""
+
+  train_file: Optional[str] = option(
+      None, "Your own training data, instead of the built-in data set; its labels (tags) are "
+      "the label set unless given.")
+  dev_file: Optional[str] = option(None, "Your own dev data (--do_eval).")
+  test_file: Optional[str] = option(
+      None, "Your own data to predict (--do_predict); without labels (the label column or "
+      "tag column) it is predicted, not scored.")
 
 
 def finetuning_steps(settings, num_examples):

@@ -102,3 +102,10 @@ def test_tagging_loss_ignores_unweighted_pieces():
   assert float(task.loss_sums(features, {"logits": logits})["tagging_loss"]) < 1e-3
   num, den = task.metric_sums(features, {"logits": logits})["token_accuracy"]
   assert (float(num), float(den)) == (1.0, 1.0)
+
+
+def test_iob2_to_bioes():
+  tags = ["B-PER", "I-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-LOC", "O", "B-ORG", "I-MISC"]
+  assert conll.iob2_to_bioes(tags) == ["B-PER", "I-PER", "E-PER", "O", "S-LOC", "B-LOC",
+                                       "E-LOC", "O", "S-ORG", "E-MISC"]
+  assert conll.iob2_to_bioes([]) == []

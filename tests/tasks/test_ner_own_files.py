@@ -15,21 +15,6 @@ from data_prep.tagging import conll
 from official_bert.tasks import metrics
 
 
-def to_bioes(tags):
-  """IOB2 -> BIOES."""
-  out = []
-  for i, tag in enumerate(tags):
-    following = tags[i + 1] if i + 1 < len(tags) else "O"
-    last = following != "I-" + tag[2:]
-    if tag.startswith("B-"):
-      out.append(("S-" if last else "B-") + tag[2:])
-    elif tag.startswith("I-"):
-      out.append(("E-" if last else "I-") + tag[2:])
-    else:
-      out.append(tag)
-  return out
-
-
 def _write(path, sentences, columns=True):
   with open(path, "w", encoding="utf-8") as f:
     for s in sentences:
@@ -41,7 +26,7 @@ def _write(path, sentences, columns=True):
 
 def _bioes_files(tmp_path):
   source = conll.read_conll(need(os.path.join(CONLL_DATA, "eng.train")))
-  sentences = [conll.Sentence(s.words, to_bioes(s.tags)) for s in source]
+  sentences = [conll.Sentence(s.words, conll.iob2_to_bioes(s.tags)) for s in source]
   train = _write(tmp_path / "train.tsv", sentences[:25])
   seen = {t for s in sentences[:25] for t in s.tags}
   dev = [s for s in sentences[25:] if set(s.tags) <= seen]

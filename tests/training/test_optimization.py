@@ -395,9 +395,7 @@ def test_layerwise_lr_decay_scales_each_layers_step(name):
   """Zero gradients: each step is the decoupled decay alone, lr_l * wd * var, so every
   variable's change shows its layer's learning rate (and the decay exclusions)."""
   from official_bert.modeling import finetuning_models
-  encoder = BertEncoder(vocab_size=20, hidden_size=8, num_hidden_layers=3, num_attention_heads=2,
-                        intermediate_size=16, max_position_embeddings=16)
-  model = finetuning_models.BertClassifier(encoder, 2)
+  model = finetuning_models.BertClassifier(tiny_encoder(num_layers=3), 2)
   model.build()
   lr, wd, decay = 0.1, 0.5, 0.5
   opt = create_optimizer(name, learning_rate=lr, weight_decay=wd, layerwise_lr_decay=decay,
@@ -419,9 +417,7 @@ def test_layerwise_lr_decay_scales_each_layers_step(name):
 
 def test_layerwise_lr_decay_with_gradients_adamw():
   """Adam's first step moves each weight by about lr (g / |g|): here lr times the layer factor."""
-  encoder = BertEncoder(vocab_size=20, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=16, max_position_embeddings=16)
-  encoder.build()
+  encoder = tiny_encoder(num_layers=2)
   opt = create_optimizer("adamw", learning_rate=0.01, weight_decay=0.0, layerwise_lr_decay=0.8,
                          num_layers=2)
   variables = encoder.trainable_variables
