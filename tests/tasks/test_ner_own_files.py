@@ -4,10 +4,15 @@ transcription of conlleval.pl for every scheme."""
 
 import os
 import random
+import subprocess
+import sys
 
 from conftest import CHINESE_VOCAB
 from conftest import CONLL_DATA
+from conftest import REPO
 from conftest import need
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 from test_glue_run_classifier import read_results
 from test_glue_run_classifier import run_script
 
@@ -69,7 +74,22 @@ def test_chinese_characters_each_get_a_prediction(tmp_path):
   rows = [line.split() for line in (out / "test_predictions.txt").read_text().splitlines()
           if line]
   assert [r[0] for r in rows] == [c for s in sentences for c in s.words]
-  assert all(r[1] == gold for r, gold in zip(rows, [t for s in sentences for t in s.tags]))
+  # `char gold predicted` (the test file has tags): every character gets a prediction.
+  assert [r[1] for r in rows] == [t for s in sentences for t in s.tags]
+  labels = (out / "labels.txt").read_text().split()
+  assert all(len(r) == 3 and r[2] in labels for r in rows)
+  # export from OUTPUT_DIR alone: its vocab.txt (Chinese), case setting, length and tag names.
+  export_dir = tmp_path / "export"
+  proc = subprocess.run([sys.executable, "-m", "official_bert.export", f"--checkpoint={out}",
+                         "--model_type=tagger", f"--export_dir={export_dir}"], cwd=REPO,
+                        capture_output=True, text=True, timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  served = tf.saved_model.load(str(export_dir)).signatures["serving_default"](
+      text=tf.constant(["".join(s.words) for s in sentences[:2]]))
+  got = served["predicted_labels"].numpy()[:, 1:6]  # after [CLS]: one character per piece
+  assert [[t.decode() for t in row] for row in got] == [[r[2] for r in rows[:5]],
+                                                       [r[2] for r in rows[5:10]]]
 
 
 def test_bad_own_files(tmp_path):
