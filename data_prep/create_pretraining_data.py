@@ -7,16 +7,30 @@ Same flags, defaults and output schema as google-research/bert's `create_pretrai
     --vocab_file=vocab.txt --do_lower_case=True --max_seq_length=128 \
     --max_predictions_per_seq=20 --masked_lm_prob=0.15 --random_seed=12345 --dupe_factor=5
 
+Newer recipes, each a flag (the original's behaviour and output stay the default):
+  - `--next_sentence=False`: masked LM only; contiguous sentences packed into one segment
+    (`pretraining.packing`), `--cross_document=True` across documents with a [SEP] between;
+  - `--masking=none`: unmasked records with `word_starts` (`schema.unmasked_pretraining_features`)
+    for `run_pretraining --dynamic_masking`;
+  - `--chinese_word_segmenter=jieba`: whole-word masking groups the characters of each
+    Chinese word (`pretraining.chinese_words`).
+
 How it differs from the original (which holds the whole corpus and all instances in memory):
-  - documents are indexed (pass 1), put in one seeded random order, and processed in chunks of
-    about `--chunk_size_mb` of text; memory depends on the chunk size, not the corpus size;
+  - documents are indexed (pass 1) and processed in chunks of about `--chunk_size_mb` of text;
+    memory depends on the chunk size, not the corpus size;
   - a "random next sentence" comes from another document of the same chunk; a chunk is a
-    uniform random sample of the whole corpus, so, as in the original, the random document is
-    uniform over the corpus;
+    uniform random sample of the whole corpus, drawn by a seeded hash of each document's
+    position (file, byte offset; `pretraining.chunking`), so, as in the original, the random
+    document is uniform over the corpus;
   - instances are shuffled within a chunk (the original shuffles all of them);
   - `--num_workers` processes build instances; the output is byte-identical for any number of
     workers (each chunk has its own seeded random streams);
   - files are written under a temporary name and renamed only when complete.
+
+With `--runner=NAME` (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...) the same
+algorithm runs as an Apache Beam pipeline (`pretraining.beam_pipeline`) and writes the same
+multiset of records; every argument that is not one of this program's flags is a Beam
+pipeline option (--direct_num_workers, --temp_location, --project, --region, ...).
 """
 
 import collections
@@ -30,6 +44,8 @@ import numpy as np
 from data_prep import cli
 from data_prep import tfrecord_io
 from data_prep import workers
+from data_prep.pretraining import chinese_words
+from data_prep.pretraining import chunking
 from data_prep.pretraining import corpus
 from data_prep.pretraining import instances as instances_lib
 
@@ -39,9 +55,11 @@ Settings = collections.namedtuple("Settings", [
     "input_file", "output_file", "vocab_file", "do_lower_case", "do_whole_word_mask",
     "max_seq_length", "max_predictions_per_seq", "random_seed", "dupe_factor",
     "masked_lm_prob", "short_seq_prob", "num_workers", "num_output_shards", "gzip_compress",
-    "use_v2_feature_names", "errors", "chunk_size_mb", "min_docs_per_chunk"])
+    "use_v2_feature_names", "errors", "chunk_size_mb", "min_docs_per_chunk", "read_range_mb",
+    "next_sentence", "cross_document", "masking", "chinese_word_segmenter"])
 Settings.__new__.__defaults__ = (  # everything after vocab_file, as the flags below
-    True, False, 128, 20, 12345, 10, 0.15, 0.1, 1, 1, False, False, "strict", 1.0, 32)
+    True, False, 128, 20, 12345, 10, 0.15, 0.1, 1, 1, False, False, "strict", 1.0, 32, 64.0,
+    True, False, "offline", "none")
 REQUIRED_FLAGS = ("input_file", "output_file", "vocab_file")
 
 
@@ -56,7 +74,8 @@ def define_flags():
   flags.DEFINE_integer("dupe_factor", 10, "Passes over the data (with different masks).")
   flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
   flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter than maximum target length.")
-  flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores).")
+  flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores); with "
+                       "--runner, passed to Beam (Dataflow's initial number of workers).")
   flags.DEFINE_integer("num_output_shards", 1,
                        "With one --output_file, write OUTPUT-00000-of-0000N ... shards.")
   flags.DEFINE_bool("gzip_compress", False, "Write GZIP-compressed TFRecord files.")
@@ -66,7 +85,23 @@ def define_flags():
                     "Non-UTF-8 input: stop with the file and line (strict), or use U+FFFD.")
   flags.DEFINE_float("chunk_size_mb", 1.0, "Text per chunk; bounds memory per worker.")
   flags.DEFINE_integer("min_docs_per_chunk", 32,
-                       "Documents per chunk at least, so random next sentences have a choice.")
+                       "Documents per chunk on average at least, so random next sentences "
+                       "have a choice.")
+  flags.DEFINE_float("read_range_mb", 64.0,
+                     "With --runner: input files are read in byte ranges of this size, in "
+                     "parallel (a range owns the documents that start in it).")
+  flags.DEFINE_bool("next_sentence", True,
+                    "Sentence pairs for next-sentence prediction (the original). False: "
+                    "contiguous sentences packed into one segment, labels written as 0.")
+  flags.DEFINE_bool("cross_document", False,
+                    "With --next_sentence=False: a sequence may run on into the next "
+                    "document, with a [SEP] between the two (RoBERTa's FULL-SENTENCES).")
+  flags.DEFINE_enum("masking", "offline", list(instances_lib.MASKING),
+                    "offline: mask now (the original); none: write the unmasked ids and "
+                    "word_starts, for run_pretraining --dynamic_masking.")
+  flags.DEFINE_enum("chinese_word_segmenter", "none", list(chinese_words.SEGMENTERS),
+                    "jieba: whole-word masking (and word_starts) group the characters of "
+                    "each Chinese word (Chinese-BERT-wwm).")
 
 
 def output_paths(output_file, num_output_shards):
@@ -134,11 +169,26 @@ class Progress:
                  written / elapsed, elapsed, eta)
 
 
-def _tokenize_chunk(tokenizer, index, docs, chunk_index, errors):
-  """Read and tokenize the documents of one chunk; drop lines/documents without tokens."""
-  texts = corpus.read_documents(index, docs, errors=errors)
+def make_tokenizer(settings):
+  """The run's tokenizer (main process, or once per Beam worker); checks the special tokens."""
+  from data_prep import tokenization  # pylint: disable=g-import-not-at-top  (TF: not workers)
+  tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
+  tokenization.check_special_tokens(tokenizer.vocab, settings.vocab_file,
+                                    ("[UNK]", "[CLS]", "[SEP]", "[MASK]"))
+  return tokenizer
+
+
+def tokenize_documents(tokenizer, texts, chunk_index, word_segmenter="none"):
+  """A chunk's documents (each a list of non-blank lines), in chunk order -> its `Chunk`;
+  lines and documents without tokens are dropped. Both writers build chunks only here.
+  word_segmenter "jieba" (`--chinese_word_segmenter`) also marks the tokens that start a word
+  (`Chunk.word_starts`, see `chinese_words`); it loads jieba in the calling process."""
   lines = [line for doc in texts for line in doc]
-  ids, splits = tokenizer.encode_batch(lines)
+  word_starts = None
+  if chinese_words.check_segmenter(word_segmenter) == "jieba":
+    ids, splits, word_starts = chinese_words.encode_with_word_starts(tokenizer, lines)
+  else:
+    ids, splits = tokenizer.encode_batch(lines)
   line_len = np.diff(splits)
   keep = line_len > 0
   doc_of_line = np.repeat(np.arange(len(texts)), [len(doc) for doc in texts])[keep]
@@ -148,7 +198,7 @@ def _tokenize_chunk(tokenizer, index, docs, chunk_index, errors):
   lines_per_doc = lines_per_doc[lines_per_doc > 0]
   doc_splits = np.zeros(len(lines_per_doc) + 1, np.int64)
   np.cumsum(lines_per_doc, out=doc_splits[1:])
-  return instances_lib.Chunk(chunk_index, ids, line_splits, doc_splits)
+  return instances_lib.Chunk(chunk_index, ids, line_splits, doc_splits, word_starts)
 
 
 def instance_options(settings, tokenizer):
@@ -162,9 +212,33 @@ def instance_options(settings, tokenizer):
       cls_id=tokenizer.vocab["[CLS]"], sep_id=tokenizer.vocab["[SEP]"],
       mask_id=tokenizer.vocab["[MASK]"],
       continuation_ids=tuple(i for t, i in tokenizer.vocab.items() if t.startswith("##")),
-      use_v2_feature_names=settings.use_v2_feature_names)
-  opts.validate()
+      use_v2_feature_names=settings.use_v2_feature_names,
+      next_sentence=settings.next_sentence, cross_document=settings.cross_document,
+      masking=settings.masking)
+  try:
+    opts.validate()
+  except ValueError as e:  # name the flags, not the options
+    raise ValueError(f"--{e}") from None
+  _check_recipe(settings)
   return opts
+
+
+def _check_recipe(settings):
+  """The masked-LM-only / dynamic-masking / Chinese flags together; logs what goes unused."""
+  segmenter = chinese_words.check_segmenter(settings.chinese_word_segmenter)
+  if segmenter != "none" and not (settings.do_whole_word_mask or settings.masking == "none"):
+    raise ValueError(f"--chinese_word_segmenter={segmenter} groups characters into words for "
+                     "whole-word masking: add --do_whole_word_mask (or --masking=none, which "
+                     "writes the word starts for the input pipeline)")
+  if settings.masking == "none":
+    logging.info("--masking=none: nothing is masked here; --max_predictions_per_seq, "
+                 "--masked_lm_prob and --do_whole_word_mask are not used (run_pretraining "
+                 "--dynamic_masking takes them)")
+    if settings.dupe_factor > 1:
+      logging.info("--masking=none with --dupe_factor=%d: the passes differ only in their "
+                   "%s; the input pipeline draws new masks every epoch, so 1 is usually "
+                   "enough", settings.dupe_factor,
+                   "pairs" if settings.next_sentence else "short sequences")
 
 
 def _check_ranges(settings):
@@ -179,34 +253,31 @@ def _check_ranges(settings):
 
 def run(settings):
   """Writes the TFRecords; returns a summary dict. Raises ValueError on bad input."""
-  from data_prep import tokenization  # pylint: disable=g-import-not-at-top  (TF: main only)
   t0 = time.time()
   files = corpus.expand_input_patterns(settings.input_file or "")
   if not settings.vocab_file:
     raise ValueError("--vocab_file is required")
   _check_ranges(settings)
   paths = output_paths(settings.output_file or "", settings.num_output_shards)
-  tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
-  tokenization.check_special_tokens(tokenizer.vocab, settings.vocab_file,
-                                    ("[UNK]", "[CLS]", "[SEP]", "[MASK]"))
+  tokenizer = make_tokenizer(settings)
   opts = instance_options(settings, tokenizer)
 
   index = corpus.index_documents(files, errors=settings.errors)
   if not len(index):
     raise ValueError(f"empty corpus: no non-blank line in {', '.join(files)}")
-  order = np.random.default_rng(settings.random_seed).permutation(len(index)).tolist()
-  chunks = corpus.plan_chunks(index, order, int(settings.chunk_size_mb * 2**20),
-                              settings.min_docs_per_chunk)
+  num_chunks = chunking.num_chunks(index.total_bytes, chunking.chunk_bytes(settings.chunk_size_mb),
+                                   len(index), settings.min_docs_per_chunk)
+  chunks = chunking.plan(index.file_id, index.start, settings.random_seed, num_chunks)
   logging.info("%d document(s) in %d file(s), %.1f MB; %d chunk(s)", len(index), len(files),
-               index.total_bytes / 1e6, len(chunks))
+               index.total_bytes / 1e6, num_chunks)
 
   num_workers = max(1, settings.num_workers or os.cpu_count() or 1)
   pool = None
-  if num_workers > 1 and len(chunks) > 1:
+  if num_workers > 1 and num_chunks > 1:
     # spawn: the workers import numpy only, not the TensorFlow this process has loaded.
-    pool = workers.start(min(num_workers, len(chunks)), instances_lib.serialize_chunk, opts)
+    pool = workers.start(min(num_workers, num_chunks), instances_lib.serialize_chunk, opts)
   writer = ShardedWriter(paths, settings.gzip_compress)
-  progress = Progress(sum(index.size(d) for d in order))
+  progress = Progress(int((np.asarray(index.end) - np.asarray(index.start)).sum()))
   totals = collections.Counter()
   pending = collections.deque()  # (async result or value, docs, bytes)
   docs_done = bytes_done = 0
@@ -223,7 +294,10 @@ def run(settings):
 
   try:
     for k, docs in enumerate(chunks):
-      chunk = _tokenize_chunk(tokenizer, index, docs, k, settings.errors)
+      if not docs:  # possible with few documents per chunk; Beam never sees it either
+        continue
+      texts = corpus.read_documents(index, docs, errors=settings.errors)
+      chunk = tokenize_documents(tokenizer, texts, k, settings.chinese_word_segmenter)
       n_bytes = sum(index.size(d) for d in docs)
       if pool:
         pending.append((pool.apply_async(workers.call, (chunk,)), len(docs), n_bytes))
@@ -260,10 +334,24 @@ def run(settings):
 
 
 def main(argv):
-  del argv  # no positional arguments (`cli.launch` checks)
-  run(Settings(**{name: getattr(FLAGS, name) for name in Settings._fields}))
+  """argv[1:]: the arguments that are not our flags, i.e. Beam's pipeline options."""
+  settings = Settings(**{name: getattr(FLAGS, name) for name in Settings._fields})
+  beam_args = argv[1:]
+  if not beam_args:
+    run(settings)
+    return
+  from data_prep.pretraining import beam_pipeline  # pylint: disable=g-import-not-at-top
+  if not beam_pipeline.runner_of(beam_args):
+    raise ValueError(f"unknown argument(s) {beam_args}: not flags of this program; Beam "
+                     "pipeline options need --runner (e.g. --runner=DirectRunner)")
+  beam_pipeline.run(settings, beam_args)
+
+
+def console_main():
+  """The `bert-create-pretraining-data` command (pyproject.toml's [project.scripts])."""
+  define_flags()
+  cli.launch(main, REQUIRED_FLAGS, pass_through_unknown=True)
 
 
 if __name__ == "__main__":
-  define_flags()
-  cli.launch(main, REQUIRED_FLAGS)
+  console_main()

@@ -229,6 +229,11 @@ def main(argv):
   run(Settings(**{name: getattr(flags.FLAGS, name) for name in Settings._fields}))
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-create-squad-data` command (pyproject.toml's [project.scripts])."""
   define_flags()
   cli.launch(main, REQUIRED_FLAGS)
+
+
+if __name__ == "__main__":
+  console_main()

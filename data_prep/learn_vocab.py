@@ -229,6 +229,11 @@ def main(argv):
   logging.info("Wrote %d tokens to %s", len(vocab), FLAGS.output_file)
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-learn-vocab` command (pyproject.toml's [project.scripts])."""
   define_flags()
   cli.launch(main, required_flags=("input_file", "output_file"))
+
+
+if __name__ == "__main__":
+  console_main()

@@ -1,5 +1,8 @@
 r"""Prints what pretraining TFRecords hold: counts, statistics and a few decoded instances.
 
+Masked records (the default) and unmasked ones (`create_pretraining_data --masking=none`,
+shown with their words grouped by `word_starts`) alike; the kind is read from the files.
+
   python -m data_prep.show_pretraining_data --input_file='out/pretrain.tfrecord*' \
     --vocab_file=vocab.txt --max_seq_length=128 --max_predictions_per_seq=20
 """
@@ -25,9 +28,22 @@ def define_flags():
   flags.DEFINE_integer("num_examples", 2, "Instances to print decoded.")
 
 
+def _is_unmasked(path):
+  """Whether the file's first record is an unmasked one (word_starts, no masked_lm_*)."""
+  ds = tf.data.TFRecordDataset(path, compression_type=schema.compression_of(path))
+  for record in ds.take(1):
+    names = tf.train.Example.FromString(record.numpy()).features.feature
+    return "word_starts" in names and "masked_lm_positions" not in names
+  return False
+
+
 def read_instances(paths, max_seq_length, max_predictions_per_seq):
-  """All instances of the files as numpy arrays (either feature naming; gzip detected)."""
-  features = schema.pretraining_features(max_seq_length, max_predictions_per_seq)
+  """All instances of the files as numpy arrays (either feature naming; gzip detected;
+  masked or unmasked records, as the first file holds)."""
+  if _is_unmasked(paths[0]):
+    features = schema.unmasked_pretraining_features(max_seq_length)
+  else:
+    features = schema.pretraining_features(max_seq_length, max_predictions_per_seq)
   spec = schema.tf_feature_spec(features)
   v2_spec = schema.tf_feature_spec(features, v2_names=True)
   columns = {name: [] for name in spec}
@@ -44,8 +60,34 @@ def read_instances(paths, max_seq_length, max_predictions_per_seq):
   return {k: np.stack(v) for k, v in columns.items()}
 
 
+def _describe_unmasked(f, inv_vocab, num_examples):
+  """Unmasked records: words (tokens joined, split where word_starts says) per instance."""
+  lengths = f["input_mask"].sum(1)
+  starts = f["word_starts"]
+  lines = [
+      f"instances: {len(lengths)} (unmasked: --masking=none)",
+      f"tokens per instance: mean {lengths.mean():.1f}, min {lengths.min()}, "
+      f"max {lengths.max()}",
+      f"word starts: {starts.sum()} ({100 * starts.sum() / lengths.sum():.2f}% of tokens)",
+      f"random next sentence (label 1): {100 * f['next_sentence_labels'].mean():.1f}%",
+  ]
+  for i in range(min(num_examples, len(lengths))):
+    out = []
+    for k, t in enumerate(f["input_ids"][i, :lengths[i]]):
+      token = inv_vocab[int(t)]
+      if starts[i, k] or not out or {token, out[-1]} & {"[CLS]", "[SEP]"}:
+        out.append(token)
+      else:
+        out[-1] += token  # continues the word
+    lines.append(f"--- instance {i} (one word per space):")
+    lines.append(" ".join(out))
+  return lines
+
+
 def describe(f, inv_vocab, num_examples):
   """Human-readable lines: totals, statistics, decoded examples."""
+  if "masked_lm_weights" not in f:
+    return _describe_unmasked(f, inv_vocab, num_examples)
   lengths = f["input_mask"].sum(1)
   valid = f["masked_lm_weights"] > 0
   lines = [
@@ -78,6 +120,11 @@ def main(argv):
   print("\n".join(describe(f, inv_vocab, FLAGS.num_examples)))
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-show-pretraining-data` command (pyproject.toml's [project.scripts])."""
   define_flags()
   cli.launch(main, required_flags=("input_file", "vocab_file"))
+
+
+if __name__ == "__main__":
+  console_main()

@@ -143,7 +143,9 @@ def convert(input_path,
   num_labels = num_labels or model_types.num_labels_in(weights.tensors, model_type)
   logging.info("Converting a %s model (%d layers, hidden %d, %s)", model_type,
                config.num_hidden_layers, config.hidden_size, config.hidden_act)
-  model = model_types.build_model(model_type, config, num_labels)
+  model = model_types.build_model(
+      model_type, config, num_labels,
+      next_sentence=not model_types.is_masked_lm_only(weights.tensors))
   # Strict: every variable of the model must come from the input (no random head).
   weights_io.assign_weights(model, weights, require_heads=True)
   if hf_prefix is None:
@@ -168,6 +170,11 @@ def main(argv):
   print(f"Wrote {model_type} weights ({FLAGS.output_format}) to {written}")
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-convert-checkpoint` command (pyproject.toml's [project.scripts])."""
   define_flags()
   cli.launch(main, required_flags=("input", "input_format", "output", "output_format"))
+
+
+if __name__ == "__main__":
+  console_main()

@@ -294,8 +294,14 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
            head_config=None, normalize_embeddings=False, squad_options=None, quantize="none",
            classifier_options=None):
   """Writes the SavedModel(s) to `export_dir` (a fresh directory)."""
-  model = model_types.build_model(model_type, config, num_labels, head_config)
-  resolved = weights_io.load_weights(model, checkpoint, require_heads=not allow_random_head)
+  weights = weights_io.read_weights(checkpoint)
+  # A masked-LM-only checkpoint (run_pretraining --next_sentence=False) exports without the
+  # next-sentence head and outputs.
+  next_sentence = not (model_type == "pretraining"
+                       and model_types.is_masked_lm_only(weights.tensors))
+  model = model_types.build_model(model_type, config, num_labels, head_config, next_sentence)
+  weights_io.assign_weights(model, weights, require_heads=not allow_random_head)
+  resolved = weights.source
   if allow_random_head:
     logging.warning(
         "--allow_random_head: a head absent from %s is exported with random "

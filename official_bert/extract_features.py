@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
+from official_bert.interop import weight_loading
 from official_bert.modeling import layer_selection
 from official_bert.modeling import sentence_embedding
 from official_bert.modeling.encoder import BertEncoder
@@ -63,6 +64,12 @@ class ExtractSettings(settings_lib.Checked):
   layer_weights: Optional[tuple] = option(None, "Weights of --pooling=sum (default: all 1).")
   bert_config_file: Optional[str] = option(None, "bert_config.json (or the HF config.json).")
   init_checkpoint: Optional[str] = option(None, "Weights: ours, TF1 or a Hugging Face folder.")
+  extend_positions: bool = option(
+      False, "A config with more max_position_embeddings than the checkpoint: new positions "
+      "are copies of the trained ones (row i = row i mod the old length).")
+  resize_vocab: bool = option(
+      False, "A config with a larger vocab_size than the checkpoint: new rows start at the "
+      "mean of the trained ones.")
   vocab_file: Optional[str] = option(None, "The vocabulary of the model.")
   do_lower_case: bool = option(True, "Lower-case input (uncased models).")
   max_seq_length: int = option(128, "Tokens per example; longer inputs are cut.", minimum=3)
@@ -228,7 +235,8 @@ def run(settings):
   encoder = BertEncoder.from_bert_config(config)
   encoder.build()
   if settings.init_checkpoint:
-    checkpointing.warm_start(encoder, settings.init_checkpoint)
+    checkpointing.warm_start(encoder, settings.init_checkpoint, weight_loading.Adaptation(
+        settings.resize_vocab, settings.extend_positions))
   if mean:
     embeddings = layer_activations(encoder, ids, mask, segments, layers, settings.batch_size,
                                    mean=True, normalize=settings.normalize_embeddings)
@@ -258,6 +266,11 @@ def main(flag_values):
   return run(common_flags.settings_from_flags(ExtractSettings, flag_values))
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-extract-features` command (pyproject.toml's [project.scripts])."""
   common_flags.define_flags(ExtractSettings)
   runner.launch(main, ["input_file", "output_file"])
+
+
+if __name__ == "__main__":
+  console_main()

@@ -254,6 +254,11 @@ def _score(gold, preds, nbest, null_odds):
   return version, scores
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-run-squad` command (pyproject.toml's [project.scripts])."""
   define_flags()
   finetuning_runner.launch(SquadJob, SquadSettings, ["output_dir"])
+
+
+if __name__ == "__main__":
+  console_main()

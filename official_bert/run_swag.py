@@ -103,6 +103,11 @@ class SwagJob:
         f.write(f"{swag_id}\t" + "\t".join(f"{p:.6f}" for p in row) + f"\t{int(np.argmax(row))}\n")
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-run-swag` command (pyproject.toml's [project.scripts])."""
   define_flags()
   finetuning_runner.launch(SwagJob, SwagSettings, ["data_dir", "output_dir"])
+
+
+if __name__ == "__main__":
+  console_main()

@@ -42,6 +42,11 @@ def main(flag_values, data_file, pred_file):
     print(json.dumps(result, indent=2) if "exact" in result else json.dumps(result))
 
 
-if __name__ == "__main__":
+def console_main():
+  """The `bert-squad-evaluate` command (pyproject.toml's [project.scripts])."""
   define_flags()
   runner.launch(main, required_flags=(), positional=("data.json", "pred.json"))
+
+
+if __name__ == "__main__":
+  console_main()

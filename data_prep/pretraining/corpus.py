@@ -3,7 +3,10 @@
 Streaming in two passes so memory does not grow with the corpus:
   1. `index_documents` scans each file once, validates UTF-8 (reporting file and line), and
      keeps only each document's byte range (24 bytes per document);
-  2. `read_documents` seeks to and reads just the documents of one chunk.
+  2. `read_documents` seeks to and reads just the documents of one chunk (`chunking`).
+A document is a maximal run of non-blank lines (blank: whitespace-only once decoded); its
+identity is its file number and the byte offset of its first line, as in the Beam pipeline's
+byte ranges (`byte_ranges`), which must find the same documents with the same lines.
 A file boundary also ends a document (the original would glue the last document of one file
 to the first of the next when a file lacks a trailing blank line).
 """
@@ -104,24 +107,3 @@ def read_documents(index, docs, errors="strict"):
         text[doc] = [t for t in (_decode(l, path, index.first_line[doc] + k, errors)
                                  for k, l in enumerate(lines)) if t.strip()]
   return [text[doc] for doc in docs]
-
-
-def plan_chunks(index, order, chunk_bytes, min_docs):
-  """Consecutive runs of `order` with >= chunk_bytes of text and >= min_docs documents each.
-
-  A short tail joins the previous chunk, so a random next sentence always has enough other
-  documents to come from.
-  """
-  chunks, current, size = [], [], 0
-  for doc in order:
-    current.append(doc)
-    size += index.size(doc)
-    if size >= chunk_bytes and len(current) >= min_docs:
-      chunks.append(current)
-      current, size = [], 0
-  if current:
-    if chunks and len(current) < min_docs:
-      chunks[-1].extend(current)
-    else:
-      chunks.append(current)
-  return chunks

@@ -18,6 +18,14 @@ Per document, as google-research/bert (worked example with max_seq_length 128):
 Then 15% of the tokens (capped at `max_predictions_per_seq`, [CLS]/[SEP] excluded) are chosen,
 each becoming [MASK] 80%, a random id 10%, itself 10%. The front/back coin flips of the
 truncation are drawn as one binomial per side, which has the same distribution.
+
+Options beyond the original (its behaviour stays the default):
+  - `next_sentence=False`: single-segment sequences of contiguous text, no pairs
+    (`packing`; `cross_document` lets them run on into the next document);
+  - `masking="none"`: nothing is masked; the records carry the ids as they are and
+    `word_starts` (`schema.unmasked_pretraining_features`) for masking in the input pipeline;
+  - `Chunk.word_starts`: which tokens start a word, when a word segmenter made them
+    (`chinese_words`); whole-word masking then groups by them instead of by "##" pieces.
 """
 
 import dataclasses
@@ -28,6 +36,9 @@ import numpy as np
 from data_prep import example_encoder
 from data_prep import schema
 from data_prep import tfrecord_io
+from data_prep.pretraining import packing
+
+MASKING = ("offline", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,11 +56,24 @@ class InstanceOptions:
   mask_id: int = 103
   continuation_ids: tuple = ()  # ids of "##" tokens, for whole-word masking
   use_v2_feature_names: bool = False  # input_word_ids/input_type_ids, as the Model Garden's
+  next_sentence: bool = True  # False: single-segment sequences, no pairs (`packing`)
+  cross_document: bool = False  # with next_sentence=False: sequences cross documents
+  masking: str = "offline"  # or "none": unmasked ids and word_starts
 
   def validate(self):
-    if self.max_seq_length < 5:
+    if self.masking not in MASKING:
+      raise ValueError(f"masking={self.masking!r} must be one of {list(MASKING)}")
+    if self.cross_document and self.next_sentence:
+      raise ValueError("cross_document=True packs sequences across documents, which only "
+                       "single-segment sequences do: it needs next_sentence=False")
+    if self.next_sentence and self.max_seq_length < 5:
       raise ValueError(f"max_seq_length={self.max_seq_length} is too small for a sentence pair: "
                        "[CLS] A [SEP] B [SEP] needs at least 5")
+    if self.max_seq_length < 3:
+      raise ValueError(f"max_seq_length={self.max_seq_length} is too small: [CLS] x [SEP] "
+                       "needs at least 3")
+    if self.masking == "none":
+      return  # the masking options are not used
     if self.max_predictions_per_seq < 1:
       raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} must be >= 1")
     if not 0.0 < self.masked_lm_prob <= 1.0:
@@ -66,6 +90,7 @@ class Chunk:
   ids: np.ndarray  # [tokens] int32
   line_splits: np.ndarray  # [lines + 1] int64, offsets into ids
   doc_splits: np.ndarray  # [docs + 1] int64, offsets into lines
+  word_starts: np.ndarray = None  # [tokens] bool, aligned with ids: a word starts here
 
 
 def chunk_rngs(seed, chunk_index):
@@ -142,7 +167,9 @@ def pair_spans(chunk, opts, rng):
 
 
 def assemble(ids, spans, opts, np_rng):
-  """Truncate, then lay out [CLS] A [SEP] B [SEP]: token matrix [n, L] and per-row lengths."""
+  """Truncate, then lay out [CLS] A [SEP] B [SEP]: token matrix [n, L], per-row lengths,
+  segment ids [n, L], masking candidates [n, L] (A and B) and src [n, L] (offset in ids of
+  each A/B token, 0 elsewhere)."""
   front_a = np_rng.binomial(spans["cut_a"], 0.5)
   front_b = np_rng.binomial(spans["cut_b"], 0.5)
   a_lo = spans["a_lo"] + front_a
@@ -161,7 +188,7 @@ def assemble(ids, spans, opts, np_rng):
   tokens[rows, la + lb + 2] = opts.sep_id
   length = la + lb + 3
   segment = ((cols >= b_start) & (cols < length[:, None])).astype(np.int64)
-  return tokens, length, segment, in_a | in_b
+  return tokens, length, segment, in_a | in_b, np.where(in_a | in_b, src, 0)
 
 
 def num_to_predict(length, opts):
@@ -186,19 +213,30 @@ def choose_positions(candidates, length, opts, np_rng):
   return np.where(valid, positions, 0), count
 
 
-def choose_whole_words(tokens, candidates, length, opts, np_rng):
-  """Whole-word masking: words ("##" pieces join the word before) in random order, a word
-  taken only if it fits in the budget, as the original."""
-  is_cont = np.zeros([opts.vocab_size], dtype=bool)
+def word_start_matrix(tokens, candidates, src, stream_starts, opts):
+  """[n, L] bool: candidates that start a word. From the chunk's word starts (gathered at
+  src) when a segmenter made them, else every token that is not a "##" piece."""
+  if stream_starts is not None:
+    return stream_starts[src] & candidates
+  # Sized by the ids too: a vocab with repeated lines has ids >= its number of tokens.
+  is_cont = np.zeros([max(opts.vocab_size, int(tokens.max(initial=0)) + 1)], dtype=bool)
   is_cont[list(opts.continuation_ids)] = True
+  return ~is_cont[tokens] & candidates
+
+
+def choose_whole_words(word_starts, candidates, length, opts, np_rng):
+  """Whole-word masking: words (a candidate that does not start a word joins the word before,
+  as "##" pieces do) in random order, a word taken only if it fits in the budget, as the
+  original."""
   budget = num_to_predict(length, opts)
-  n = tokens.shape[0]
+  n = candidates.shape[0]
   positions = np.zeros([n, opts.max_predictions_per_seq], dtype=np.int64)
   count = np.zeros([n], dtype=np.int64)
   for r in range(n):
     cand = np.flatnonzero(candidates[r])
-    starts = ~is_cont[tokens[r, cand]]
-    starts[0] = True  # the first candidate always opens a word
+    starts = word_starts[r, cand]
+    if len(cand):
+      starts[0] = True  # the first candidate always opens a word
     bounds = np.append(np.flatnonzero(starts), len(cand)).tolist()
     chosen = []
     for g in np_rng.permutation(len(bounds) - 1).tolist():
@@ -231,25 +269,39 @@ def mask_tokens(tokens, positions, count, opts, np_rng):
 def create_instances(chunk, opts):
   """All instances of a chunk, shuffled: a dict of feature name -> [n, length] arrays."""
   py_rng, np_rng = chunk_rngs(opts.random_seed, chunk.index)
-  spans = pair_spans(chunk, opts, py_rng)
+  if opts.next_sentence:
+    spans = pair_spans(chunk, opts, py_rng)
+  else:
+    stream = packing.extended_stream(chunk, opts.sep_id)
+    spans = packing.packed_spans(chunk, opts, py_rng)
   order = np_rng.permutation(len(spans["label"]))
   spans = {k: v[order] for k, v in spans.items()}
-  tokens, length, segment, candidates = assemble(chunk.ids, spans, opts, np_rng)
-  if opts.do_whole_word_mask:
-    positions, count = choose_whole_words(tokens, candidates, length, opts, np_rng)
+  if opts.next_sentence:
+    tokens, length, segment, candidates, src = assemble(chunk.ids, spans, opts, np_rng)
+    stream_starts = chunk.word_starts
   else:
-    positions, count = choose_positions(candidates, length, opts, np_rng)
-  labels, weights = mask_tokens(tokens, positions, count, opts, np_rng)
+    tokens, length, segment, candidates, src = packing.assemble_single(stream, spans, opts)
+    stream_starts = stream.word_starts
   cols = np.arange(opts.max_seq_length)[None, :]
-  return {
+  columns = {
       "input_ids": tokens,
       "input_mask": (cols < length[:, None]).astype(np.int64),
       "segment_ids": segment,
-      "masked_lm_positions": positions,
-      "masked_lm_ids": labels,
-      "masked_lm_weights": weights,
       "next_sentence_labels": spans["label"][:, None],
   }
+  starts = None
+  if opts.masking == "none" or opts.do_whole_word_mask:
+    starts = word_start_matrix(tokens, candidates, src, stream_starts, opts)
+  if opts.masking == "none":
+    columns["word_starts"] = starts.astype(np.int64)
+    return columns
+  if opts.do_whole_word_mask:
+    positions, count = choose_whole_words(starts, candidates, length, opts, np_rng)
+  else:
+    positions, count = choose_positions(candidates, length, opts, np_rng)
+  labels, weights = mask_tokens(tokens, positions, count, opts, np_rng)
+  columns.update(masked_lm_positions=positions, masked_lm_ids=labels, masked_lm_weights=weights)
+  return columns
 
 
 def serialize_chunk(chunk, opts):
@@ -257,15 +309,19 @@ def serialize_chunk(chunk, opts):
   if len(chunk.doc_splits) < 2:
     return [], {"instances": 0, "masked": 0, "random_next": 0, "tokens": 0}
   columns = create_instances(chunk, opts)
-  features = schema.pretraining_features(opts.max_seq_length, opts.max_predictions_per_seq,
-                                         v2_names=opts.use_v2_feature_names)
+  if opts.masking == "none":
+    features = schema.unmasked_pretraining_features(opts.max_seq_length,
+                                                    v2_names=opts.use_v2_feature_names)
+  else:
+    features = schema.pretraining_features(opts.max_seq_length, opts.max_predictions_per_seq,
+                                           v2_names=opts.use_v2_feature_names)
   if opts.use_v2_feature_names:
     columns = {schema.V2_NAMES.get(k, k): v for k, v in columns.items()}
   records = [tfrecord_io.frame(r)
              for r in example_encoder.ExampleEncoder(features).encode(columns)]
   stats = {
       "instances": len(records),
-      "masked": int(columns["masked_lm_weights"].sum()),
+      "masked": int(columns["masked_lm_weights"].sum()) if opts.masking != "none" else 0,
       "random_next": int(columns["next_sentence_labels"].sum()),
       "tokens": int(columns["input_mask"].sum()),
   }

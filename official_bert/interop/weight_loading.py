@@ -3,7 +3,13 @@
 `weights_io.read_weights` translates every format (ours, TF1, HF safetensors)
 to canonical TF1 names and layouts (see `weight_names`); `weights_io.load_weights`
 hands them here, so that checking and assignment are implemented once.
+
+A warm start may also adapt two tables to a larger config, here where names meet variables
+so that every format (ours, TF1, HF) gets it (`Adaptation`): more vocabulary rows
+(--resize_vocab) and more positions (--extend_positions).
 """
+
+import collections
 
 from absl import logging
 import numpy as np
@@ -25,12 +31,72 @@ def _head_scope(tf1_name):
   return tf1_name.rsplit("/", 1)[0] + "/" if "/" in tf1_name else "<top-level>"
 
 
+# What a warm start may change in a checkpoint's tables to fit a larger config; both off by
+# default, so that a config that does not match its checkpoint stays an error.
+Adaptation = collections.namedtuple("Adaptation", ["resize_vocab", "extend_positions"],
+                                    defaults=[False, False])
+
+WORD_EMBEDDINGS = "bert/embeddings/word_embeddings"
+POSITION_EMBEDDINGS = "bert/embeddings/position_embeddings"
+# Tables with one row per vocabulary entry (the MLM output is tied to the word embeddings).
+_VOCAB_TABLES = (WORD_EMBEDDINGS, weight_names.MLM_SCOPE + "output_bias")
+
+
+def grow_vocab_rows(value, rows):
+  """`value` [old_vocab, ...] -> [rows, ...]: old rows kept, new rows = the old rows' mean.
+
+  The mean rather than random rows: a new token then starts as an "average" word, whose
+  logits in the tied MLM output are neither favoured nor pushed to zero.
+  """
+  mean = value.mean(axis=0, keepdims=True, dtype=np.float64).astype(value.dtype)
+  return np.concatenate([value, np.repeat(mean, rows - value.shape[0], axis=0)], axis=0)
+
+
+def extend_position_rows(value, rows):
+  """`value` [old_len, hidden] -> [rows, hidden], row i = old row i % old_len (Longformer's
+  initialization: every new position starts as a trained one, so attention patterns that
+  depend on relative offsets within old_len carry over)."""
+  return value[np.arange(rows) % value.shape[0]]
+
+
+def _adapt(name, value, expected, adaptation):
+  """(value fitted to `expected`, None) or (None, the reason it cannot be) for a mis-shaped
+  tensor; only the vocabulary tables and the position table can be fitted, by growing."""
+  if (name not in _VOCAB_TABLES + (POSITION_EMBEDDINGS,) or value.ndim != len(expected)
+      or tuple(value.shape[1:]) != tuple(expected[1:])):
+    return None, ""
+  old, new = value.shape[0], expected[0]
+  if name in _VOCAB_TABLES:
+    if new < old:
+      return None, (f" (the config's vocab_size={new} is smaller than the checkpoint's "
+                    f"{old}: a vocabulary cannot shrink"
+                    + (", not even with --resize_vocab)" if adaptation.resize_vocab else ")"))
+    if not adaptation.resize_vocab:
+      return None, (f" (the config's vocab_size={new} is larger than the checkpoint's {old}; "
+                    "--resize_vocab keeps the trained rows and adds new ones)")
+    logging.info("%s: %d vocabulary rows, config has %d: kept the %d trained rows, new rows "
+                 "initialized to their mean (--resize_vocab).", name, old, new, old)
+    return grow_vocab_rows(value, new), None
+  if new < old:  # the position table
+    return None, (f" (the config's max_position_embeddings={new} is smaller than the "
+                  f"checkpoint's {old}: the position table cannot shrink"
+                  + (", not even with --extend_positions)" if adaptation.extend_positions
+                     else ")"))
+  if not adaptation.extend_positions:
+    return None, (f" (the config's max_position_embeddings={new} is larger than the "
+                  f"checkpoint's {old}; --extend_positions fills the new rows with copies "
+                  "of the trained ones)")
+  logging.info("%s: %d trained positions, config has %d: row i is a copy of row i %% %d "
+               "(--extend_positions).", name, old, new, old)
+  return extend_position_rows(value, new), None
+
+
 def _file_layout(shape, transposed):
   return tuple(reversed(shape)) if transposed else tuple(shape)
 
 
 def assign_canonical_weights(model, tensors, source, require_heads=True,
-                             source_names=None):
+                             source_names=None, adaptation=None):
   """Assigns `tensors` (canonical TF1 name -> array) into `model`.
 
   Nothing is assigned unless every check passes.
@@ -45,6 +111,8 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
       always an error.
     source_names: optional mapping canonical name -> (name in the file,
       transposed), used so messages speak the file's names and layouts.
+    adaptation: an `Adaptation`: a checkpoint with fewer vocabulary rows or positions than
+      the model grows to fit it (a warm start only; default: none, a mismatch is an error).
 
   Returns:
     Sorted list of the canonical names that were assigned.
@@ -54,6 +122,7 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
       every offending name with the file shape and the expected shape.
   """
   source_names = source_names or {}
+  adaptation = adaptation or Adaptation()
 
   def show(name):
     return source_names.get(name, (name, False))[0]
@@ -78,11 +147,13 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
     value = np.asarray(tensors[name])
     expected = tuple(variable.shape)
     if tuple(value.shape) != expected:
-      transposed = source_names.get(name, (name, False))[1]
-      misshaped.append(
-          f"{show(name)}: file has {_file_layout(value.shape, transposed)}, "
-          f"model expects {_file_layout(expected, transposed)}")
-      continue
+      value, why = _adapt(name, value, expected, adaptation)
+      if value is None:
+        transposed = source_names.get(name, (name, False))[1]
+        misshaped.append(
+            f"{show(name)}: file has {_file_layout(np.shape(tensors[name]), transposed)}, "
+            f"model expects {_file_layout(expected, transposed)}{why}")
+        continue
     todo.append((name, variable, value))
 
   if missing or misshaped:
@@ -100,9 +171,22 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
     logging.warning("%s: ignoring %d tensor(s) the model does not use: %s",
                    source, len(extra), extra)
 
+  _log_untrained_pooler(tensors, wanted, source)
   for _, variable, value in todo:
     variable.assign(value.astype(variable.dtype))
   return sorted(n for n, _, _ in todo)
+
+
+def _log_untrained_pooler(tensors, wanted, source):
+  """A masked-LM-only pretraining checkpoint (MLM head, no NSP head) holds the pooler as it
+  was initialized (`run_pretraining --next_sentence=False` does not train it): say so."""
+  scopes = {_head_scope(n) for n in tensors}
+  if (weight_names.MLM_SCOPE in scopes and weight_names.NSP_SCOPE not in scopes
+      and any(n.startswith("bert/pooler/") for n in tensors)
+      and any(n.startswith("bert/pooler/") for n in wanted)):
+    logging.info("%s: masked-LM-only pretraining checkpoint (no %s* weights): its pooler "
+                 "(bert/pooler/*) was never trained by next-sentence prediction and loads "
+                 "as initialized.", source, weight_names.NSP_SCOPE)
 
 
 def export_canonical_weights(model):

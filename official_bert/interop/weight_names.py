@@ -95,7 +95,8 @@ def pretraining_weight_pairs(model):
   """Yields (canonical_tf1_name, variable) for a `BertPretrainingModel`."""
   yield from encoder_weight_pairs(model.encoder)
   yield from masked_lm_head_weight_pairs(model.masked_lm_head)
-  yield from next_sentence_head_weight_pairs(model.next_sentence_head)
+  if model.next_sentence_head is not None:  # None: masked-LM-only pretraining
+    yield from next_sentence_head_weight_pairs(model.next_sentence_head)
 
 
 def model_weight_pairs(model):

@@ -176,7 +176,7 @@ def read_weights(path):
   return Weights(tensors, source, fmt, {}, None)
 
 
-def load_weights(model, path, require_heads=True):
+def load_weights(model, path, require_heads=True, adaptation=None):
   """Loads the weights at `path` (any format) into `model`, checking every name and shape.
 
   Args:
@@ -186,16 +186,18 @@ def load_weights(model, path, require_heads=True):
       converted model must not silently hold a random head). When False, a head with no
       tensor at all in the file (a new fine-tuning head, or the pretraining heads absent
       from an HF `BertModel` file) keeps its initialization, with a warning: a warm start.
+    adaptation: a `weight_loading.Adaptation` (--resize_vocab, --extend_positions): grow the
+      vocabulary or position table of a smaller checkpoint (a warm start only).
 
   Returns:
     The file or checkpoint prefix read.
   """
   weights = read_weights(path)
-  assign_weights(model, weights, require_heads)
+  assign_weights(model, weights, require_heads, adaptation)
   return weights.source
 
 
-def assign_weights(model, weights, require_heads=True):
+def assign_weights(model, weights, require_heads=True, adaptation=None):
   """Assigns what `read_weights` read into `model` (see `load_weights`); returns the names."""
   source_names = dict(weights.source_names)
   if weights.format == "hf":
@@ -205,7 +207,7 @@ def assign_weights(model, weights, require_heads=True):
         source_names[name] = weight_names.tf1_to_hf_name(name, weights.hf_prefix)
   loaded = weight_loading.assign_canonical_weights(
       model, weights.tensors, weights.source, require_heads=require_heads,
-      source_names=source_names)
+      source_names=source_names, adaptation=adaptation)
   logging.info("Loaded %d weights from %s (%s).", len(loaded), weights.source, weights.format)
   return loaded
 

@@ -31,10 +31,11 @@ HEAD_CONFIG_FILE = "head_config.json"
 LABELS_FILE = "labels.txt"
 
 
-def build_model(model_type, bert_config, num_labels=None, head_config=None):
+def build_model(model_type, bert_config, num_labels=None, head_config=None, next_sentence=True):
   """A built model of `model_type` (no dropout at inference: Keras applies it only in training).
 
   head_config: for feature_tagger, its layers, combine, lstm_units and lstm_layers.
+  next_sentence: pretraining: False for a masked-LM-only model (no next-sentence head).
   """
   if model_type not in MODEL_TYPES:
     raise ValueError(f"unknown model type {model_type!r}; expected one of {list(MODEL_TYPES)}")
@@ -44,7 +45,7 @@ def build_model(model_type, bert_config, num_labels=None, head_config=None):
   if model_type == "encoder":
     model = encoder
   elif model_type == "pretraining":
-    model = BertPretrainingModel(encoder, name="pretraining")
+    model = BertPretrainingModel(encoder, next_sentence=next_sentence, name="pretraining")
   elif model_type == "classifier":
     model = finetuning_models.BertClassifier(encoder, num_labels, name="classifier")
   elif model_type == "squad":
@@ -113,6 +114,14 @@ def infer_model_type(tensor_names):
   if "output_weights" in names:
     return "classifier"
   return "encoder"
+
+
+def is_masked_lm_only(tensor_names):
+  """A pretraining checkpoint of `run_pretraining --next_sentence=False`: the masked-LM head
+  without the next-sentence head."""
+  names = set(tensor_names)
+  return (any(n.startswith("cls/predictions/") for n in names)
+          and not any(n.startswith("cls/seq_relationship/") for n in names))
 
 
 def num_labels_in(tensors, model_type):

@@ -39,7 +39,8 @@ client can map a SQuAD span or a tag back to text. Outputs per model type (both 
                  [MASK] (softmax over the vocabulary), best first; padding rows are id 0,
                  token "" and probability 0;
                next_sentence_probabilities [b, 2], next_sentence_logits [b, 2]: index 0 =
-                 "text_b follows text" (the original's label 0);
+                 "text_b follows text" (the original's label 0); not for a masked-LM-only
+                 checkpoint (run_pretraining --next_sentence=False), which has no such head;
                serve_ids adds mlm_logits [b, s, vocab] at every position.
   classifier   by its problem type (`classifier_outputs`): single-label logits,
                probabilities [b, labels], predicted_ids [b] int32 (+ predicted_labels [b] with
@@ -127,11 +128,12 @@ def model_outputs(model, model_type, inputs, mask_id, vocab, top_k=5, label_name
                 out["sequence_output"], inputs["input_mask"], normalize_embeddings)}
   if model_type == "pretraining":
     out = model.encoder(inputs, training=False)
-    nsp_logits = model.next_sentence_head(out["pooled_output"])
     result = _masked_lm_predictions(model, out["sequence_output"], inputs["input_word_ids"],
                                     mask_id, vocab, top_k)
-    result.update(next_sentence_logits=nsp_logits,
-                  next_sentence_probabilities=tf.nn.softmax(nsp_logits))
+    if model.next_sentence_head is not None:  # None: a masked-LM-only model
+      nsp_logits = model.next_sentence_head(out["pooled_output"])
+      result.update(next_sentence_logits=nsp_logits,
+                    next_sentence_probabilities=tf.nn.softmax(nsp_logits))
     if all_mlm_logits:
       word_ids = inputs["input_word_ids"]
       every = tf.tile(tf.range(tf.shape(word_ids)[1])[None], [tf.shape(word_ids)[0], 1])

@@ -93,12 +93,14 @@ def damaged_checkpoint_errors(path):
     raise weights_io.damaged_checkpoint_error(path, f"{path}.*", e, hint) from None
 
 
-def warm_start(model, path):
+def warm_start(model, path, adaptation=None):
   """Loads model weights only, from ours, a google-research TF1 checkpoint or an HF model.
 
   A head absent from the file (a new fine-tuning head) keeps its initialization.
+  `adaptation` (a `weight_loading.Adaptation`, from --resize_vocab/--extend_positions) lets a
+  checkpoint with fewer vocabulary rows or positions than the config grow to fit it.
   """
-  path = weights_io.load_weights(model, path, require_heads=False)
+  path = weights_io.load_weights(model, path, require_heads=False, adaptation=adaptation)
   logging.info("Warm-started model WEIGHTS ONLY from %s; optimizer, step and learning rate "
                "schedule start from zero.", path)
   return path
@@ -124,8 +126,11 @@ class CheckpointKeeper:
     self.output_dir = output_dir  # every worker restores the chief's checkpoints
     self.manager = tf.train.CheckpointManager(self.checkpoint, directory, max_to_keep)
 
-  def restore_or_initialize(self, init_checkpoint=None):
-    """Returns what happened: "resumed", "warm_started" or "fresh"."""
+  def restore_or_initialize(self, init_checkpoint=None, adaptation=None):
+    """Returns what happened: "resumed", "warm_started" or "fresh".
+
+    `adaptation` applies to the warm start only: a resumed run's checkpoint is its own model's.
+    """
     latest = tf.train.latest_checkpoint(self.output_dir)
     if latest:
       with damaged_checkpoint_errors(latest):
@@ -139,7 +144,7 @@ class CheckpointKeeper:
                    f"; --init_checkpoint={init_checkpoint} is ignored" if init_checkpoint else "")
       return "resumed"
     if init_checkpoint:
-      warm_start(self.model, init_checkpoint)
+      warm_start(self.model, init_checkpoint, adaptation)
       return "warm_started"
     logging.info("No checkpoint in the output directory and no --init_checkpoint: training "
                  "from random initialization.")

@@ -136,9 +136,16 @@ def _parser(features, shapes):
   return parse
 
 
+def _transformed(parse, batch_transform):
+  def parse_and_transform(index, serialized):  # [batch] int64, [batch] strings
+    return batch_transform(parse(serialized), index)
+  return parse_and_transform
+
+
 def dataset(input_patterns, features, batch_size, is_training=True, input_context=None,
             seed=None, skip_examples=0, shuffle_buffer_size=10000, shapes=None,
-            drop_remainder=None, cycle_length=None, check_all_files=True):
+            drop_remainder=None, cycle_length=None, check_all_files=True,
+            batch_transform=None):
   """Batched, parsed examples of `features` (a tuple of `schema.Feature`) from TFRecords.
 
   Args:
@@ -162,6 +169,10 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
     cycle_length: files read at once; default min(files, 8) for training, 1 otherwise so
       records come in file order.
     check_all_files: `check_files` on every file first; if False only on the first.
+    batch_transform: optional (parsed batch, element indices) -> batch, e.g. masking on the
+      fly (`dynamic_masking`). The indices ([batch] int64) number this pipeline's stream
+      after shuffling and repeating but before `skip_examples`, so they keep growing across
+      epochs and a resumed run sees the uninterrupted run's indices for the same records.
   """
   paths = expand_patterns(input_patterns)
   compression, v2_names = check_files(paths if check_all_files else paths[:1], features)
@@ -192,12 +203,16 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
     ds = ds.shard(num_pipelines, pipeline_id)  # record level: too few files to split
   if is_training:
     ds = ds.shuffle(shuffle_buffer_size, seed=seed).repeat()
+  if batch_transform is not None:
+    ds = ds.enumerate()  # (index, record), numbered before the skip
   if skip_examples:
     ds = ds.skip(skip_examples)
   # Batch the serialized strings, then parse a whole batch in one vectorized op.
   ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-  ds = ds.map(_parser(features, shapes or {}), num_parallel_calls=tf.data.AUTOTUNE,
-              deterministic=True)
+  parse = _parser(features, shapes or {})
+  if batch_transform is not None:
+    parse = _transformed(parse, batch_transform)
+  ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
   options = tf.data.Options()
   options.deterministic = True

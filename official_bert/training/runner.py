@@ -16,11 +16,13 @@ import tensorflow as tf
 
 from data_prep import cli
 from data_prep import schema
+from official_bert.interop import weight_loading
 from official_bert.training import checkpointing
 from official_bert.training import distribution
 from official_bert.training import evaluation
 from official_bert.training import freezing
 from official_bert.training import input_pipeline
+from official_bert.training import input_stream
 from official_bert.training import optimization
 from official_bert.training import training_loop
 
@@ -53,14 +55,19 @@ def check_sequence_length(max_seq_length, config, source):
 
 
 def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
-  """The `Trainer` with the original's optimizer and schedule, as the settings say."""
+  """The `Trainer` with the original's optimizer and schedule, as the settings say.
+
+  It carries `warm_start_adaptation` (--resize_vocab, --extend_positions), which
+  `run_training` and `restore_for_eval` apply to --init_checkpoint, so that every script
+  gets them without passing them along.
+  """
   schedule = optimization.WarmupLinearDecay(settings.learning_rate, num_warmup_steps,
                                             num_train_steps)
   decay = getattr(settings, "layerwise_lr_decay", None)  # fine-tuning settings only
   extra = {}
   if decay is not None:
     extra = {"layerwise_lr_decay": decay, "num_layers": task.bert_config.num_hidden_layers}
-  return training_loop.Trainer(
+  trainer = training_loop.Trainer(
       strategy, task,
       lambda: optimization.create_optimizer(settings.optimizer, schedule,
                                             weight_decay=settings.weight_decay, **extra),
@@ -69,15 +76,30 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
       prepare_model=lambda model: freezing.freeze(
           model, getattr(settings, "freeze_encoder", False),
           getattr(settings, "freeze_layers", 0)))
+  trainer.warm_start_adaptation = weight_loading.Adaptation(
+      getattr(settings, "resize_vocab", False), getattr(settings, "extend_positions", False))
+  return trainer
+
+
+def warm_start_adaptation(trainer):
+  """What --resize_vocab/--extend_positions allow (none for a `Trainer` built elsewhere)."""
+  return getattr(trainer, "warm_start_adaptation", None)
 
 
 def dataset_fn(task, input_patterns, global_batch_size, is_training, seed):
-  """(InputContext, start_step) -> this pipeline's dataset, skipping what was consumed."""
+  """(InputContext, start_step) -> this pipeline's dataset, skipping what was consumed.
+
+  `start_step` counts the steps that read this input (`input_stream`: a phase 2 resumed with
+  other input files reads them from their start); `fn.stream` says what the input is.
+  """
   def fn(ctx, start_step=0):
     per_replica = ctx.get_per_replica_batch_size(global_batch_size)
     consumed = start_step * per_replica * (ctx.num_replicas_in_sync // ctx.num_input_pipelines)
     return task.build_dataset(input_patterns, per_replica, is_training, input_context=ctx,
                               seed=seed, skip_examples=consumed if is_training else 0)
+  fn.stream = input_stream.stream_key(
+      input_patterns, getattr(task, "seq_length", getattr(task, "max_seq_length", None)),
+      global_batch_size)
   return fn
 
 
@@ -112,10 +134,13 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
   keeper = checkpointing.CheckpointKeeper(output_dir, trainer.model, trainer.optimizer,
                                           trainer.step, None, keep_checkpoint_max,
                                           chief=chief, worker_id=worker_id)
-  keeper.restore_or_initialize(init_checkpoint)
+  keeper.restore_or_initialize(init_checkpoint, warm_start_adaptation(trainer))
   start_step = int(trainer.step.numpy())
+  # Steps that read this input: fewer than start_step if a resumed run changed the input.
+  input_steps = start_step - input_stream.first_step(
+      output_dir, getattr(dataset_fn, "stream", None), start_step, chief)
   iterator = iter(strategy.distribute_datasets_from_function(
-      lambda ctx: dataset_fn(ctx, start_step)))
+      lambda ctx: dataset_fn(ctx, input_steps)))
   writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief else None
   if writer is not None and config:
     write_config_text(writer, config)
@@ -167,7 +192,7 @@ def restore_for_eval(trainer, output_dir, init_checkpoint=None):
           latest).expect_partial()
     logging.info("Evaluating %s (step %d)", latest, int(trainer.step.numpy()))
   elif init_checkpoint:
-    checkpointing.warm_start(trainer.model, init_checkpoint)
+    checkpointing.warm_start(trainer.model, init_checkpoint, warm_start_adaptation(trainer))
   else:
     raise ValueError(f"nothing to evaluate: no checkpoint in {output_dir} and no "
                      "--init_checkpoint")

@@ -7,7 +7,7 @@ import sys
 from conftest import REPO
 
 PROGRAMS = ("create_pretraining_data", "create_squad_data", "create_classifier_data",
-            "learn_vocab", "demo_corpus", "show_pretraining_data")
+            "learn_vocab", "extend_vocab", "demo_corpus", "show_pretraining_data")
 
 
 def _run(args, code=None):

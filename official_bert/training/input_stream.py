@@ -1,0 +1,66 @@
+"""Which training input a run's output directory is reading, and from which step.
+
+A resumed run re-reads its seeded input stream and skips what the steps so far consumed
+(`runner.dataset_fn`). That is right only while the input is the one those steps read. A
+phase 2 resumed in phase 1's directory (the original's recipe: same --output_dir, longer
+--max_seq_length, other --input_file) reads a new stream: skipping phase 1's examples in it
+would drop (and, over a repeated small file, re-read for nothing) most of phase 2's data.
+
+So OUTPUT_DIR/input_stream.json records the stream (input patterns, sequence length, global
+batch size) and the step at which it began; a run whose stream differs starts reading it
+from its beginning at the current step, and says so. A directory without the file (written
+before it existed) is taken to have read the current stream from step 0.
+"""
+
+import json
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from data_prep import tfrecord_io
+
+STREAM_FILE = "input_stream.json"
+
+
+def stream_key(input_patterns, seq_length, global_batch_size):
+  """What identifies a training input stream (JSON-serializable)."""
+  return {"input_file": str(input_patterns), "max_seq_length": seq_length,
+          "global_batch_size": int(global_batch_size)}
+
+
+def _read(path):
+  if not tf.io.gfile.exists(path):
+    return None
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      record = json.loads(f.read())
+    return record if isinstance(record, dict) and "first_step" in record else None
+  except json.JSONDecodeError:
+    logging.warning("%s: not JSON; taking the input as a new stream.", path)
+    return {}
+
+
+def first_step(output_dir, key, start_step, chief=True):
+  """The step at which the stream `key` began in `output_dir` (so a resumed run skips the
+  examples of `start_step - first_step` steps). Records it (chief) when it is new.
+
+  Every worker computes the same value whether or not the chief has already rewritten the
+  file: a new record is (key, start_step), and start_step comes from the shared checkpoint.
+  """
+  if key is None:  # a dataset function that did not say what it reads
+    return 0
+  path = os.path.join(output_dir, STREAM_FILE)
+  record = _read(path)
+  if record is None:
+    begin = 0  # a new directory, or one from before this file: the stream it always read
+  elif record.get("stream") == key:
+    return int(record["first_step"])
+  else:
+    begin = start_step
+    logging.info("The training input changed at step %d (was %s; now %s): reading the new "
+                 "input from its beginning.", start_step, record.get("stream"), key)
+  if chief:
+    tfrecord_io.write_text(path, json.dumps({"stream": key, "first_step": begin}, indent=2,
+                                            sort_keys=True) + "\n")
+  return begin

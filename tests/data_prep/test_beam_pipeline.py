@@ -1,0 +1,235 @@
+"""create_pretraining_data on Apache Beam (DirectRunner): the local writer's records, exactly.
+
+The corpus is the fixture's real text re-cut into short documents with untidy separators
+(runs of blank and whitespace-only lines, CRLF lines, no final newline), so that many
+documents, chunks and byte ranges are involved in a few seconds.
+"""
+
+import array
+import collections
+import glob
+import os
+import random
+import subprocess
+import sys
+
+from conftest import REPO
+from conftest import UNCASED_VOCAB
+from conftest import corpus_text
+import pytest
+import tensorflow as tf
+
+from data_prep import create_pretraining_data as cpd
+from data_prep import schema
+from data_prep.pretraining import beam_pipeline
+from data_prep.pretraining import byte_ranges
+from data_prep.pretraining import chunking
+from data_prep.pretraining import corpus
+
+L, P = 64, 10
+IN_PROCESS = ["--runner=DirectRunner", "--direct_num_workers=1"]
+
+
+def _recut(text, seed):
+  """Real sentences in documents of 1-12 lines, separated by 1-3 blank or blank-looking
+  lines; some CRLF lines; bytes, without a final newline."""
+  rng = random.Random(seed)
+  lines = [l for l in text.split("\n") if l.strip()]
+  out, i = [], 0
+  while i < len(lines):
+    n = rng.randint(1, 12)
+    out.append("\n".join(l + ("\r" if rng.random() < 0.05 else "") for l in lines[i:i + n]))
+    out.append(rng.choice(["\n\n", "\n\n\n", "\n \t\n", "\n\n  \n\u3000\n"]))
+    i += n
+  return "".join(out[:-1]).encode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def two_files(tmp_path_factory):
+  """~60 KB in two files (file number is part of a document's identity)."""
+  directory = tmp_path_factory.mktemp("corpus")
+  text = corpus_text(60_000)
+  half = text.find("\n", len(text) // 2)
+  (directory / "a.txt").write_bytes(_recut(text[:half], 1))
+  (directory / "b.txt").write_bytes(_recut(text[half:], 2))
+  return str(directory / "*.txt")
+
+
+def _settings(input_file, out, **kw):
+  base = dict(input_file=input_file, output_file=str(out), vocab_file=UNCASED_VOCAB,
+              max_seq_length=L, max_predictions_per_seq=P, dupe_factor=2, num_workers=1,
+              chunk_size_mb=0.01, min_docs_per_chunk=4, read_range_mb=0.02)
+  base.update(kw)
+  return cpd.Settings(**base)
+
+
+def _records(pattern, gzip=False):
+  """The multiset of serialized examples in the files of `pattern`."""
+  paths = sorted(glob.glob(pattern))
+  assert paths, pattern
+  return collections.Counter(r.numpy() for r in tf.data.TFRecordDataset(
+      paths, compression_type="GZIP" if gzip else ""))
+
+
+def _same_summary(a, b):
+  for name in ("documents", "instances", "masked_fraction", "random_next_fraction"):
+    assert a[name] == pytest.approx(b[name]), name
+
+
+@pytest.fixture(scope="module")
+def local_and_beam(two_files, tmp_path_factory):
+  out = tmp_path_factory.mktemp("out")
+  local = cpd.run(_settings(two_files, out / "local.tfrecord"))
+  beam = beam_pipeline.run(_settings(two_files, out / "beam.tfrecord", num_workers=None),
+                           IN_PROCESS)
+  return local, beam, out
+
+
+def test_same_records_as_the_local_writer(local_and_beam):
+  local, beam, out = local_and_beam
+  _same_summary(local, beam)
+  assert local["documents"] > 40 and local["instances"] > 300
+  assert _records(str(out / "beam.tfrecord")) == _records(str(out / "local.tfrecord"))
+
+
+@pytest.mark.parametrize("flags", [
+    dict(do_whole_word_mask=True, random_seed=7),
+    dict(gzip_compress=True, num_output_shards=3, use_v2_feature_names=True),
+    dict(next_sentence=False, cross_document=True, masking="none"),
+])
+def test_same_records_with_other_flags_gzip_and_shards(flags, two_files, tmp_path):
+  local = cpd.run(_settings(two_files, tmp_path / "local.tfrecord", **flags))
+  beam = beam_pipeline.run(_settings(two_files, tmp_path / "beam.tfrecord", **flags),
+                           IN_PROCESS)
+  _same_summary(local, beam)
+  shards = flags.get("num_output_shards", 1)
+  names = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "beam.tfrecord*")))
+  assert names == (["beam.tfrecord"] if shards == 1 else
+                   [f"beam.tfrecord-{i:05d}-of-{shards:05d}" for i in range(shards)])
+  assert beam["files"] == [str(tmp_path / n) for n in names]
+  gzip = flags.get("gzip_compress", False)
+  assert all(schema.compression_of(str(tmp_path / n)) == ("GZIP" if gzip else "")
+             for n in names)
+  assert (_records(str(tmp_path / "beam.tfrecord*"), gzip)
+          == _records(str(tmp_path / "local.tfrecord*"), gzip))
+  assert not [n for n in os.listdir(tmp_path) if n.startswith((".", "beam-temp"))]
+
+
+def test_chunks_are_a_seeded_hash_of_document_positions():
+  """What both writers rely on: chunk = key % n, key order within, every document once."""
+  file_ids = array.array("i", [0] * 300 + [1] * 300)
+  offsets = array.array("q", list(range(0, 3000, 10)) * 2)
+  chunks = list(chunking.plan(file_ids, offsets, 5, 6))
+  assert sorted(d for c in chunks for d in c) == list(range(600))
+  for k, docs in enumerate(chunks):
+    keys = [chunking.document_key(5, file_ids[d], offsets[d]) for d in docs]
+    assert all(key % 6 == k for key in keys) and keys == sorted(keys)
+    assert 60 < len(docs) < 140  # uniform: 100 expected
+  assert list(chunking.plan(file_ids, offsets, 6, 6)) != chunks
+  assert chunking.document_key(5, 0, 10) == chunking.document_key(5, 0, 10)  # stable
+  assert chunking.num_chunks(10 * 2**20, 2**20, 1000, 32) == 10  # by size
+  assert chunking.num_chunks(10 * 2**20, 2**20, 100, 32) == 3  # by documents
+  assert chunking.num_chunks(100, 2**20, 5, 32) == 1
+
+
+def _all_documents(path):
+  """The local writer's view: (offset, lines) of every document of a file."""
+  index = corpus.index_documents([path], errors="replace")
+  texts = corpus.read_documents(index, range(len(index)), errors="replace")
+  return list(zip(index.start, texts))
+
+
+@pytest.mark.parametrize("range_bytes", [1, 2, 3, 7, 64, 1000, 10**9])
+def test_byte_ranges_find_every_document_once(range_bytes, tmp_path):
+  """Ranges of every size, so some start in a document, in a line, in a blank run, on a
+  CRLF, at the file's start and end: together they read the local writer's documents."""
+  data = b"\n \n" + _recut(corpus_text(15_000), 3) + b"\n\xff bad \xfe\n\nlast"
+  path = tmp_path / "c.txt"
+  path.write_bytes(data)
+  got = []
+  with byte_ranges.open_file(str(path)) as f:
+    for start, end in byte_ranges.split(len(data), range_bytes):
+      got.extend(byte_ranges.read_range(f, str(path), start, end, errors="replace"))
+  assert got == _all_documents(str(path)) and len(got) > 10
+
+
+def test_many_byte_ranges_give_the_records_of_one(tmp_path):
+  path = tmp_path / "one.txt"
+  path.write_bytes(_recut(corpus_text(60_000), 4))
+  one = beam_pipeline.run(_settings(str(path), tmp_path / "one.tfrecord", read_range_mb=64),
+                          IN_PROCESS)
+  many = beam_pipeline.run(_settings(str(path), tmp_path / "many.tfrecord", read_range_mb=0.01),
+                           IN_PROCESS)
+  assert path.stat().st_size > 5 * 0.01 * 2**20  # really many ranges
+  _same_summary(one, many)
+  assert _records(str(tmp_path / "many.tfrecord")) == _records(str(tmp_path / "one.tfrecord"))
+
+
+def test_model_garden_loader_reads_the_beam_output(local_and_beam):
+  from official.nlp.data import pretrain_dataloader  # the peer's reader
+  _, _, out = local_and_beam
+  config = pretrain_dataloader.BertPretrainDataConfig(
+      input_path=str(out / "beam.tfrecord"), seq_length=L, max_predictions_per_seq=P,
+      global_batch_size=8, is_training=False, use_next_sentence_label=True)
+  batch = next(iter(pretrain_dataloader.BertPretrainDataLoader(config).load()))
+  assert batch["input_word_ids"].shape == (8, L) and batch["input_word_ids"].dtype == tf.int32
+  assert batch["masked_lm_positions"].shape == (8, P)
+  assert batch["next_sentence_labels"].shape == (8, 1)
+
+
+def _cli(args):
+  return subprocess.run([sys.executable, "-m", "data_prep.create_pretraining_data"] + args,
+                        cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_multi_processing_runner_through_the_cli(two_files, local_and_beam, tmp_path):
+  """Two worker processes; Beam's options in both spellings (--name=value, --name value)."""
+  _, _, out = local_and_beam
+  proc = _cli([f"--input_file={two_files}", f"--output_file={tmp_path / 'mp.tfrecord'}",
+               f"--vocab_file={UNCASED_VOCAB}", f"--max_seq_length={L}",
+               f"--max_predictions_per_seq={P}", "--dupe_factor=2", "--chunk_size_mb=0.01",
+               "--min_docs_per_chunk=4", "--read_range_mb=0.02", "--runner=DirectRunner",
+               "--direct_running_mode", "multi_processing", "--direct_num_workers=2"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "sdk harness" in proc.stderr.lower()  # the options reached Beam: worker processes
+  assert "random next sentences" in proc.stderr
+  assert _records(str(tmp_path / "mp.tfrecord")) == _records(str(out / "local.tfrecord"))
+
+
+def test_bad_utf8_names_file_and_line_and_writes_nothing(tmp_path):
+  lines = [f"Sentence number {i} of a long file." for i in range(1, 2000)]
+  lines[1500] = "Caf\udce9 au lait."  # line 1501: a Latin-1 byte
+  for i in range(0, 2000, 7):
+    lines[i] = ""
+  path = tmp_path / "latin1.txt"
+  path.write_bytes("\n".join(lines).encode("utf-8", "surrogateescape"))
+  out = tmp_path / "out" / "x.tfrecord"
+  args = [f"--input_file={path}", f"--output_file={out}", f"--vocab_file={UNCASED_VOCAB}",
+          "--read_range_mb=0.001", "--runner=DirectRunner"]
+  proc = _cli(args)
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  assert "latin1.txt:1501: invalid UTF-8 at byte 3 of the line" in proc.stderr.splitlines()[-1]
+  assert not out.parent.exists() or os.listdir(out.parent) == []
+  replaced = beam_pipeline.run(
+      _settings(str(path), tmp_path / "beam.tfrecord", errors="replace"), IN_PROCESS)
+  local = cpd.run(_settings(str(path), tmp_path / "local.tfrecord", errors="replace"))
+  _same_summary(local, replaced)
+  assert _records(str(tmp_path / "beam.tfrecord")) == _records(str(tmp_path / "local.tfrecord"))
+
+
+@pytest.mark.parametrize("args_and_message", [
+    (["--runner=DirectRunner", "--direct_running_mode=bogus"],
+     "argument --direct_running_mode: invalid choice: 'bogus'"),  # Beam's own parser
+    (["--direct_num_workers=2"], "Beam pipeline options need --runner"),
+    (["--runner=DirectRunner", "--output_file=a.tfrecord,b.tfrecord"],
+     "--runner needs a single --output_file"),
+    (["--runner=DirectRunner", "--input_file=/nonexistent/*.txt"], "matches no file"),
+])
+def test_arguments_reach_beam_or_are_clear_errors(args_and_message, two_files, tmp_path):
+  args, message = args_and_message
+  out = tmp_path / "o.tfrecord"
+  proc = _cli([f"--input_file={two_files}", f"--output_file={out}",
+               f"--vocab_file={UNCASED_VOCAB}", "--dupe_factor=1"] + args)
+  assert proc.returncode in (1, 2), proc.stderr[-3000:]
+  assert message in proc.stderr, proc.stderr[-3000:]
+  assert os.listdir(tmp_path) == []
