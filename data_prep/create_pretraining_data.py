@@ -318,18 +318,22 @@ def run(settings):
       pool.terminate()
       pool.join()
   progress.update(docs_done, bytes_done, writer.written, force=True)
-  seconds = time.time() - t0
+  return summarize(len(index), writer.written, totals, time.time() - t0, paths)
+
+
+def summarize(documents, instances, totals, seconds, paths):
+  """The run's summary (both writers): logged and returned as a dict."""
   summary = {
-      "documents": len(index), "instances": writer.written, "seconds": seconds,
-      "instances_per_second": writer.written / max(seconds, 1e-9), "files": paths,
+      "documents": documents, "instances": instances, "seconds": seconds,
+      "instances_per_second": instances / max(seconds, 1e-9), "files": paths,
       "masked_fraction": totals["masked"] / max(totals["tokens"], 1),
-      "random_next_fraction": totals["random_next"] / max(writer.written, 1),
+      "random_next_fraction": totals["random_next"] / max(instances, 1),
   }
   logging.info("Wrote %d instances from %d documents to %d file(s) in %.1fs (%.0f instances/s); "
                "masked %.2f%% of tokens, %.1f%% random next sentences: %s",
-               summary["instances"], summary["documents"], len(paths), seconds,
-               summary["instances_per_second"], 100 * summary["masked_fraction"],
-               100 * summary["random_next_fraction"], ", ".join(paths))
+               instances, documents, len(paths), seconds, summary["instances_per_second"],
+               100 * summary["masked_fraction"], 100 * summary["random_next_fraction"],
+               ", ".join(paths))
   return summary
 
 

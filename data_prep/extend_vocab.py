@@ -40,24 +40,6 @@ Result = collections.namedtuple(
     "Result", ["new_words", "slots", "tokens_before", "tokens_after", "ratio"])
 
 
-def read_vocab_lines(vocab_file):
-  """The vocabulary's raw lines (bytes, line ends kept) and their tokens (as the tokenizer
-  reads them: decoded, stripped)."""
-  if not tfrecord_io.is_file(vocab_file):
-    raise FileNotFoundError(f"vocab file not found: {vocab_file}")
-  lines, tokens = [], []
-  with tfrecord_io.open_file(vocab_file) as f:
-    for line_no, raw in enumerate(f, start=1):
-      try:
-        tokens.append(raw.decode("utf-8").strip())
-      except UnicodeDecodeError as e:
-        raise ValueError(f"{vocab_file}:{line_no}: vocab is not UTF-8 ({e.reason})") from None
-      lines.append(raw)
-  if not tokens:
-    raise ValueError(f"vocab file is empty: {vocab_file}")
-  return lines, tokens
-
-
 def unused_slots(tokens):
   """Line indices (= ids) of the `[unusedN]` entries, in file order."""
   return [i for i, t in enumerate(tokens) if UNUSED.fullmatch(t)]
@@ -112,7 +94,8 @@ def extend_vocab(vocab_file, input_file, num_new_tokens, do_lower_case=True, min
     raise ValueError(f"--num_new_tokens={num_new_tokens}: must be >= 1")
   if min_count < 1:
     raise ValueError(f"--min_count={min_count}: must be >= 1")
-  lines, tokens = read_vocab_lines(vocab_file)
+  from data_prep import tokenization  # pylint: disable=g-import-not-at-top  (TF: main only)
+  lines, tokens = tokenization.read_vocab_lines(vocab_file)
   slots = unused_slots(tokens)
   if len(slots) < num_new_tokens:
     raise ValueError(f"{vocab_file} has {len(slots)} [unusedN] entries, fewer than "

@@ -62,20 +62,27 @@ _is_control = compat._is_control  # pylint: disable=protected-access
 _is_punctuation = compat._is_punctuation  # pylint: disable=protected-access
 
 
-def load_vocab_tokens(vocab_file):
-  """Tokens in id order, read like the original `load_vocab` (lines split on "\\n", stripped)."""
+def read_vocab_lines(vocab_file):
+  """The vocabulary's raw lines (bytes, line ends kept) and their tokens in id order, read
+  like the original `load_vocab` (lines split on "\\n", decoded, stripped)."""
   if not tfrecord_io.is_file(vocab_file):
     raise FileNotFoundError(f"vocab file not found: {vocab_file}")
-  tokens = []
+  lines, tokens = [], []
   with tfrecord_io.open_file(vocab_file) as f:
     for line_no, raw in enumerate(f, start=1):
       try:
         tokens.append(raw.decode("utf-8").strip())
       except UnicodeDecodeError as e:
-        raise ValueError(f"{vocab_file}:{line_no}: vocab is not UTF-8 ({e})") from None
+        raise ValueError(f"{vocab_file}:{line_no}: vocab is not UTF-8 ({e.reason})") from None
+      lines.append(raw)
   if not tokens:
     raise ValueError(f"vocab file is empty: {vocab_file}")
-  return tokens
+  return lines, tokens
+
+
+def load_vocab_tokens(vocab_file):
+  """Tokens in id order (`read_vocab_lines`)."""
+  return read_vocab_lines(vocab_file)[1]
 
 
 def load_vocab(vocab_file):

@@ -227,16 +227,5 @@ def run(settings, beam_args):
     names = ", ".join(path for path, _ in files)
     raise ValueError(f"empty corpus: no non-blank line in {names}" if not totals["documents"]
                      else f"no instances: the corpus {names} has no tokens")
-  seconds = time.time() - t0
-  summary = {
-      "documents": totals["documents"], "instances": totals["instances"], "seconds": seconds,
-      "instances_per_second": totals["instances"] / max(seconds, 1e-9), "files": paths,
-      "masked_fraction": totals["masked"] / max(totals["tokens"], 1),
-      "random_next_fraction": totals["random_next"] / max(totals["instances"], 1),
-  }
-  logging.info("Wrote %d instances from %d documents to %d file(s) in %.1fs (%.0f instances/s); "
-               "masked %.2f%% of tokens, %.1f%% random next sentences: %s",
-               summary["instances"], summary["documents"], len(paths), seconds,
-               summary["instances_per_second"], 100 * summary["masked_fraction"],
-               100 * summary["random_next_fraction"], ", ".join(paths))
-  return summary
+  return cpd.summarize(totals["documents"], totals["instances"], totals, time.time() - t0,
+                       paths)

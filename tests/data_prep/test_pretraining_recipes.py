@@ -15,6 +15,7 @@ from conftest import corpus_text
 import numpy as np
 import pytest
 import tensorflow as tf
+from test_create_pretraining_data import _find_doc
 
 from data_prep import create_pretraining_data as cpd
 from data_prep import schema
@@ -54,19 +55,6 @@ def _unmasked(f):
 def _documents(path):
   text = open(path, encoding="utf-8").read()
   return [[l for l in d.split("\n") if l.strip()] for d in text.split("\n\n") if d.strip()]
-
-
-def _find(streams, tokens):
-  """(document, offset) of every contiguous occurrence of tokens."""
-  needle = np.asarray(tokens, np.int32).tobytes()
-  hits = []
-  for k, s in enumerate(streams):
-    at = s.find(needle)
-    while at >= 0:
-      if at % 4 == 0:
-        hits.append((k, at // 4))
-      at = s.find(needle, at + 1)
-  return hits
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +163,7 @@ def test_mlm_only_records_are_one_segment_of_contiguous_text(english, tmp_path, 
     if not cross_document:
       assert len(parts) == 1
     for k, part in enumerate(parts):
-      hits = _find(streams, part)
+      hits = _find_doc(streams, part)
       assert hits, i
       if k > 0:  # a document's start follows the [SEP] ...
         assert any(o == 0 for _, o in hits), i
@@ -288,7 +276,7 @@ def test_chinese_whole_word_masking_masks_whole_jieba_words(chinese, tmp_path, n
     seps = [0] + np.flatnonzero(ids[i, :n] == sep).tolist()
     for a, b in zip(seps[:-1], seps[1:]):  # each segment between [CLS]/[SEP]s
       seg = ids[i, a + 1:b]
-      d, o = _find(streams, seg)[0]
+      d, o = _find_doc(streams, seg)[0]
       m = len(seg)
       # words wholly inside the segment: truncation may cut one at either end
       whole_end = o + m == len(docs[d]) or starts[d][o + m]
@@ -332,7 +320,7 @@ def test_chinese_word_starts_in_unmasked_records(chinese, tmp_path):
   total = 0
   for i in range(len(g["input_ids"])):
     n = g["input_mask"][i].sum()
-    (d, o), = {h for h in _find(streams, g["input_ids"][i, 1:n - 1])}
+    (d, o), = {h for h in _find_doc(streams, g["input_ids"][i, 1:n - 1])}
     want = starts[d][o:o + n - 2]
     assert g["word_starts"][i, 0] == 0 and not g["word_starts"][i, n - 1:].any()
     assert (g["word_starts"][i, 1:n - 1] == want).all(), i
