@@ -407,11 +407,21 @@ def test_signals_remove_partial_shards_and_a_rerun_equals_an_uninterrupted_run(t
   out = tmp_path / "killed" / "o.tfrecord"
   rng = random.Random(7)
   for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGKILL):
-    proc = start(out)
-    deadline = time.time() + 90
-    while not glob.glob(str(out.parent / ".o.tfrecord-*.tmp-*")) and time.time() < deadline:
-      time.sleep(0.05)
-    time.sleep(rng.uniform(0.0, 1.0))  # a random moment of the writing
+    for attempt in range(4):
+      proc = start(out)
+      deadline = time.time() + 90
+      while not glob.glob(str(out.parent / ".o.tfrecord-*.tmp-*")) and time.time() < deadline:
+        time.sleep(0.05)
+      # A random moment of the writing; the writing itself takes about a second on an idle
+      # machine, so a run that finished first is tried again, with a shorter wait.
+      time.sleep(rng.uniform(0.0, 1.0) / 2**attempt)
+      if proc.poll() is None:
+        break
+      assert proc.returncode == 0, proc.communicate()[1][-2000:]
+      for done in glob.glob(str(out.parent / "o.tfrecord-*")):
+        os.remove(done)
+    else:
+      pytest.fail("the writer always finished before the signal")
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     if signum == signal.SIGKILL:
