@@ -243,7 +243,7 @@ def _check_recipe(settings):
 
 def _check_ranges(settings):
   """The run's own sizes (the instance options check theirs): named before any work."""
-  if settings.num_workers is not None and settings.num_workers < 0:
+  if settings.num_workers is not None and settings.num_workers < 1:
     raise ValueError(f"--num_workers={settings.num_workers} must be >= 1 (unset: all cores)")
   if not settings.chunk_size_mb > 0:
     raise ValueError(f"--chunk_size_mb={settings.chunk_size_mb} must be > 0")

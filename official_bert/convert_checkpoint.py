@@ -31,6 +31,7 @@ from data_prep import cli
 from official_bert.interop import hf_weights
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
+from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
@@ -145,7 +146,7 @@ def convert(input_path,
                config.num_hidden_layers, config.hidden_size, config.hidden_act)
   model = model_types.build_model(
       model_type, config, num_labels,
-      next_sentence=not model_types.is_masked_lm_only(weights.tensors))
+      next_sentence=not weight_names.is_masked_lm_only(weights.tensors))
   # Strict: every variable of the model must come from the input (no random head).
   weights_io.assign_weights(model, weights, require_heads=True)
   if hf_prefix is None:

@@ -44,6 +44,7 @@ from data_prep import cli
 from data_prep import tfrecord_io
 from data_prep import tokenization
 from official_bert.interop import hf_weights
+from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
@@ -298,7 +299,7 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
   # A masked-LM-only checkpoint (run_pretraining --next_sentence=False) exports without the
   # next-sentence head and outputs.
   next_sentence = not (model_type == "pretraining"
-                       and model_types.is_masked_lm_only(weights.tensors))
+                       and weight_names.is_masked_lm_only(weights.tensors))
   model = model_types.build_model(model_type, config, num_labels, head_config, next_sentence)
   weights_io.assign_weights(model, weights, require_heads=not allow_random_head)
   resolved = weights.source

@@ -65,23 +65,23 @@ class InstanceOptions:
       raise ValueError(f"masking={self.masking!r} must be one of {list(MASKING)}")
     if self.cross_document and self.next_sentence:
       raise ValueError("cross_document=True packs sequences across documents, which only "
-                       "single-segment sequences do: it needs next_sentence=False")
+                       "single-segment sequences do: it needs --next_sentence=False")
     if self.next_sentence and self.max_seq_length < 5:
       raise ValueError(f"max_seq_length={self.max_seq_length} is too small for a sentence pair: "
                        "[CLS] A [SEP] B [SEP] needs at least 5")
     if self.max_seq_length < 3:
       raise ValueError(f"max_seq_length={self.max_seq_length} is too small: [CLS] x [SEP] "
                        "needs at least 3")
+    if not 0.0 <= self.short_seq_prob <= 1.0:
+      raise ValueError(f"short_seq_prob={self.short_seq_prob} must be in [0, 1]")
+    if self.dupe_factor < 1:
+      raise ValueError(f"dupe_factor={self.dupe_factor} must be >= 1")
     if self.masking == "none":
       return  # the masking options are not used
     if self.max_predictions_per_seq < 1:
       raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} must be >= 1")
     if not 0.0 < self.masked_lm_prob <= 1.0:
       raise ValueError(f"masked_lm_prob={self.masked_lm_prob} must be in (0, 1]")
-    if not 0.0 <= self.short_seq_prob <= 1.0:
-      raise ValueError(f"short_seq_prob={self.short_seq_prob} must be in [0, 1]")
-    if self.dupe_factor < 1:
-      raise ValueError(f"dupe_factor={self.dupe_factor} must be >= 1")
 
 
 @dataclasses.dataclass

@@ -180,8 +180,7 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
 def _log_untrained_pooler(tensors, wanted, source):
   """A masked-LM-only pretraining checkpoint (MLM head, no NSP head) holds the pooler as it
   was initialized (`run_pretraining --next_sentence=False` does not train it): say so."""
-  scopes = {_head_scope(n) for n in tensors}
-  if (weight_names.MLM_SCOPE in scopes and weight_names.NSP_SCOPE not in scopes
+  if (weight_names.is_masked_lm_only(tensors)
       and any(n.startswith("bert/pooler/") for n in tensors)
       and any(n.startswith("bert/pooler/") for n in wanted)):
     logging.info("%s: masked-LM-only pretraining checkpoint (no %s* weights): its pooler "

@@ -35,6 +35,14 @@ _LAYER_WEIGHTS = (
 MLM_SCOPE = "cls/predictions/"
 NSP_SCOPE = "cls/seq_relationship/"
 
+
+def is_masked_lm_only(tensor_names):
+  """A checkpoint of `run_pretraining --next_sentence=False`: the masked-LM head, no
+  next-sentence head."""
+  names = list(tensor_names)
+  return (any(n.startswith(MLM_SCOPE) for n in names)
+          and not any(n.startswith(NSP_SCOPE) for n in names))
+
 # Names whose HF spelling does not follow the generic rules below.
 _SPECIAL_TF1_TO_HF = {
     "cls/predictions/output_bias": "cls.predictions.bias",

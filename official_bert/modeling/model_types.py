@@ -116,14 +116,6 @@ def infer_model_type(tensor_names):
   return "encoder"
 
 
-def is_masked_lm_only(tensor_names):
-  """A pretraining checkpoint of `run_pretraining --next_sentence=False`: the masked-LM head
-  without the next-sentence head."""
-  names = set(tensor_names)
-  return (any(n.startswith("cls/predictions/") for n in names)
-          and not any(n.startswith("cls/seq_relationship/") for n in names))
-
-
 def num_labels_in(tensors, model_type):
   """The number of labels of a classifier/tagger head stored in `tensors`, or None."""
   name = {"classifier": "output_bias", "tagger": "cls/token_classifier/output_bias",

@@ -37,7 +37,7 @@ def check_problem_type(problem_type, num_labels):
 
 def outputs_from_logits(logits, problem_type, label_names=None, threshold=0.5):
   """The named outputs of logits [b, labels] (module doc); ids only, no joined strings."""
-  if problem_type == "regression" or logits.shape[-1] == 1:
+  if problem_type == "regression" or (problem_type == "single_label" and logits.shape[-1] == 1):
     return {"logits": logits, "score": logits[:, 0]}
   if problem_type == "multi_label":
     probabilities = tf.sigmoid(logits)

@@ -11,7 +11,7 @@ batch while training, so every epoch sees new masks. The rules are the writer's
     whole words (`do_whole_word_mask`): a word is a candidate with `word_starts` 1 (the first
     candidate always opens one) and the candidates after it with 0; words are visited in
     random order and taken only if the whole word fits what is left of the budget;
-  - each chosen token becomes [MASK] 80%, a random id in [0, vocab_size) 10%, itself 10%.
+  - each chosen token becomes [MASK] 80%, a random id of the vocabulary 10%, itself 10%.
 The output has the offline records' `masked_lm_positions` (sorted, zero-padded),
 `masked_lm_ids` and `masked_lm_weights` [batch, max_predictions_per_seq], so the model and
 loss code are the same for both kinds of records.
@@ -61,8 +61,10 @@ def options_from_vocab(vocab_file, vocab_size, **kwargs):
   if too_big:
     raise ValueError(f"--vocab_file={vocab_file}: ids {too_big} are outside the model's "
                      f"vocab_size={vocab_size}; is it the vocabulary of --bert_config_file?")
-  return MaskingOptions(vocab_size=vocab_size, cls_id=ids["[CLS]"], sep_id=ids["[SEP]"],
-                        mask_id=ids["[MASK]"], **kwargs)
+  # Random replacements come from the vocabulary's ids, as the writer draws them (a config's
+  # vocab_size may be padded or resized beyond the vocabulary).
+  return MaskingOptions(vocab_size=min(len(vocab), vocab_size), cls_id=ids["[CLS]"],
+                        sep_id=ids["[SEP]"], mask_id=ids["[MASK]"], **kwargs)
 
 
 def check_record_kind(paths, dynamic):

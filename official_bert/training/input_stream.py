@@ -24,8 +24,14 @@ STREAM_FILE = "input_stream.json"
 
 
 def stream_key(input_patterns, seq_length, global_batch_size):
-  """What identifies a training input stream (JSON-serializable)."""
-  return {"input_file": str(input_patterns), "max_seq_length": seq_length,
+  """What identifies a training input stream (JSON-serializable): the files the patterns
+  match (absolute, sorted: the same files spelled another way are the same input)."""
+  from official_bert.training import input_pipeline  # pylint: disable=g-import-not-at-top
+  try:
+    files = [tfrecord_io.absolute(p) for p in input_pipeline.expand_patterns(input_patterns)]
+  except (ValueError, tf.errors.OpError):  # reported where the input is read
+    files = [str(input_patterns)]
+  return {"input_files": files, "max_seq_length": seq_length,
           "global_batch_size": int(global_batch_size)}
 
 
@@ -54,12 +60,13 @@ def first_step(output_dir, key, start_step, chief=True):
   record = _read(path)
   if record is None:
     begin = 0  # a new directory, or one from before this file: the stream it always read
-  elif record.get("stream") == key:
+  elif record.get("stream") == key and int(record.get("first_step", 0)) <= start_step:
     return int(record["first_step"])
-  else:
+  else:  # another input, or a record ahead of the checkpoint (checkpoints deleted since)
     begin = start_step
-    logging.info("The training input changed at step %d (was %s; now %s): reading the new "
-                 "input from its beginning.", start_step, record.get("stream"), key)
+    if record.get("stream") != key:
+      logging.info("The training input changed at step %d (was %s; now %s): reading the new "
+                   "input from its beginning.", start_step, record.get("stream"), key)
   if chief:
     tfrecord_io.write_text(path, json.dumps({"stream": key, "first_step": begin}, indent=2,
                                             sort_keys=True) + "\n")

@@ -357,7 +357,7 @@ def test_segmenter_changes_nothing_for_english(english):
 # --- bad combinations -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(cross_document=True), r"--cross_document=True .* needs next_sentence=False"),
+    (dict(cross_document=True), r"--cross_document=True .* needs --next_sentence=False"),
     (dict(chinese_word_segmenter="jieba"), r"add --do_whole_word_mask"),
     (dict(chinese_word_segmenter="ltp", do_whole_word_mask=True),
      r"--chinese_word_segmenter='ltp': must be one of \['none', 'jieba'\]"),
@@ -375,7 +375,7 @@ def test_bad_combinations_are_clear_errors(english, tmp_path, kw, message):
 def test_bad_flags_on_the_command_line(english, tmp_path):
   path, _, _ = english
   out = tmp_path / "x.tfrecord"
-  for flag, message in [("--cross_document=True", "needs next_sentence=False"),
+  for flag, message in [("--cross_document=True", "needs --next_sentence=False"),
                         ("--chinese_word_segmenter=ltp", "one of <none|jieba>")]:
     proc = subprocess.run(
         [sys.executable, "-m", "data_prep.create_pretraining_data", f"--input_file={path}",
@@ -384,3 +384,10 @@ def test_bad_flags_on_the_command_line(english, tmp_path):
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
   assert not glob.glob(str(tmp_path / "*"))
+
+
+def test_unmasked_records_still_check_the_pair_options():
+  for bad, message in ((dict(dupe_factor=0), "dupe_factor=0 must be >= 1"),
+                       (dict(short_seq_prob=1.5), "short_seq_prob=1.5 must be in")):
+    with pytest.raises(ValueError, match=message):
+      instances.InstanceOptions(masking="none", **bad).validate()

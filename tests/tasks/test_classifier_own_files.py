@@ -331,3 +331,15 @@ def test_classification_metrics():
   assert multi == {"micro_f1": 2 / 3, "macro_f1": 2 / 3, "exact_match": 1 / 3}
   reg = metrics.regression_scores([1.0, 2.0, 3.0], [1.0, 2.0, 5.0])
   assert reg["spearman"] == 1.0 and reg["mse"] == 4 / 3 and 0.9 < reg["pearson"] < 1
+
+
+def test_served_outputs_follow_the_problem_type_even_with_one_label():
+  from official_bert.serving import classifier_outputs
+  logits = tf.constant([[2.0], [-1.0]])
+  multi = classifier_outputs.outputs_from_logits(logits, "multi_label", ["spam"], 0.5)
+  np.testing.assert_allclose(multi["probabilities"].numpy(), 1 / (1 + np.exp(-logits.numpy())),
+                             rtol=1e-6)
+  assert multi["predicted"].numpy().tolist() == [[1], [0]]
+  regression = classifier_outputs.outputs_from_logits(logits, "regression")
+  assert regression["score"].numpy().tolist() == [2.0, -1.0]
+  assert "probabilities" not in regression

@@ -218,3 +218,18 @@ def test_input_stream_records_where_each_input_began(tmp_path):
   assert input_stream.first_step(out, two, 12, chief=False) == 9
   assert input_stream.first_step(out, two, 15) == 9
   assert input_stream.first_step(out, None, 15) == 0  # a dataset function that does not say
+  # Checkpoints deleted since (the record is ahead of the step): a new stream, not a skip < 0.
+  assert input_stream.first_step(out, two, 3) == 3
+
+
+def test_input_stream_key_is_the_files_not_their_spelling(tmp_path, monkeypatch):
+  for name in ("x-0.tfrecord", "x-1.tfrecord"):
+    (tmp_path / name).write_bytes(b"")
+  monkeypatch.chdir(tmp_path)
+  spelled = [input_stream.stream_key(p, 128, 8)
+             for p in ("x-*.tfrecord", "./x-*.tfrecord", f"{tmp_path}/x-0.tfrecord,x-1.tfrecord")]
+  assert spelled[0] == spelled[1] == spelled[2]
+  assert spelled[0]["input_files"] == [str(tmp_path / "x-0.tfrecord"),
+                                       str(tmp_path / "x-1.tfrecord")]
+  (tmp_path / "x-2.tfrecord").write_bytes(b"")  # another file under the glob: another input
+  assert input_stream.stream_key("x-*.tfrecord", 128, 8) != spelled[0]
