@@ -424,6 +424,11 @@ def test_signals_remove_partial_shards_and_a_rerun_equals_an_uninterrupted_run(t
       pytest.fail("the writer always finished before the signal")
     proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:  # the signal came after the last record (interpreter exit)
+      assert "Wrote " in err, err[-2000:]
+      for done in glob.glob(str(out.parent / "o.tfrecord-*")):
+        os.remove(done)
+      continue
     if signum == signal.SIGKILL:
       assert proc.returncode == -signal.SIGKILL
       continue
