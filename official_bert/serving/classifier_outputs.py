@@ -50,9 +50,14 @@ def outputs_from_logits(logits, problem_type, label_names=None, threshold=0.5):
 def with_predictions(result, label_names):
   """Single-label: predicted_ids from the probabilities (+ predicted_labels with names)."""
   result["predicted_ids"] = tf.argmax(result["probabilities"], -1, output_type=tf.int32)
+  return with_label_names(result, label_names)
+
+
+def with_label_names(outputs, label_names):
+  """predicted_labels: the names of predicted_ids (classifier and tagger), with names only."""
   if label_names:
-    result["predicted_labels"] = tf.gather(tf.constant(label_names), result["predicted_ids"])
-  return result
+    outputs["predicted_labels"] = tf.gather(tf.constant(label_names), outputs["predicted_ids"])
+  return outputs
 
 
 def joined_labels(predicted, label_names, separator):

@@ -109,12 +109,6 @@ def _masked_lm_predictions(model, sequence_output, word_ids, mask_id, vocab, top
   }
 
 
-def _with_labels(outputs, label_names):
-  if label_names:
-    outputs["predicted_labels"] = tf.gather(tf.constant(label_names), outputs["predicted_ids"])
-  return outputs
-
-
 def model_outputs(model, model_type, inputs, mask_id, vocab, top_k=5, label_names=None,
                   all_mlm_logits=False, normalize_embeddings=False, classifier=None):
   """The named outputs of `model_type` (module doc) for packed int32 inputs.
@@ -150,7 +144,7 @@ def model_outputs(model, model_type, inputs, mask_id, vocab, top_k=5, label_name
                                                   options.threshold)
   result = {"logits": logits, "predicted_ids": tf.argmax(logits, -1, output_type=tf.int32)}
   result["probabilities"] = tf.nn.softmax(logits)
-  return _with_labels(result, label_names)
+  return classifier_outputs.with_label_names(result, label_names)
 
 
 class ServingModule(tf.Module):
