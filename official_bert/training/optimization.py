@@ -13,12 +13,12 @@ i + 1 for Transformer layer i and L (factor 1) for the pooler and every head
 (`layerwise_lr_scale`). The decoupled weight decay, which is `lr * weight_decay * var`,
 follows the same per-layer rate, and the weight-decay exclusions are unchanged.
 
-Known differences from the original `AdamWeightDecayOptimizer`, inherited from
-Keras 3: Adam here uses bias correction (the original has none) and adds
-epsilon as Keras' "epsilon hat" (`m * alpha / (sqrt(v) + eps)` with
-`alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`). Keras' `Lamb` applies
-the weight decay decoupled (`var -= lr * wd * var` before the step), outside
-the trust ratio, unlike the LAMB paper.
+AdamW (`BertAdamW`) comes in the two forms users compare with, by `adam_bias_correction`:
+True (the default) is PyTorch's `torch.optim.AdamW` (bias-corrected moments, epsilon added to
+sqrt(v_hat)), what Hugging Face and keras-hub users fine-tune with; False is the original's
+`AdamWeightDecayOptimizer` exactly (no bias correction). Keras' `Lamb` applies the weight
+decay decoupled (`var -= lr * wd * var` before the step), outside the trust ratio, unlike
+the LAMB paper.
 """
 
 import re
@@ -196,40 +196,75 @@ class _ExcludeByPathMixin:
 
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
-  """`keras.optimizers.AdamW` with path-based weight-decay exclusion, fused.
+  """AdamW as PyTorch (`adam_bias_correction=True`) or as the original BERT (`False`).
 
-  Same math as Keras 3 AdamW (decoupled decay of the old value, then
-  bias-corrected Adam with "epsilon hat"), but each variable's Adam update is
-  one `ResourceApplyAdam` kernel -- whose formula is exactly Keras' -- instead
-  of ~10 element-wise ops with a temporary each, and the decay uses the step's
-  learning rate computed once (Keras re-evaluates the schedule per variable).
-  Sparse gradients and amsgrad fall back to Keras' own update.
+  For a variable with decay (not excluded), learning rate `lr` (times its layer-wise factor)
+  and step t:
+    m = beta_1 * m + (1 - beta_1) * g;  v = beta_2 * v + (1 - beta_2) * g^2
+    True:  var -= lr * wd * var;  var -= lr * m_hat / (sqrt(v_hat) + eps)
+           with m_hat = m / (1 - beta_1^t), v_hat = v / (1 - beta_2^t)   (torch.optim.AdamW)
+    False: var -= lr * (m / (sqrt(v) + eps) + wd * var)        (AdamWeightDecayOptimizer)
+  Both decay the old value, so they differ only in the bias correction. Keras' own Adam is
+  neither: it adds epsilon to the uncorrected sqrt(v) ("epsilon hat"), which early in
+  training acts like an epsilon up to 1 / sqrt(1 - beta_2) = 32 times larger, and at
+  fine-tuning's small gradients makes each step several times too short.
+
+  Each variable's Adam step is one fused `ResourceApplyAdam` kernel, which computes
+  `var -= lr * sqrt(1 - b2p) / (1 - b1p) * m / (sqrt(v) + eps')`: with the bias powers
+  `b1p = beta_1^t`, `b2p = beta_2^t` and `eps' = eps * sqrt(1 - beta_2^t)` that is exactly
+  PyTorch's form; with `b1p = b2p = 0` and `eps' = eps`, the original's. Sparse gradients
+  take the same formulas in plain ops.
   """
 
+  def __init__(self, *args, adam_bias_correction=True, **kwargs):
+    if kwargs.get("amsgrad"):
+      raise ValueError("amsgrad is not supported by BertAdamW")
+    super().__init__(*args, **kwargs)
+    self.adam_bias_correction = bool(adam_bias_correction)
+
   def _apply_weight_decay(self, variables):
-    del variables  # Applied in `update_step`, with the learning rate it is given.
+    del variables  # Applied in `update_step`, with the variable's learning rate.
+
+  def _bias_terms(self, dtype):
+    """(beta_1^t, beta_2^t, epsilon'): see the class doc."""
+    beta_1 = tf.cast(self.beta_1, dtype)
+    beta_2 = tf.cast(self.beta_2, dtype)
+    epsilon = tf.cast(self.epsilon, dtype)
+    if not self.adam_bias_correction:
+      zero = tf.zeros([], dtype)
+      return zero, zero, epsilon
+    step = tf.cast(self.iterations + 1, dtype)
+    beta_2_power = tf.pow(beta_2, step)
+    return tf.pow(beta_1, step), beta_2_power, epsilon * tf.sqrt(1.0 - beta_2_power)
 
   def update_step(self, gradient, variable, learning_rate):
     dtype = variable.dtype
-    learning_rate = self.scaled_learning_rate(learning_rate, variable)
-    lr = tf.cast(learning_rate, dtype)
+    lr = tf.cast(self.scaled_learning_rate(learning_rate, variable), dtype)
     if self.weight_decay and self._use_weight_decay(variable):
       variable.assign_sub(variable * (lr * tf.cast(self.weight_decay, dtype)))
-    if (self.amsgrad or isinstance(gradient, tf.IndexedSlices)
-        or not hasattr(variable, "handle")):
-      return super().update_step(gradient, variable, learning_rate)
     index = self._get_variable_index(variable)
     # Under a strategy these are per-device components inside `extended.update`.
-    m = self._momentums[index].value
-    v = self._velocities[index].value
-    step = tf.cast(self.iterations + 1, dtype)
+    m = self._momentums[index]
+    v = self._velocities[index]
+    beta_1_power, beta_2_power, epsilon = self._bias_terms(dtype)
     beta_1 = tf.cast(self.beta_1, dtype)
     beta_2 = tf.cast(self.beta_2, dtype)
+    if isinstance(gradient, tf.IndexedSlices) or not hasattr(variable, "handle"):
+      gradient = tf.convert_to_tensor(gradient)
+      m.assign(beta_1 * m + (1.0 - beta_1) * tf.cast(gradient, dtype))
+      v.assign(beta_2 * v + (1.0 - beta_2) * tf.square(tf.cast(gradient, dtype)))
+      alpha = lr * tf.sqrt(1.0 - beta_2_power) / (1.0 - beta_1_power)
+      variable.assign_sub(alpha * m / (tf.sqrt(v) + epsilon))
+      return None
     return tf.raw_ops.ResourceApplyAdam(
-        var=variable.handle, m=m.handle, v=v.handle,
-        beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
-        lr=lr, beta1=beta_1, beta2=beta_2, epsilon=tf.cast(self.epsilon, dtype),
+        var=variable.handle, m=m.value.handle, v=v.value.handle, beta1_power=beta_1_power,
+        beta2_power=beta_2_power, lr=lr, beta1=beta_1, beta2=beta_2, epsilon=epsilon,
         grad=tf.cast(gradient, dtype), use_locking=False)
+
+  def get_config(self):
+    config = super().get_config()
+    config["adam_bias_correction"] = self.adam_bias_correction
+    return config
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -259,7 +294,7 @@ _CLIP_ARGS = ("clipnorm", "clipvalue", "global_clipnorm")
 def create_optimizer(name="adamw", learning_rate=1e-4, weight_decay=0.01,
                      beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                      exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
-                     **kwargs):
+                     adam_bias_correction=True, **kwargs):
   """A Keras 3 optimizer configured like the original BERT one.
 
   Args:
@@ -271,6 +306,8 @@ def create_optimizer(name="adamw", learning_rate=1e-4, weight_decay=0.01,
     beta_1, beta_2, epsilon: Adam moments (original BERT: 0.9, 0.999, 1e-6).
     exclude_from_weight_decay: regexes; a variable whose `path` matches any
       is not decayed. Defaults exclude LayerNorm gamma/beta and all biases.
+    adam_bias_correction: AdamW only: True is PyTorch's AdamW, False the original BERT's
+      `AdamWeightDecayOptimizer` (see `BertAdamW`).
     **kwargs: `layerwise_lr_decay` and `num_layers` (see the module doc), or other Keras
       optimizer args (e.g. `gradient_accumulation_steps`);
       `optimizer_name` becomes the Keras `name` (`name` is taken above).
@@ -289,6 +326,10 @@ def create_optimizer(name="adamw", learning_rate=1e-4, weight_decay=0.01,
                      "loop clips with clip_by_global_norm (and logs the norm).")
   if "optimizer_name" in kwargs:
     kwargs["name"] = kwargs.pop("optimizer_name")
+  if key == "adamw":
+    kwargs["adam_bias_correction"] = adam_bias_correction
+  elif not adam_bias_correction:
+    raise ValueError(f"adam_bias_correction=False applies to adamw, not {name!r}.")
   return _CLASSES[key](
       learning_rate=learning_rate, weight_decay=weight_decay, beta_1=beta_1,
       beta_2=beta_2, epsilon=epsilon,

@@ -65,6 +65,11 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
                                             num_train_steps)
   decay = getattr(settings, "layerwise_lr_decay", None)  # fine-tuning settings only
   extra = {}
+  if settings.optimizer == "adamw":
+    extra["adam_bias_correction"] = settings.adam_bias_correction
+  elif not settings.adam_bias_correction:
+    raise ValueError(f"--adam_bias_correction=False applies to --optimizer=adamw, not "
+                     f"--optimizer={settings.optimizer}")
   if decay is not None:
     extra = {"layerwise_lr_decay": decay, "num_layers": task.bert_config.num_hidden_layers}
   trainer = training_loop.Trainer(

@@ -83,6 +83,10 @@ class RunSettings(Checked):
       100, "Steps per host round trip (logging granularity); the original's "
       "--iterations_per_loop.", minimum=1)
   optimizer: str = option("adamw", "Optimizer.", choices=("adamw", "lamb"))
+  adam_bias_correction: bool = option(
+      True, "AdamW: bias-corrected moments, as PyTorch's AdamW (what Hugging Face and "
+      "keras-hub results use); False is the original BERT's AdamWeightDecayOptimizer "
+      "exactly (no bias correction).")
   weight_decay: float = option(0.01, "Decoupled weight decay (not on LayerNorm, biases).",
                                minimum=0.0)
   clip_norm: float = option(1.0, "Global gradient norm clip; 0 disables.", minimum=0.0)

@@ -104,9 +104,9 @@ def test_schedule_serialization_round_trip():
 
 
 def numpy_adamw(var, grads, lrs, wd, decay, beta_1=0.9, beta_2=0.999,
-                eps=1e-6):
-  """Keras 3 AdamW: decoupled decay on the old value, then bias-corrected
-  Adam with Keras' "epsilon hat"."""
+                eps=1e-6, bias_correction=True):
+  """torch.optim.AdamW (bias_correction) or the original AdamWeightDecayOptimizer: decay of
+  the old value, then m_hat / (sqrt(v_hat) + eps) (or m / (sqrt(v) + eps))."""
   var = var.astype(np.float64)
   m, v = np.zeros_like(var), np.zeros_like(var)
   for t, (g, lr) in enumerate(zip(grads, lrs), start=1):
@@ -114,12 +114,15 @@ def numpy_adamw(var, grads, lrs, wd, decay, beta_1=0.9, beta_2=0.999,
       var = var - lr * wd * var
     m = m + (g - m) * (1 - beta_1)
     v = v + (g * g - v) * (1 - beta_2)
-    alpha = lr * np.sqrt(1 - beta_2**t) / (1 - beta_1**t)
-    var = var - m * alpha / (np.sqrt(v) + eps)
+    if bias_correction:
+      var = var - lr * (m / (1 - beta_1**t)) / (np.sqrt(v / (1 - beta_2**t)) + eps)
+    else:
+      var = var - lr * m / (np.sqrt(v) + eps)
   return var
 
 
-def test_adamw_matches_numpy_reference():
+@pytest.mark.parametrize("bias_correction", [True, False])
+def test_adamw_matches_numpy_reference(bias_correction):
   dense = keras.layers.Dense(3, name="dense")
   dense.build((None, 4))
   norm = keras.layers.LayerNormalization(name="LayerNorm")
@@ -134,7 +137,8 @@ def test_adamw_matches_numpy_reference():
 
   sched = WarmupLinearDecay(0.1, num_warmup_steps=2, num_train_steps=10)
   wd = 0.05
-  opt = create_optimizer("adamw", learning_rate=sched, weight_decay=wd)
+  opt = create_optimizer("adamw", learning_rate=sched, weight_decay=wd,
+                         adam_bias_correction=bias_correction)
   assert isinstance(opt, keras.optimizers.AdamW)
   num_steps = 3
   grads = [[rng.normal(size=v.shape).astype("float32") for v in variables]
@@ -147,39 +151,43 @@ def test_adamw_matches_numpy_reference():
   assert lrs == pytest.approx([0.0, 0.05, 0.08])
   for i, (var, init) in enumerate(zip(variables, initial)):
     want = numpy_adamw(init, [g[i] for g in grads], lrs, wd,
-                       decay=(var.path == "dense/kernel"))
-    np.testing.assert_allclose(var.numpy(), want, rtol=1e-5, atol=1e-6,
+                       decay=(var.path == "dense/kernel"), bias_correction=bias_correction)
+    # atol: the fused CPU kernel's square root is good to ~1e-5 of a step (lr ~0.1).
+    np.testing.assert_allclose(var.numpy(), want, rtol=1e-5, atol=1e-5,
                                err_msg=var.path)
   # Guard: the reference really distinguishes decayed from excluded here.
-  no_decay = numpy_adamw(initial[0], [g[0] for g in grads], lrs, wd, False)
-  assert not np.allclose(no_decay, variables[0].numpy(), rtol=1e-5, atol=1e-6)
+  no_decay = numpy_adamw(initial[0], [g[0] for g in grads], lrs, wd, False,
+                         bias_correction=bias_correction)
+  assert not np.allclose(no_decay, variables[0].numpy(), rtol=1e-5, atol=1e-5)
 
 
-def test_fused_adamw_equals_keras_adamw_including_sparse_grads():
-  """BertAdamW's fused kernel path (and its IndexedSlices fallback) steps exactly like
-  stock keras.optimizers.AdamW with the same exclusions."""
+@pytest.mark.parametrize("bias_correction", [True, False])
+def test_fused_and_sparse_adamw_paths_match_numpy(bias_correction):
+  """BertAdamW's fused kernel (dense gradients) and its plain-ops path (IndexedSlices) both
+  step as the NumPy reference, with small gradients where Keras' epsilon hat would not."""
   rng = np.random.default_rng(3)
   init = [rng.normal(size=s).astype("float32") for s in ((5, 4), (4,), (6, 4))]
   sched = WarmupLinearDecay(0.1, num_warmup_steps=1, num_train_steps=6)
+  grads = [[rng.normal(size=v.shape).astype("float32") * 1e-5 for v in init] for _ in range(4)]
+  for g in grads:
+    g[2][[0, 2, 3, 5]] = 0.0  # the table's rows 1 and 4 only, as a gather's gradient
 
-  def run(optimizer):
-    variables = [keras.Variable(v, name=n) for v, n in zip(init, ("kernel", "bias", "table"))]
-    optimizer.build(variables)
-    optimizer.exclude_from_weight_decay(var_list=[variables[1]])
-    step = tf.function(lambda grads: optimizer.apply(grads, variables))
-    for t in range(4):
-      g = np.random.default_rng(t)
-      grads = [tf.constant(g.normal(size=v.shape).astype("float32")) for v in variables[:2]]
-      grads.append(tf.IndexedSlices(tf.constant(g.normal(size=(2, 4)).astype("float32")),
-                                    tf.constant([1, 4]), tf.constant([6, 4])))
-      step(grads)
-    return [v.numpy() for v in variables]
-
-  ours = run(create_optimizer("adamw", sched, weight_decay=0.05, exclude_from_weight_decay=()))
-  stock = run(keras.optimizers.AdamW(sched, weight_decay=0.05, epsilon=1e-6))
-  for a, b, name in zip(ours, stock, ("kernel", "bias", "table")):
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=5e-6, err_msg=name)  # float32 rounding
-  assert not np.allclose(ours[0], init[0])
+  variables = [keras.Variable(v, name=n) for v, n in zip(init, ("kernel", "bias", "table"))]
+  optimizer = create_optimizer("adamw", sched, weight_decay=0.05, exclude_from_weight_decay=(),
+                               adam_bias_correction=bias_correction)
+  optimizer.build(variables)
+  optimizer.exclude_from_weight_decay(var_list=[variables[1]])
+  step = tf.function(lambda grads: optimizer.apply(grads, variables))
+  for g in grads:
+    step([tf.constant(g[0]), tf.constant(g[1]),
+          tf.IndexedSlices(tf.constant(g[2][[1, 4]]), tf.constant([1, 4]), tf.constant([6, 4]))])
+  lrs = [warmup_linear_decay(i, 0.1, 1, 6) for i in range(4)]
+  for i, name in enumerate(("kernel", "bias", "table")):
+    want = numpy_adamw(init[i], [g[i] for g in grads], lrs, 0.05, decay=name != "bias",
+                       bias_correction=bias_correction)
+    np.testing.assert_allclose(variables[i].numpy(), want, rtol=1e-5, atol=1e-5,
+                               err_msg=name)
+  assert not np.allclose(variables[0].numpy(), init[0])
 
 
 _MIRRORED_SCRIPT = """
@@ -328,10 +336,12 @@ def test_lamb_step_changes_variables():
 
 def test_optimizer_config_round_trip():
   opt = create_optimizer("adamw", learning_rate=WarmupLinearDecay(1e-4, 10, 100),
-                         exclude_from_weight_decay=("bias",))
+                         exclude_from_weight_decay=("bias",), adam_bias_correction=False)
   assert opt.global_clipnorm is None and opt.clipnorm is None
   restored = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
   assert type(restored) is optimization.BertAdamW
+  assert restored.adam_bias_correction is False
+  assert create_optimizer("adamw").adam_bias_correction is True  # PyTorch's AdamW by default
   assert restored.exclude_from_weight_decay_patterns == ("bias",)
   assert isinstance(restored._learning_rate, WarmupLinearDecay)
   assert restored._learning_rate.get_config() == (
@@ -348,6 +358,8 @@ def test_bad_names_and_clipping_args():
       create_optimizer("adamw", **{arg: 1.0})
   assert create_optimizer("adamw", optimizer_name="bert_adam").name == (
       "bert_adam")
+  with pytest.raises(ValueError, match="applies to adamw"):
+    create_optimizer("lamb", adam_bias_correction=False)
 
 
 def test_clip_by_global_norm_vs_numpy():

