@@ -16,9 +16,9 @@ follows the same per-layer rate, and the weight-decay exclusions are unchanged.
 AdamW (`BertAdamW`) comes in the two forms users compare with, by `adam_bias_correction`:
 True (the default) is PyTorch's `torch.optim.AdamW` (bias-corrected moments, epsilon added to
 sqrt(v_hat)), what Hugging Face and keras-hub users fine-tune with; False is the original's
-`AdamWeightDecayOptimizer` exactly (no bias correction). Keras' `Lamb` applies the weight
-decay decoupled (`var -= lr * wd * var` before the step), outside the trust ratio, unlike
-the LAMB paper.
+`AdamWeightDecayOptimizer` exactly (no bias correction).
+LAMB (`BertLamb`) is the paper's, as the Model Garden and NVIDIA implement it: the decay
+inside the update that the trust ratio scales, no ratio for excluded variables.
 """
 
 import re
@@ -269,22 +269,47 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
 
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertLamb(_ExcludeByPathMixin, keras.optimizers.Lamb):
-  """`keras.optimizers.Lamb` with path-based weight-decay exclusion.
+  """The LAMB paper's optimizer as the Model Garden implements it
+  (`official.modeling.optimization.lamb.LAMB`, NVIDIA's BERT alike).
 
-  The decay is applied in `update_step` (before the step, as Keras does it), so it can use
-  the variable's layer-wise learning rate.
+    m_hat = m / (1 - beta_1^t);  v_hat = v / (1 - beta_2^t)
+    update = m_hat / (sqrt(v_hat) + eps) + wd * var          (decay inside the update)
+    ratio = ||var|| / ||update||  (1 where either norm is 0)
+    var -= lr * ratio * update
+  A variable excluded from weight decay (LayerNorm, biases) gets neither the decay nor the
+  trust ratio (ratio 1), as the Model Garden's `exclude_from_layer_adaptation` defaults to the
+  decay exclusions. Keras' own `Lamb` differs: it decays outside the ratio and scales every
+  variable.
   """
 
   def _apply_weight_decay(self, variables):
-    del variables  # Applied in `update_step`.
+    del variables  # Inside the update, in `update_step`.
 
   def update_step(self, gradient, variable, learning_rate):
-    learning_rate = self.scaled_learning_rate(learning_rate, variable)
-    if self.weight_decay and self._use_weight_decay(variable):
-      dtype = variable.dtype
-      variable.assign_sub(variable * (tf.cast(learning_rate, dtype)
-                                      * tf.cast(self.weight_decay, dtype)))
-    return super().update_step(gradient, variable, learning_rate)
+    dtype = variable.dtype
+    lr = tf.cast(self.scaled_learning_rate(learning_rate, variable), dtype)
+    gradient = tf.cast(tf.convert_to_tensor(gradient), dtype)
+    index = self._get_variable_index(variable)
+    m = self._momentums[index]
+    v = self._velocities[index]
+    beta_1 = tf.cast(self.beta_1, dtype)
+    beta_2 = tf.cast(self.beta_2, dtype)
+    step = tf.cast(self.iterations + 1, dtype)
+    m.assign(beta_1 * m + (1.0 - beta_1) * gradient)
+    v.assign(beta_2 * v + (1.0 - beta_2) * tf.square(gradient))
+    m_hat = m / (1.0 - tf.pow(beta_1, step))
+    v_hat = v / (1.0 - tf.pow(beta_2, step))
+    update = m_hat / (tf.sqrt(v_hat) + tf.cast(self.epsilon, dtype))
+    if not self._use_weight_decay(variable):
+      variable.assign_sub(lr * update)
+      return
+    if self.weight_decay:
+      update += tf.cast(self.weight_decay, dtype) * variable
+    w_norm = tf.norm(variable)
+    u_norm = tf.norm(update)
+    ratio = tf.where((w_norm > 0) & (u_norm > 0), w_norm / tf.maximum(u_norm, 1e-30),
+                     tf.ones([], dtype))
+    variable.assign_sub(lr * ratio * update)
 
 
 _CLASSES = {"adamw": BertAdamW, "lamb": BertLamb}

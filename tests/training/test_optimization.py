@@ -241,6 +241,12 @@ def tiny_encoder(num_layers=2):
   return enc
 
 
+def decay_factor(opt, lr, wd):
+  """A zero-gradient step's factor: AdamW decays by lr * wd; in LAMB the decay is the whole
+  update, which the trust ratio ||var|| / ||wd * var|| scales to lr."""
+  return 1 - lr if isinstance(opt, optimization.BertLamb) else 1 - lr * wd
+
+
 def decayed_by_one_step(opt, variables, lr, wd):
   """Paths changed by a zero-gradient step (Adam/LAMB updates are exactly 0
   then, so only the weight decay moves variables), checking the factor."""
@@ -249,7 +255,7 @@ def decayed_by_one_step(opt, variables, lr, wd):
   changed = []
   for v, b in zip(variables, before):
     if not np.array_equal(v.numpy(), b):
-      np.testing.assert_allclose(v.numpy(), b * (1 - lr * wd), rtol=1e-6)
+      np.testing.assert_allclose(v.numpy(), b * decay_factor(opt, lr, wd), rtol=1e-6)
       changed.append(v.path)
   return changed
 
@@ -323,7 +329,7 @@ def test_lamb_step_changes_variables():
   variables = [dense.kernel, dense.bias]
   before = [v.numpy().copy() for v in variables]
   opt = create_optimizer("LAMB", learning_rate=WarmupLinearDecay(0.01, 0, 10))
-  assert isinstance(opt, keras.optimizers.Lamb)
+  assert isinstance(opt, optimization.BertLamb)
   assert opt.weight_decay == pytest.approx(0.01)
   assert opt.epsilon == pytest.approx(1e-6)
   rng = np.random.default_rng(1)
@@ -332,6 +338,42 @@ def test_lamb_step_changes_variables():
   for v, b in zip(variables, before):
     assert np.all(np.isfinite(v.numpy()))
     assert not np.allclose(v.numpy(), b), v.path
+
+
+def test_lamb_equals_model_garden_lamb():
+  """Our LAMB steps as `official.modeling.optimization.lamb.LAMB` (the oracle): decay inside
+  the trust-ratio-scaled update, no decay and no ratio for the excluded LayerNorm and bias,
+  ratio 1 for an all-zero variable."""
+  from official.modeling.optimization import lamb  # pylint: disable=import-outside-toplevel
+  dense = keras.layers.Dense(3, name="dense")
+  dense.build((None, 4))
+  norm = keras.layers.LayerNormalization(name="LayerNorm")
+  norm.build((None, 3))
+  zero = keras.layers.Dense(2, name="zero", kernel_initializer="zeros")
+  zero.build((None, 3))
+  ours = [dense.kernel, dense.bias, norm.gamma, norm.beta, zero.kernel]
+  rng = np.random.default_rng(5)
+  for v in ours[1:4]:
+    v.assign(rng.normal(size=v.shape).astype("float32"))
+  names = ["dense/kernel", "dense/bias", "LayerNorm/gamma", "LayerNorm/beta", "zero/kernel"]
+  theirs = [tf.Variable(v.numpy(), name=n) for v, n in zip(ours, names)]
+  grads = [[rng.normal(size=v.shape).astype("float32") for v in ours] for _ in range(4)]
+  for g in grads:
+    g[4][:] = 0.0  # a variable that stays 0: both norms 0, ratio 1
+  opt = create_optimizer("lamb", learning_rate=0.05, weight_decay=0.1)
+  oracle = lamb.LAMB(learning_rate=0.05, weight_decay_rate=0.1,
+                     exclude_from_weight_decay=list(
+                         optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY))
+  for g in grads:
+    opt.apply([tf.constant(x) for x in g], ours)
+    oracle.apply_gradients(zip([tf.constant(x) for x in g], theirs))
+  for a, b, name in zip(ours, theirs, names):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6, err_msg=name)
+  # Guard: Keras' own Lamb (decay outside, ratio everywhere) is measurably different.
+  keras_vars = [keras.Variable(v.numpy()) for v in theirs]
+  stock = keras.optimizers.Lamb(0.05, weight_decay=0.1, epsilon=1e-6)
+  stock.apply([tf.constant(x) for x in grads[0]], keras_vars)
+  assert not np.allclose(keras_vars[0].numpy(), ours[0].numpy(), atol=1e-3)
 
 
 def test_optimizer_config_round_trip():
@@ -404,8 +446,9 @@ def test_layerwise_lr_scale_formula():
 
 @pytest.mark.parametrize("name", ["adamw", "lamb"])
 def test_layerwise_lr_decay_scales_each_layers_step(name):
-  """Zero gradients: each step is the decoupled decay alone, lr_l * wd * var, so every
-  variable's change shows its layer's learning rate (and the decay exclusions)."""
+  """Zero gradients: each step is the decay alone, lr_l * wd * var (LAMB: lr_l * var, the
+  ratio normalizes the decay), so every variable's change shows its layer's learning rate
+  (and the decay exclusions)."""
   from official_bert.modeling import finetuning_models
   model = finetuning_models.BertClassifier(tiny_encoder(num_layers=3), 2)
   model.build()
@@ -418,7 +461,7 @@ def test_layerwise_lr_decay_scales_each_layers_step(name):
   opt.apply([tf.zeros_like(v) for v in variables], variables)
   for v, old in zip(variables, before):
     scale = decay ** (3 - optimization.layer_depth(v.path, 3))
-    rate = lr * scale * wd if uses_weight_decay(v) else 0.0
+    rate = 1 - decay_factor(opt, lr * scale, wd) if uses_weight_decay(v) else 0.0
     np.testing.assert_allclose(v.numpy(), old - old * rate, rtol=1e-6, atol=1e-7,
                                err_msg=v.path)
   assert create_optimizer(name, layerwise_lr_decay=0.9, num_layers=3).get_config()[
