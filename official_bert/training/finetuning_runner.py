@@ -38,6 +38,7 @@ from official_bert.training import common_flags
 from official_bert.training import distribution
 from official_bert.training import evaluation
 from official_bert.training import model_dir
+from official_bert.training import restarts
 from official_bert.training import runner
 from official_bert.training import settings as settings_lib
 
@@ -232,11 +233,14 @@ def periodic_evaluation(settings, job, task, trainer, data, companions, evaluate
 
 def launch(job_class, settings_class, required_flags):
   """A fine-tuning script's `__main__` (after its `define_flags()`): settings from the flags,
-  `run(settings, job_class(settings))`, user errors as messages with exit status 1."""
+  `run(settings, job_class(settings))` (with --num_restarts: `restarts.run`), user errors as
+  messages with exit status 1."""
   def main(flag_values):
     settings = inherit_run_settings(
         common_flags.settings_from_flags(settings_class, flag_values), flag_values)
     record = common_flags.flags_dict(flag_values, sys.modules["__main__"])
+    if settings.num_restarts > 1:
+      return restarts.run(settings, job_class, lambda s, job: run(s, job, record))
     return run(settings, job_class(settings), record)
   runner.launch(main, required_flags)
 

@@ -71,7 +71,7 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
     raise ValueError(f"--adam_bias_correction=False applies to --optimizer=adamw, not "
                      f"--optimizer={settings.optimizer}")
   if decay is not None:
-    extra = {"layerwise_lr_decay": decay, "num_layers": task.bert_config.num_hidden_layers}
+    extra.update(layerwise_lr_decay=decay, num_layers=task.bert_config.num_hidden_layers)
   trainer = training_loop.Trainer(
       strategy, task,
       lambda: optimization.create_optimizer(settings.optimizer, schedule,

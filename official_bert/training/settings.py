@@ -146,6 +146,11 @@ class FinetuningSettings(RunSettings):
   early_stopping_patience: int = option(
       0, "Stop after this many evaluations without improving --best_metric (0: never).",
       minimum=0)
+  num_restarts: int = option(
+      1, "Random restarts, as the paper for small data sets: train this many seeds "
+      "(--random_seed, +1, ...) in OUTPUT_DIR/restart_K, keep the best on dev (by "
+      "--best_metric) in OUTPUT_DIR/best, and write every restart's dev scores with their "
+      "mean, standard deviation and best to OUTPUT_DIR/restarts.json.", minimum=1)
   allow_case_mismatch: bool = option(
       False, "Train even if --do_lower_case contradicts the checkpoint's name, its "
       "tokenizer_config.json or the vocabulary's letter case.")
