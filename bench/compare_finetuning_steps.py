@@ -23,30 +23,41 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
+import sys  # noqa: E402
+
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 SEQ = 64
 BATCH = 32
 
 
-def sst2_batches(vocab, num_steps, seed):
-  """num_steps batches of SST-2 training sentences as (ids, mask, types, labels) numpy."""
+def encode(vocab, rows):
+  """(ids, mask, types, labels) numpy of (sentence, label) rows, padded to SEQ."""
   from data_prep import tokenization
-  path = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "glue", "SST-2",
-                      "train.tsv")
-  with open(path, encoding="utf-8") as f:
-    rows = [line.rstrip("\n").split("\t") for line in f][1:]
-  rng = np.random.RandomState(seed)
-  rows = [rows[i] for i in rng.permutation(len(rows))[:num_steps * BATCH]]
   tokenizer = tokenization.FullTokenizer(vocab, do_lower_case=True)
   ids = np.zeros([len(rows), SEQ], np.int32)
   for i, (text, _) in enumerate(rows):
     tokens = ["[CLS]"] + tokenizer.tokenize(text)[:SEQ - 2] + ["[SEP]"]
     ids[i, :len(tokens)] = tokenizer.convert_tokens_to_ids(tokens)
   labels = np.array([int(label) for _, label in rows], np.int32)
-  mask = (ids > 0).astype(np.int32)
-  return [(ids[s:s + BATCH], mask[s:s + BATCH], np.zeros_like(ids[s:s + BATCH]),
-           labels[s:s + BATCH]) for s in range(0, len(rows), BATCH)]
+  return ids, (ids > 0).astype(np.int32), np.zeros_like(ids), labels
+
+
+def sst2_batches(vocab, num_steps, seed):
+  """num_steps batches from bench_finetuning_parity's 2,000 training sentences (in a seeded
+  order), and its 600 dev sentences as one (ids, mask, types, labels)."""
+  from bench_finetuning_parity import write_split  # pylint: disable=import-outside-toplevel
+  data = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+  import tempfile  # pylint: disable=import-outside-toplevel
+  _, splits = write_split(data, tempfile.mkdtemp(), 2000, 600)
+  train = [splits["train"][i] for i in np.random.RandomState(seed).permutation(2000)]
+  train = train[:num_steps * BATCH]
+  ids, mask, types, labels = encode(vocab, train)
+  batches = [(ids[s:s + BATCH], mask[s:s + BATCH], types[s:s + BATCH], labels[s:s + BATCH])
+             for s in range(0, len(train), BATCH)]
+  return batches, encode(vocab, splits["dev"])
 
 
 def schedule(step, lr, warmup, total):
@@ -54,7 +65,7 @@ def schedule(step, lr, warmup, total):
   return optimization.warmup_linear_decay(step, lr, warmup, total)
 
 
-def run_ours(model_dir, batches, head, args, bias_correction):
+def run_ours(model_dir, batches, dev, head, args, bias_correction):
   import tensorflow as tf
 
   from official_bert.interop import hf_weights
@@ -63,7 +74,7 @@ def run_ours(model_dir, batches, head, args, bias_correction):
   from official_bert.training import optimization
   from official_bert.training import training_loop
   config = hf_weights.load_hf_config(os.path.join(model_dir, "config.json"))
-  config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+  config.hidden_dropout_prob = config.attention_probs_dropout_prob = args.dropout
   task = ClassificationTask(config, 2, SEQ)
   sched = optimization.WarmupLinearDecay(args.learning_rate, args.warmup, args.total_steps)
   kwargs = {} if bias_correction is None else {"adam_bias_correction": bias_correction}
@@ -72,7 +83,7 @@ def run_ours(model_dir, batches, head, args, bias_correction):
       lambda: optimization.create_optimizer("adamw", sched, weight_decay=0.01, **kwargs),
       BATCH)
   model = trainer.model
-  model.dropout.rate = 0.0
+  model.dropout.rate = args.dropout
   weights_io.load_weights(model, model_dir, require_heads=False)
   if head is None:
     head = (model.projection.output_weights.numpy(), model.projection.output_bias.numpy())
@@ -88,15 +99,18 @@ def run_ours(model_dir, batches, head, args, bias_correction):
     rows.append((float(out["loss"]), float(out["gradient_norm"])))
   moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2)
                       for v, b in zip(model.encoder.trainable_variables, before)))
-  return rows, moved, head
+  logits = model({"input_word_ids": dev[0], "input_mask": dev[1], "input_type_ids": dev[2]},
+                 training=False)["logits"]
+  return rows, moved, float(np.mean(np.argmax(logits, -1) == dev[3])), head
 
 
-def run_torch(model_dir, batches, head, args):
+def run_torch(model_dir, batches, dev, head, args):
   import torch
   import transformers
   torch.manual_seed(0)
   model = transformers.BertForSequenceClassification.from_pretrained(
-      model_dir, num_labels=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+      model_dir, num_labels=2, hidden_dropout_prob=args.dropout,
+      attention_probs_dropout_prob=args.dropout, classifier_dropout=args.dropout)
   with torch.no_grad():
     model.classifier.weight.copy_(torch.from_numpy(head[0]))
     model.classifier.bias.copy_(torch.from_numpy(head[1]))
@@ -123,16 +137,21 @@ def run_torch(model_dir, batches, head, args):
     rows.append((float(out.loss), float(norm)))
   moved = float(torch.sqrt(sum(((p.detach() - b) ** 2).sum()
                                for p, b in zip(model.bert.parameters(), before))))
-  return rows, moved
+  model.eval()
+  with torch.no_grad():
+    logits = model(input_ids=torch.from_numpy(dev[0]).long(),
+                   attention_mask=torch.from_numpy(dev[1]),
+                   token_type_ids=torch.from_numpy(dev[2]).long()).logits.numpy()
+  return rows, moved, float(np.mean(np.argmax(logits, -1) == dev[3]))
 
 
-def run_keras_hub(model_dir, batches, head, args):
+def run_keras_hub(model_dir, batches, dev, head, args):
   import keras
   import keras_hub
   import tensorflow as tf
-  backbone = keras_hub.models.BertBackbone.from_preset(model_dir, dropout=0.0)
+  backbone = keras_hub.models.BertBackbone.from_preset(model_dir, dropout=args.dropout)
   model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None,
-                                              dropout=0.0)
+                                              dropout=args.dropout)
   model.output_dense.kernel.assign(head[0].T)
   model.output_dense.bias.assign(head[1])
 
@@ -153,7 +172,9 @@ def run_keras_hub(model_dir, batches, head, args):
     optimizer.apply(grads, model.trainable_variables)
   moved = np.sqrt(sum(np.sum((v.numpy() - b) ** 2)
                       for v, b in zip(backbone.trainable_variables, before)))
-  return rows, moved
+  logits = model({"token_ids": dev[0], "padding_mask": dev[1], "segment_ids": dev[2]},
+                 training=False)
+  return rows, moved, float(np.mean(np.argmax(logits, -1) == dev[3]))
 
 
 def main():
@@ -163,32 +184,36 @@ def main():
   parser.add_argument("--warmup", type=int, default=0, help="warmup steps of the schedule")
   parser.add_argument("--total_steps", type=int, default=62, help="the schedule's length")
   parser.add_argument("--seed", type=int, default=1)
+  parser.add_argument("--dropout", type=float, default=0.0,
+                      help="dropout everywhere (0: the runs are comparable step by step)")
   parser.add_argument("--optimizer_variants", default="default",
                       help="ours: 'default', 'bias_correction', 'original' (comma-separated)")
   args = parser.parse_args()
   from official_bert.interop import packaged_weights
   model_dir = packaged_weights.minilm_dir()
-  batches = sst2_batches(os.path.join(model_dir, "vocab.txt"), args.steps, args.seed)
+  batches, dev = sst2_batches(os.path.join(model_dir, "vocab.txt"), args.steps, args.seed)
   results = {}
   head = None
   import keras
   keras.utils.set_random_seed(args.seed)  # the head's initialization, shared by all
   for variant in args.optimizer_variants.split(","):
     bias_correction = {"default": None, "bias_correction": True, "original": False}[variant]
-    rows, moved, head = run_ours(model_dir, batches, head, args, bias_correction)
-    results[f"ours ({variant})"] = (rows, moved)
-  results["transformers (PyTorch AdamW)"] = run_torch(model_dir, batches, head, args)
-  results["keras-hub (Keras AdamW)"] = run_keras_hub(model_dir, batches, head, args)
+    rows, moved, accuracy, head = run_ours(model_dir, batches, dev, head, args,
+                                           bias_correction)
+    results[f"ours ({variant})"] = (rows, moved, accuracy)
+  results["transformers (PyTorch AdamW)"] = run_torch(model_dir, batches, dev, head, args)
+  results["keras-hub (Keras AdamW)"] = run_keras_hub(model_dir, batches, dev, head, args)
   reference = results["transformers (PyTorch AdamW)"][1]
   print(f"\nlr {args.learning_rate}, warmup {args.warmup} of {args.total_steps} steps, "
-        f"batch {BATCH}, seq {SEQ}, dropout off")
-  print("| implementation | " + " | ".join(f"step {i + 1} loss / grad norm"
-                                            for i in range(args.steps))
-        + " | encoder moved (L2) | vs PyTorch |")
-  print("|---" * (args.steps + 3) + "|")
-  for name, (rows, moved) in results.items():
-    print(f"| {name} | " + " | ".join(f"{loss:.5f} / {norm:.4f}" for loss, norm in rows)
-          + f" | {moved:.5f} | {moved / reference:.3f} |")
+        f"batch {BATCH}, seq {SEQ}, dropout {args.dropout}")
+  shown = range(args.steps) if args.steps <= 8 else range(0, args.steps, args.steps // 6)
+  print("| implementation | " + " | ".join(f"step {i + 1} loss / grad norm" for i in shown)
+        + " | mean loss, last 10 steps | encoder moved (L2) | vs PyTorch | dev accuracy |")
+  print("|---" * (len(shown) + 5) + "|")
+  for name, (rows, moved, accuracy) in results.items():
+    print(f"| {name} | " + " | ".join(f"{rows[i][0]:.5f} / {rows[i][1]:.4f}" for i in shown)
+          + f" | {np.mean([loss for loss, _ in rows[-10:]]):.4f} | {moved:.5f} | "
+          f"{moved / reference:.3f} | {accuracy:.3f} |")
 
 
 if __name__ == "__main__":
