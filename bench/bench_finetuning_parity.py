@@ -12,7 +12,9 @@ per seed.
               fit(x, y, batch_size=32, epochs=1)
   transformers BertForSequenceClassification, the original recipe: torch AdamW (eps 1e-6, no
               decay on LayerNorm/bias), 10% warmup then linear decay, clipping at 1.0, padding
-              to 64
+              to 64 (Hugging Face's schedule: get_linear_schedule_with_warmup over 63 batches)
+  transformers_bert_schedule  the same with run_classifier's steps and schedule (62 whole
+              batches, google-research/bert's warmup_linear_decay)
 
 keras-hub and PyTorch run in the benchmark's own environment, not from requirements*.txt:
 
@@ -120,7 +122,10 @@ def run_keras_hub(model_dir, splits, seed):
   return float(np.mean(np.argmax(logits, -1) == dev_y)), rate
 
 
-def run_transformers(model_dir, splits, seed):
+def run_transformers(model_dir, splits, seed, bert_schedule=False):
+  """bert_schedule: google-research/bert's steps and schedule instead of Hugging Face's: whole
+  batches only (int(n / batch) steps, as run_classifier counts them) and `warmup_linear_decay`
+  (the learning rate jumps onto the decay line peak * (1 - step / steps) after warmup)."""
   import numpy as np
   import torch
   import transformers
@@ -138,7 +143,8 @@ def run_transformers(model_dir, splits, seed):
   data = torch.utils.data.TensorDataset(enc["input_ids"], enc["attention_mask"],
                                         enc["token_type_ids"], labels)
   loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True,
-                                       generator=torch.Generator().manual_seed(seed))
+                                       generator=torch.Generator().manual_seed(seed),
+                                       drop_last=bert_schedule)
   steps = len(loader) * EPOCHS
   no_decay = ("bias", "LayerNorm.weight")
   groups = [{"params": [p for n, p in model.named_parameters()
@@ -146,7 +152,14 @@ def run_transformers(model_dir, splits, seed):
             {"params": [p for n, p in model.named_parameters()
                         if any(x in n for x in no_decay)], "weight_decay": 0.0}]
   optimizer = torch.optim.AdamW(groups, lr=LR, eps=1e-6)
-  scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
+  if bert_schedule:
+    sys.path.insert(0, _REPO)
+    from official_bert.training import optimization  # pylint: disable=import-outside-toplevel
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (
+        optimization.warmup_linear_decay(s, 1.0, int(0.1 * steps), steps)))
+  else:
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps),
+                                                             steps)
   model.train()
   start = time.time()
   for _ in range(EPOCHS):
@@ -193,6 +206,10 @@ def main():
       runs.setdefault("transformers (PyTorch)", []).append(
           run_transformers(model_dir, splits, seed))
       print(f"seed {seed} transformers: {runs['transformers (PyTorch)'][-1]}", flush=True)
+    if "transformers_bert_schedule" in impls:
+      name = "transformers, google-research/bert's schedule"
+      runs.setdefault(name, []).append(run_transformers(model_dir, splits, seed, True))
+      print(f"seed {seed} {name}: {runs[name][-1]}", flush=True)
   lines = [f"Run {datetime.datetime.now():%Y-%m-%d %H:%M} on {machine.cpu_model()}, "
            f"{os.cpu_count()} cores; `{' '.join(sys.argv)}`", "",
            "| implementation | " + " | ".join(f"seed {s}" for s in seeds)

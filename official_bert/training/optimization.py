@@ -32,9 +32,12 @@ OPTIMIZERS = ("adamw", "lamb")
 DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
 
 
+SCHEDULES = ("bert", "linear")
+
+
 def warmup_linear_decay(step, peak_lr, num_warmup_steps, num_train_steps,
-                        end_lr=0.0):
-  """The original BERT learning rate at (0-based) global `step`.
+                        end_lr=0.0, schedule="bert"):
+  """The original BERT learning rate at (0-based) global `step` (`schedule="bert"`).
 
   Exactly google-research/bert `create_optimizer`:
     decayed = (peak_lr - end_lr) * (1 - min(step, num_train_steps)
@@ -48,6 +51,11 @@ def warmup_linear_decay(step, peak_lr, num_warmup_steps, num_train_steps,
   used when num_warmup_steps > 0. It reaches end_lr at num_train_steps and
   stays there. num_warmup_steps == 0 means no warmup (as `if
   num_warmup_steps:` in the original), not a division by zero.
+
+  `schedule="linear"` is Hugging Face's `get_linear_schedule_with_warmup` instead: the same
+  warmup, then from peak_lr at num_warmup_steps linearly to end_lr at num_train_steps
+  (no jump; a larger learning rate throughout the decay, by num_train_steps /
+  (num_train_steps - num_warmup_steps) at its start).
 
   Args:
     step: python/numpy number or array, or a tf tensor / Keras variable
@@ -63,6 +71,8 @@ def warmup_linear_decay(step, peak_lr, num_warmup_steps, num_train_steps,
     raise ValueError(f"num_train_steps must be > 0, got {num_train_steps}.")
   if num_warmup_steps < 0:
     raise ValueError(f"num_warmup_steps must be >= 0, got {num_warmup_steps}.")
+  if schedule not in SCHEDULES:
+    raise ValueError(f"Unknown schedule {schedule!r}; valid: {', '.join(SCHEDULES)}.")
   symbolic = ops.is_tensor(step) or isinstance(step, (keras.Variable,
                                                       tf.Variable))
   if symbolic:
@@ -73,7 +83,11 @@ def warmup_linear_decay(step, peak_lr, num_warmup_steps, num_train_steps,
     step = np.asarray(step, dtype=np.float64)
     minimum, where = np.minimum, np.where
   decay_step = minimum(step, float(num_train_steps))
-  lr = (peak_lr - end_lr) * (1.0 - decay_step / num_train_steps) + end_lr
+  if schedule == "linear":
+    span = float(max(1, num_train_steps - num_warmup_steps))
+    lr = (peak_lr - end_lr) * (num_train_steps - decay_step) / span + end_lr
+  else:
+    lr = (peak_lr - end_lr) * (1.0 - decay_step / num_train_steps) + end_lr
   if num_warmup_steps > 0:
     warmup_lr = peak_lr * step / num_warmup_steps
     lr = where(step < num_warmup_steps, warmup_lr, lr)
@@ -86,25 +100,28 @@ def warmup_linear_decay(step, peak_lr, num_warmup_steps, num_train_steps,
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
   """`warmup_linear_decay` as a Keras schedule (called with `iterations`)."""
 
-  def __init__(self, peak_lr, num_warmup_steps, num_train_steps, end_lr=0.0):
+  def __init__(self, peak_lr, num_warmup_steps, num_train_steps, end_lr=0.0,
+               schedule="bert"):
     self.peak_lr = float(peak_lr)
     self.num_warmup_steps = int(num_warmup_steps)
     self.num_train_steps = int(num_train_steps)
     self.end_lr = float(end_lr)
+    self.schedule = schedule
     # Validate now rather than at the first optimizer step.
     warmup_linear_decay(0, self.peak_lr, self.num_warmup_steps,
-                        self.num_train_steps, self.end_lr)
+                        self.num_train_steps, self.end_lr, self.schedule)
 
   def __call__(self, step):
     return warmup_linear_decay(ops.convert_to_tensor(step), self.peak_lr,
                                self.num_warmup_steps, self.num_train_steps,
-                               self.end_lr)
+                               self.end_lr, self.schedule)
 
   def get_config(self):
     return {"peak_lr": self.peak_lr,
             "num_warmup_steps": self.num_warmup_steps,
             "num_train_steps": self.num_train_steps,
-            "end_lr": self.end_lr}
+            "end_lr": self.end_lr,
+            "schedule": self.schedule}
 
 
 def _variable_path(variable):

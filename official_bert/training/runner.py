@@ -62,7 +62,8 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
   gets them without passing them along.
   """
   schedule = optimization.WarmupLinearDecay(settings.learning_rate, num_warmup_steps,
-                                            num_train_steps)
+                                            num_train_steps,
+                                            schedule=getattr(settings, "lr_schedule", "bert"))
   decay = getattr(settings, "layerwise_lr_decay", None)  # fine-tuning settings only
   extra = {}
   if settings.optimizer == "adamw":

@@ -83,6 +83,11 @@ class RunSettings(Checked):
       100, "Steps per host round trip (logging granularity); the original's "
       "--iterations_per_loop.", minimum=1)
   optimizer: str = option("adamw", "Optimizer.", choices=("adamw", "lamb"))
+  lr_schedule: str = option(
+      "bert", "After the linear warmup: 'bert', the original's linear decay of the global step "
+      "(the rate jumps onto peak * (1 - step / steps)); 'linear', Hugging Face's "
+      "get_linear_schedule_with_warmup (from the peak down to 0 over the remaining steps).",
+      choices=("bert", "linear"))
   adam_bias_correction: bool = option(
       True, "AdamW: bias-corrected moments, as PyTorch's AdamW (what Hugging Face and "
       "keras-hub results use); False is the original BERT's AdamWeightDecayOptimizer "

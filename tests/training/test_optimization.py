@@ -103,6 +103,28 @@ def test_schedule_serialization_round_trip():
           warmup_linear_decay(step, 3e-4, 5, 50, 1e-6), rel=1e-6)
 
 
+def hf_linear_schedule_with_warmup(step, peak, warmup, total):
+  """Transcription of transformers' get_linear_schedule_with_warmup's lr_lambda, times peak."""
+  if step < warmup:
+    return peak * float(step) / float(max(1, warmup))
+  return peak * max(0.0, float(total - step) / float(max(1, total - warmup)))
+
+
+def test_linear_schedule_is_hugging_faces():
+  for warmup, total in ((6, 62), (0, 10), (4, 4)):
+    for step in range(total + 3):
+      want = hf_linear_schedule_with_warmup(step, 5e-5, warmup, total)
+      assert warmup_linear_decay(step, 5e-5, warmup, total, schedule="linear") == (
+          pytest.approx(want, abs=1e-12)), (warmup, total, step)
+  sched = WarmupLinearDecay(5e-5, 6, 62, schedule="linear")
+  restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(sched))
+  assert restored.schedule == "linear"
+  assert float(restored(tf.constant(6))) == pytest.approx(5e-5)  # no jump: the peak itself
+  assert warmup_linear_decay(6, 5e-5, 6, 62) == pytest.approx(5e-5 * (1 - 6 / 62))  # "bert"
+  with pytest.raises(ValueError, match="bert, linear"):
+    warmup_linear_decay(0, 1.0, 0, 10, schedule="cosine")
+
+
 def numpy_adamw(var, grads, lrs, wd, decay, beta_1=0.9, beta_2=0.999,
                 eps=1e-6, bias_correction=True):
   """torch.optim.AdamW (bias_correction) or the original AdamWeightDecayOptimizer: decay of
