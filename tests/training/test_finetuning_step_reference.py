@@ -135,3 +135,28 @@ def test_keras_epsilon_hat_adam_fails_the_reference():
       v for v in trainer.model.trainable_variables if not optimization.uses_weight_decay(v)])
   with pytest.raises(AssertionError):
     check_against_reference(trainer, bias_correction=True)
+
+
+@pytest.mark.parametrize("bias_correction,lr_schedule", [(False, "linear"), (True, "bert")])
+def test_settings_reach_the_optimizer(bias_correction, lr_schedule):
+  """--adam_bias_correction and --lr_schedule reach the optimizer the commands build, with
+  --layerwise_lr_decay too (which once replaced the optimizer's other arguments)."""
+  from official_bert.training import runner  # pylint: disable=import-outside-toplevel
+  from official_bert.training import settings as settings_lib  # pylint: disable=import-outside-toplevel
+  settings = settings_lib.FinetuningSettings(
+      adam_bias_correction=bias_correction, lr_schedule=lr_schedule, layerwise_lr_decay=0.9,
+      learning_rate=LR, train_batch_size=BATCH)
+  trainer = runner.make_trainer(settings, tf.distribute.OneDeviceStrategy("/cpu:0"),
+                                ClassificationTask(CONFIG, 2, SEQ), 8, 1)
+  optimizer = trainer.optimizer
+  assert optimizer.adam_bias_correction is bias_correction
+  assert optimizer.layerwise_lr_decay == 0.9
+  schedule = optimizer._learning_rate  # pylint: disable=protected-access
+  assert schedule.schedule == lr_schedule
+  assert float(schedule(tf.constant(1))) == pytest.approx(
+      optimization.warmup_linear_decay(1, LR, 1, 8, schedule=lr_schedule))
+  with pytest.raises(ValueError, match="--adam_bias_correction=False applies"):
+    runner.make_trainer(settings_lib.FinetuningSettings(optimizer="lamb",
+                                                        adam_bias_correction=False),
+                        tf.distribute.OneDeviceStrategy("/cpu:0"),
+                        ClassificationTask(CONFIG, 2, SEQ), 8, 1)
