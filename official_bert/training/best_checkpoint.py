@@ -136,31 +136,44 @@ class BestKeeper:
 
   def _write_best(self, scores, model, step):
     """Builds the new best/ beside the old one, then swaps it in."""
-    parent = os.path.dirname(self.directory)
-    building = os.path.join(parent, f".{BEST_DIR}.tmp-{os.getpid()}")
-    if tf.io.gfile.exists(building):
-      tf.io.gfile.rmtree(building)
-    tf.io.gfile.makedirs(building)
-    # Model weights and step only: what export and warm starts read, a third of the size of
-    # a training checkpoint (no Adam slots).
-    step_variable = tf.Variable(step, dtype=tf.int64, trainable=False)
-    manager = tf.train.CheckpointManager(
-        checkpointing.model_checkpoint(model, step=step_variable), building, max_to_keep=1)
-    manager.save(checkpoint_number=step)
-    results = {k: v for k, v in scores.items() if isinstance(v, (int, float, str))}
-    tfrecord_io.write_text(os.path.join(building, RESULTS_FILE),
-                           json.dumps(dict(results, global_step=step), indent=2) + "\n")
-    tfrecord_io.write_text(os.path.join(building, "eval_results.txt"),
-                           "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
-    for path in self.companions:
-      if path and tf.io.gfile.exists(path):
-        tf.io.gfile.copy(path, os.path.join(building, os.path.basename(path)), overwrite=True)
-    self._write_state(building)
-    old = os.path.join(parent, f".{BEST_DIR}.old-{os.getpid()}")
-    if tf.io.gfile.exists(self.directory):
-      tf.io.gfile.rename(self.directory, old)
-    tf.io.gfile.rename(building, self.directory)
-    if tf.io.gfile.exists(old):
-      tf.io.gfile.rmtree(old)
+    def fill(building):
+      # Model weights and step only: what export and warm starts read, a third of the size
+      # of a training checkpoint (no Adam slots).
+      step_variable = tf.Variable(step, dtype=tf.int64, trainable=False)
+      manager = tf.train.CheckpointManager(
+          checkpointing.model_checkpoint(model, step=step_variable), building, max_to_keep=1)
+      manager.save(checkpoint_number=step)
+      results = {k: v for k, v in scores.items() if isinstance(v, (int, float, str))}
+      tfrecord_io.write_text(os.path.join(building, RESULTS_FILE),
+                             json.dumps(dict(results, global_step=step), indent=2) + "\n")
+      tfrecord_io.write_text(os.path.join(building, "eval_results.txt"),
+                             "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
+      copy_present(self.companions, building)
+      self._write_state(building)
+    write_dir_atomically(self.directory, fill)
     logging.info("Best %s = %s at step %d: weights and scores in %s", self.metric,
                  scores[self.metric], step, self.directory)
+
+
+def copy_present(paths, directory):
+  """Copies each of `paths` that exists into `directory` (same base name, overwritten)."""
+  for path in paths:
+    if path and tf.io.gfile.exists(path):
+      tf.io.gfile.copy(path, os.path.join(directory, os.path.basename(path)), overwrite=True)
+
+
+def write_dir_atomically(directory, fill):
+  """Builds `directory` anew beside the old one (`fill(building)` writes its files), then
+  swaps it in, so an interruption never leaves half a folder."""
+  parent, name = os.path.split(directory)
+  building = os.path.join(parent, f".{name}.tmp-{os.getpid()}")
+  if tf.io.gfile.exists(building):
+    tf.io.gfile.rmtree(building)
+  tf.io.gfile.makedirs(building)
+  fill(building)
+  old = os.path.join(parent, f".{name}.old-{os.getpid()}")
+  if tf.io.gfile.exists(directory):
+    tf.io.gfile.rename(directory, old)
+  tf.io.gfile.rename(building, directory)
+  if tf.io.gfile.exists(old):
+    tf.io.gfile.rmtree(old)

@@ -32,12 +32,20 @@ INHERITED_FLAGS = ("do_lower_case", "max_seq_length")
 JOB_FILES = ("labels.txt", "head_config.json")
 
 
+# Every file that makes a model folder self-contained (the job's where present).
+MODEL_FILES = (CONFIG_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE, RUN_SETTINGS_FILE) + JOB_FILES
+
+
+def model_file_paths(directory):
+  """The paths of `MODEL_FILES` in `directory` (what best/ copies, where present)."""
+  return [os.path.join(directory, name) for name in MODEL_FILES]
+
+
 def write(output_dir, config, vocab_file, do_lower_case, record):
   """Writes the four files into `output_dir`; returns the paths best/ copies (with
   `JOB_FILES`, copied where present)."""
-  paths = [os.path.join(output_dir, name) for name in
-           (CONFIG_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE, RUN_SETTINGS_FILE)]
-  config_path, vocab_path, tokenizer_path, settings_path = paths
+  paths = model_file_paths(output_dir)
+  config_path, vocab_path, tokenizer_path, settings_path = paths[:4]
   tfrecord_io.write_text(config_path, config.to_json_string())
   if tfrecord_io.absolute(vocab_file) != tfrecord_io.absolute(vocab_path):
     tf.io.gfile.copy(vocab_file, vocab_path, overwrite=True)  # byte for byte
@@ -46,7 +54,7 @@ def write(output_dir, config, vocab_file, do_lower_case, record):
   tfrecord_io.write_text(settings_path,
                          json.dumps(dict(record, do_lower_case=bool(do_lower_case)), indent=2,
                                     sort_keys=True) + "\n")
-  return paths + [os.path.join(output_dir, name) for name in JOB_FILES]
+  return paths
 
 
 def read_run_settings(directory):

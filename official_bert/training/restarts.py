@@ -55,42 +55,22 @@ def _result(directory, k, results):
   return scores[0], directory
 
 
-_MODEL_FILES = (model_dir.CONFIG_FILE, model_dir.VOCAB_FILE, model_dir.TOKENIZER_CONFIG_FILE,
-                model_dir.RUN_SETTINGS_FILE) + model_dir.JOB_FILES
-
-
-def _copy_model_files(source, target, extra=("eval_results.txt", best_checkpoint.RESULTS_FILE)):
-  """The files that make a model folder self-contained (and `extra`), where present."""
-  for name in _MODEL_FILES + tuple(extra):
-    path = os.path.join(source, name)
-    if tf.io.gfile.exists(path):
-      tf.io.gfile.copy(path, os.path.join(target, name), overwrite=True)
-
-
 def _copy_weights_and_files(source, target):
-  """Builds `target` beside itself from `source`'s latest checkpoint and model files, then
-  swaps it in (never half a folder)."""
+  """`target` anew (built beside, swapped in) from `source`'s latest checkpoint, model files
+  and scores."""
   latest = tf.train.latest_checkpoint(source)
   if latest is None:
     raise ValueError(f"no checkpoint in {source}")
-  parent = os.path.dirname(target)
-  building = os.path.join(parent, f".{os.path.basename(target)}.tmp-{os.getpid()}")
-  if tf.io.gfile.exists(building):
-    tf.io.gfile.rmtree(building)
-  tf.io.gfile.makedirs(building)
-  for path in tf.io.gfile.glob(latest + ".*"):
-    tf.io.gfile.copy(path, os.path.join(building, os.path.basename(path)))
-  name = os.path.basename(latest)
-  tfrecord_io.write_text(os.path.join(building, "checkpoint"),
-                         f'model_checkpoint_path: "{name}"\n'
-                         f'all_model_checkpoint_paths: "{name}"\n')
-  _copy_model_files(source, building)
-  old = os.path.join(parent, f".{os.path.basename(target)}.old-{os.getpid()}")
-  if tf.io.gfile.exists(target):
-    tf.io.gfile.rename(target, old)
-  tf.io.gfile.rename(building, target)
-  if tf.io.gfile.exists(old):
-    tf.io.gfile.rmtree(old)
+
+  def fill(building):
+    best_checkpoint.copy_present(tf.io.gfile.glob(latest + ".*"), building)
+    name = os.path.basename(latest)
+    tfrecord_io.write_text(os.path.join(building, "checkpoint"),
+                           f'model_checkpoint_path: "{name}"\n'
+                           f'all_model_checkpoint_paths: "{name}"\n')
+    scores = [os.path.join(source, n) for n in ("eval_results.txt", best_checkpoint.RESULTS_FILE)]
+    best_checkpoint.copy_present(model_dir.model_file_paths(source) + scores, building)
+  best_checkpoint.write_dir_atomically(target, fill)
 
 
 def summarize(metric_spec, restarts):
@@ -137,7 +117,7 @@ def run(settings, make_job, run_once):
   tfrecord_io.write_text(os.path.join(output_dir, RESTARTS_FILE),
                          json.dumps(summary, indent=2) + "\n")
   # OUTPUT_DIR reads as the best restart's: its config, vocabulary, labels and scores.
-  _copy_model_files(best["weights"], output_dir, extra=())
+  best_checkpoint.copy_present(model_dir.model_file_paths(best["weights"]), output_dir)
   evaluation.write_results(output_dir, "eval", best["scores"],
                            int(best["scores"].get("global_step", 0)))
   logging.info("Restarts (%s): %s; mean %.4f, sd %.4f, best %.4f (restart %d, seed %d), in %s",

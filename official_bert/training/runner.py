@@ -63,7 +63,7 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
   """
   schedule = optimization.WarmupLinearDecay(settings.learning_rate, num_warmup_steps,
                                             num_train_steps,
-                                            schedule=getattr(settings, "lr_schedule", "bert"))
+                                            schedule=settings.lr_schedule)
   decay = getattr(settings, "layerwise_lr_decay", None)  # fine-tuning settings only
   extra = {}
   if settings.optimizer == "adamw":
