@@ -148,6 +148,7 @@ def run(settings, job, record=None):
     raise ValueError("--output_dir is required")
   output_dir = settings.output_dir
   tracking = check_training_controls(settings)
+  runner.check_optimizer_settings(settings)
   tfrecord_io.make_dirs(output_dir, "--output_dir")
   # Before anything touches TensorFlow (the data step tokenizes with TF ops).
   strategy = runner.setup_runtime(settings)

@@ -54,6 +54,13 @@ def check_sequence_length(max_seq_length, config, source):
                      f"max_position_embeddings={config.max_position_embeddings} of {source}")
 
 
+def check_optimizer_settings(settings):
+  """Optimizer flags that do not go together raise (callers check before any work)."""
+  if settings.optimizer != "adamw" and not settings.adam_bias_correction:
+    raise ValueError(f"--adam_bias_correction=False applies to --optimizer=adamw, not "
+                     f"--optimizer={settings.optimizer}")
+
+
 def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
   """The `Trainer` with the original's optimizer and schedule, as the settings say.
 
@@ -65,12 +72,10 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
                                             num_train_steps,
                                             schedule=settings.lr_schedule)
   decay = getattr(settings, "layerwise_lr_decay", None)  # fine-tuning settings only
+  check_optimizer_settings(settings)
   extra = {}
   if settings.optimizer == "adamw":
     extra["adam_bias_correction"] = settings.adam_bias_correction
-  elif not settings.adam_bias_correction:
-    raise ValueError(f"--adam_bias_correction=False applies to --optimizer=adamw, not "
-                     f"--optimizer={settings.optimizer}")
   if decay is not None:
     extra.update(layerwise_lr_decay=decay, num_layers=task.bert_config.num_hidden_layers)
   trainer = training_loop.Trainer(
