@@ -9,7 +9,7 @@ uncased vocab. Timed from the JSON file to features, tokenizer construction incl
 TensorFlow import excluded (both import it):
   peer  squad_lib.read_squad_examples + FullTokenizer + convert_examples_to_features,
         features kept in memory (its output_fn), TPU padding windows not counted;
-  ours  data_prep.create_squad_data.run: TFRecord + FILE.meta.jsonl written to disk,
+  ours  data_prep.squad.writing.run: TFRecord + FILE.meta.jsonl written to disk,
         for each --workers; median of --repeats. Also ours in training mode (first answer).
 Parity (the full-dev check the tests do on a slice): the same number of windows, identical
 unique_ids, input_ids, input_mask, segment_ids, tokens, token_to_orig_map and
@@ -63,14 +63,14 @@ def run_peer(input_file, vocab):
 
 
 def run_ours(input_file, vocab, output_file, workers, is_training):
-  from data_prep import create_squad_data  # pylint: disable=g-import-not-at-top
+  from data_prep.squad import writing as squad_writing  # pylint: disable=g-import-not-at-top
   t0 = time.perf_counter()
-  summary = create_squad_data.run(
-      create_squad_data.Settings(input_file=input_file,
-                                 output_file=output_file,
-                                 vocab_file=vocab,
-                                 is_training=is_training,
-                                 num_workers=workers))
+  summary = squad_writing.run(
+      squad_writing.Settings(input_file=input_file,
+                             output_file=output_file,
+                             vocab_file=vocab,
+                             is_training=is_training,
+                             num_workers=workers))
   return time.perf_counter() - t0, summary
 
 

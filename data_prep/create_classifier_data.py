@@ -11,56 +11,11 @@ the GLUE submission index). `--data_dir` is a `glue_data/<TASK>` folder, or a TF
 holding `glue/<config>`; `--tfds_data_dir` forces TFDS.
 """
 
-import os
-
 from absl import flags
 
 from data_prep import cli
-from data_prep import schema
-from data_prep import tfrecord_io
-from data_prep.classification import features as classifier_features
 from data_prep.classification import glue_processors
-
-
-def task_splits(processor, splits=("train", "dev", "test")):
-  """Split names to write: "dev"/"test" expand to the task's (MNLI has two of each)."""
-  out = []
-  for split in splits:
-    out.extend({"dev": processor.eval_splits, "test": processor.predict_splits}.get(
-        split, (split,)))
-  return out
-
-
-def write_split(processor, split, output_dir, vocab_file, do_lower_case, max_seq_length,
-                data_dir=None, tfds_data_dir=None, max_examples=0, seed=12345):
-  """Writes (or reuses, if written with the same settings) `output_dir/<split>.tf_record`.
-
-  Args:
-    max_examples: keep a seeded random subset of this many examples (0: all).
-  Returns:
-    (path, meta): meta has "num_examples", "labels", "guids", "is_regression".
-  """
-  path = os.path.join(output_dir, f"{split}.tf_record")
-  key = {"task": processor.name, "split": split, "data_dir": data_dir,
-         "tfds_data_dir": tfds_data_dir, "vocab_file": tfrecord_io.absolute(vocab_file),
-         "do_lower_case": bool(do_lower_case), "max_seq_length": max_seq_length,
-         "max_examples": max_examples, "seed": seed}
-
-  def build():
-    examples = glue_processors.load_examples(processor, split, data_dir, tfds_data_dir)
-    examples = classifier_features.subsample(examples, max_examples, seed)
-    if not examples:
-      raise ValueError(f"{processor.name} {split}: no examples")
-    tokenizer = classifier_features.cached_tokenizer(vocab_file, do_lower_case)
-    columns = classifier_features.convert_examples(examples, processor.get_labels(),
-                                                   max_seq_length, tokenizer)
-    features = schema.classifier_features(max_seq_length, processor.is_regression)
-    meta = {"labels": processor.get_labels(), "is_regression": processor.is_regression,
-            "guids": [e.guid for e in examples]}
-    return features, columns, meta
-
-  return path, classifier_features.cached_tfrecord(path, key, build)
-
+from data_prep.classification import glue_records
 
 FLAGS = flags.FLAGS
 
@@ -82,8 +37,8 @@ def define_flags():
 def main(argv):
   del argv  # no positional arguments (`cli.launch` checks)
   processor = glue_processors.get_processor(FLAGS.task_name)
-  for split in task_splits(processor, FLAGS.splits):
-    path, meta = write_split(
+  for split in glue_records.task_splits(processor, FLAGS.splits):
+    path, meta = glue_records.write_split(
         processor, split, FLAGS.output_dir, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS.max_seq_length, FLAGS.data_dir, FLAGS.tfds_data_dir,
         FLAGS.max_train_examples if split == "train" else 0, FLAGS.random_seed)

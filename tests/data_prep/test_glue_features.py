@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import create_classifier_data
 from data_prep import schema
 from data_prep import tfrecord_io
 from data_prep.classification import features as cf
 from data_prep.classification import glue_processors as gp
+from data_prep.classification import glue_records
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.tasks.classification import ClassificationTask
 from official_bert.training import input_pipeline
@@ -66,13 +66,13 @@ def test_convert_examples_labels_and_errors(tokenizer):
 def test_written_records_read_back_through_the_input_pipeline(tmp_path):
   data = os.path.join(GLUE_DATA, "STS-B")  # 50 rows of the dev set (tests/data)
   processor = gp.get_processor("STS-B")
-  path, meta = create_classifier_data.write_split(processor, "dev", str(tmp_path),
-                                                  UNCASED_VOCAB, True, 32, data_dir=data)
+  path, meta = glue_records.write_split(processor, "dev", str(tmp_path),
+                                        UNCASED_VOCAB, True, 32, data_dir=data)
   assert meta["num_examples"] == 50 and meta["guids"][:2] == ["dev-0", "dev-1"]
   # Same settings: reused, not rewritten; other settings: rewritten.
   stamp = os.stat(path).st_mtime_ns
-  assert create_classifier_data.write_split(processor, "dev", str(tmp_path), UNCASED_VOCAB,
-                                            True, 32, data_dir=data)[1] == meta
+  assert glue_records.write_split(processor, "dev", str(tmp_path), UNCASED_VOCAB,
+                                  True, 32, data_dir=data)[1] == meta
   assert os.stat(path).st_mtime_ns == stamp
   with open(path + ".json", encoding="utf-8") as f:
     assert json.load(f)["key"]["max_seq_length"] == 32

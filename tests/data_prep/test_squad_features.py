@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import create_squad_data
 from data_prep import schema
 from data_prep.squad import features as squad_features
 from data_prep.squad import records as squad_schema
+from data_prep.squad import writing as squad_writing
 
 DEV_V1 = SQUAD_V1  # the first articles and paragraphs of the dev sets (tests/data)
 DEV_V2 = SQUAD_V2
@@ -41,7 +41,7 @@ def _slice(tmp_path, source, articles, paragraphs, first_answer_only):
 
 
 def _ours(path, out, is_training, v2, seq, stride, query):
-  create_squad_data.run(create_squad_data.Settings(
+  squad_writing.run(squad_writing.Settings(
       input_file=path, output_file=str(out), vocab_file=need(UNCASED_VOCAB),
       max_seq_length=seq, doc_stride=stride, max_query_length=query,
       version_2_with_negative=v2, is_training=is_training, num_workers=1))
@@ -188,7 +188,7 @@ def test_workers_write_the_same_bytes(tmp_path):
   outputs = collections.defaultdict(list)
   for workers in (1, 2):
     out = str(tmp_path / f"w{workers}.tf_record")
-    create_squad_data.run(create_squad_data.Settings(
+    squad_writing.run(squad_writing.Settings(
         input_file=path, output_file=out, vocab_file=need(UNCASED_VOCAB), max_seq_length=64,
         doc_stride=16, max_query_length=12, is_training=False, num_workers=workers,
         examples_per_chunk=8))

@@ -10,8 +10,8 @@ from conftest import need
 import numpy as np
 import pytest
 
-from data_prep import create_squad_data
 from data_prep.squad import records as squad_schema
+from data_prep.squad import writing as squad_writing
 from official_bert.tasks import squad_postprocess as pp
 
 DEV_V1 = SQUAD_V1  # the first articles and paragraphs of the dev sets (tests/data)
@@ -109,7 +109,7 @@ def test_same_output_as_squad_lib(tmp_path, basic_tokenize, source, v2, seq, str
       examples, tokenization.FullTokenizer(need(UNCASED_VOCAB), True), seq, stride, query,
       False, lambda f, is_padding: None if is_padding else windows.append(f), batch_size=1)
   out = str(tmp_path / "p.tf_record")
-  create_squad_data.run(create_squad_data.Settings(
+  squad_writing.run(squad_writing.Settings(
       input_file=str(path), output_file=out, vocab_file=need(UNCASED_VOCAB),
       max_seq_length=seq, doc_stride=stride, max_query_length=query,
       version_2_with_negative=v2, is_training=False, num_workers=1))

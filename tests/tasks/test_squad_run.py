@@ -14,7 +14,7 @@ from conftest import need
 import numpy as np
 import pytest
 
-from data_prep import create_squad_data
+from data_prep.squad import writing as squad_writing
 
 DEV_V1 = SQUAD_V1  # the first articles and paragraphs of the dev sets (tests/data)
 DEV_V2 = SQUAD_V2
@@ -50,7 +50,7 @@ def test_v1_features_offline_train_predict_score(tmp_path):
   records = {}
   for name, is_training in (("train", True), ("eval", False)):
     records[name] = str(tmp_path / f"{name}.tf_record")
-    create_squad_data.run(create_squad_data.Settings(
+    squad_writing.run(squad_writing.Settings(
         input_file=str(data), output_file=records[name], vocab_file=need(UNCASED_VOCAB),
         max_seq_length=128, doc_stride=64, is_training=is_training, num_workers=1))
   out = tmp_path / "out"
