@@ -378,6 +378,18 @@ def create_optimizer(name="adamw", learning_rate=1e-4, weight_decay=0.01,
       exclude_from_weight_decay_patterns=exclude_from_weight_decay, **kwargs)
 
 
+def scheduled_optimizer(name, learning_rate, num_train_steps, num_warmup_steps,
+                        weight_decay=0.01, lr_schedule="bert", adam_bias_correction=True,
+                        **kwargs):
+  """`create_optimizer` over `WarmupLinearDecay`: what the commands and the Python API's
+  `compile` train with (the same optimizer, schedule and defaults)."""
+  schedule = WarmupLinearDecay(learning_rate, num_warmup_steps, num_train_steps,
+                               schedule=lr_schedule)
+  if str(name).lower() == "adamw":
+    kwargs["adam_bias_correction"] = adam_bias_correction
+  return create_optimizer(name, schedule, weight_decay=weight_decay, **kwargs)
+
+
 def clip_by_global_norm(grads, clip_norm=1.0):
   """Scales grads so their joint L2 norm is <= clip_norm (as BERT's loop).
 

@@ -68,20 +68,16 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
   `run_training` and `restore_for_eval` apply to --init_checkpoint, so that every script
   gets them without passing them along.
   """
-  schedule = optimization.WarmupLinearDecay(settings.learning_rate, num_warmup_steps,
-                                            num_train_steps,
-                                            schedule=settings.lr_schedule)
   decay = getattr(settings, "layerwise_lr_decay", None)  # fine-tuning settings only
   check_optimizer_settings(settings)
   extra = {}
-  if settings.optimizer == "adamw":
-    extra["adam_bias_correction"] = settings.adam_bias_correction
   if decay is not None:
     extra.update(layerwise_lr_decay=decay, num_layers=task.bert_config.num_hidden_layers)
   trainer = training_loop.Trainer(
       strategy, task,
-      lambda: optimization.create_optimizer(settings.optimizer, schedule,
-                                            weight_decay=settings.weight_decay, **extra),
+      lambda: optimization.scheduled_optimizer(
+          settings.optimizer, settings.learning_rate, num_train_steps, num_warmup_steps,
+          settings.weight_decay, settings.lr_schedule, settings.adam_bias_correction, **extra),
       settings.train_batch_size, settings.num_accumulation_steps,
       clip_norm=settings.clip_norm, dtype=settings.dtype, enable_xla=settings.enable_xla,
       prepare_model=lambda model: freezing.freeze(

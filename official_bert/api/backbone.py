@@ -1,0 +1,46 @@
+"""`Backbone`: the BERT encoder as a Keras model for users' own models, with LoRA.
+
+  backbone = ob.Backbone.from_preset(path)
+  outputs = backbone(preprocessor(texts))  # sequence_output [b, s, h], pooled_output [b, h],
+                                           # encoder_outputs: per layer [b, s, h]
+  backbone.trainable = False               # frozen features
+  backbone.enable_lora(rank=8)             # only low-rank adapters of query/value train
+"""
+
+import keras
+
+from official_bert.api import presets
+from official_bert.modeling.encoder import BertEncoder
+
+# Where LoRA adapters go: the attention's query and value projections (Hu et al., 2021, and
+# keras-hub's and PEFT's default for BERT).
+LORA_TARGETS = ("query", "value")
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class Backbone(BertEncoder):
+  """A `BertEncoder` (same weights, names and outputs) that loads presets and takes LoRA."""
+
+  @classmethod
+  def from_preset(cls, path, load_weights=True, **kwargs):
+    """The encoder of any model folder (`presets.load`), weights loaded."""
+    preset = presets.load(path, read_weights=load_weights)
+    backbone = cls.from_bert_config(preset.config, name=kwargs.pop("name", "encoder"), **kwargs)
+    backbone.build()
+    if load_weights:
+      presets.assign(backbone, preset)
+    return backbone
+
+  def enable_lora(self, rank, alpha=None):
+    """Freezes every weight and adds trainable rank-`rank` adapters to each layer's query and
+    value projections (`keras.layers.Dense.enable_lora`): kernel + A @ B * alpha / rank.
+
+    The original weights stay bit-identical through training; `save` writes merged kernels.
+    """
+    self.build()
+    for variable in self.variables:
+      variable.trainable = False
+    for block in self.transformer_layers:
+      for target in LORA_TARGETS:
+        getattr(block.attention, target).enable_lora(rank, lora_alpha=alpha)
+    self.lora_rank = int(rank)

@@ -1,0 +1,84 @@
+"""`Preprocessor`: raw text -> the encoder's inputs, the tokenization of our writers and exports.
+
+A Keras layer around `serving.text_packing.TextToInputs` (TensorFlow ops, so it runs inside
+`tf.data` and inside exported SavedModels):
+
+  pre = ob.Preprocessor.from_preset(path, sequence_length=128)
+  pre(["a text", ...])                       # [CLS] a [SEP]
+  pre((["first", ...], ["second", ...]))     # [CLS] a [SEP] b [SEP], truncated longest-first
+  -> {"input_word_ids", "input_mask", "input_type_ids"}: int32 [batch, sequence_length]
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from data_prep import tokenization
+from official_bert.api import presets
+from official_bert.serving import text_packing
+
+
+def as_string_tensor(texts, what="x"):
+  """A list, numpy array, pandas Series or tensor of strings -> string Tensor [n]."""
+  if isinstance(texts, (str, bytes)):
+    texts = [texts]
+  if hasattr(texts, "to_numpy"):  # pandas
+    texts = texts.to_numpy()
+  if not tf.is_tensor(texts):
+    array = np.asarray(texts, dtype=object)
+    if array.ndim != 1:
+      raise ValueError(f"{what}: expected a list of strings, got shape {array.shape}")
+    bad = [i for i, t in enumerate(array) if not isinstance(t, (str, bytes))]
+    if bad:
+      raise ValueError(f"{what}[{bad[0]}] is {type(array[bad[0]]).__name__}, not a string")
+    texts = array.astype(str) if len(array) else np.zeros([0], str)
+  return tf.convert_to_tensor(texts, tf.string)
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class Preprocessor(keras.layers.Layer):
+  """Strings, or a (first, second) pair of string batches, -> dict of int32 [batch, seq].
+
+  Args:
+    vocabulary: the token list in id order, or a vocab.txt path.
+    lower_case: the model's do_lower_case.
+    sequence_length: the padded length of every output.
+  """
+
+  def __init__(self, vocabulary, lower_case=True, sequence_length=128, **kwargs):
+    kwargs.setdefault("trainable", False)
+    super().__init__(**kwargs)
+    if isinstance(vocabulary, str):
+      vocabulary = tokenization.load_vocab_tokens(vocabulary)
+    self.vocabulary = list(vocabulary)
+    self.lower_case = bool(lower_case)
+    self.sequence_length = int(sequence_length)
+    tokenization.check_special_tokens({t: i for i, t in enumerate(self.vocabulary)},
+                                      "the vocabulary")
+    self.tokenizer = tokenization.TextTokenizer(self.vocabulary, lower_case=self.lower_case)
+    self.text_to_inputs = text_packing.TextToInputs(self.tokenizer, self.vocabulary,
+                                                     self.sequence_length)
+    self.built = True
+
+  @classmethod
+  def from_preset(cls, path, sequence_length=128, **kwargs):
+    preset = presets.load(path, read_weights=False)
+    return cls(preset.vocab_file, preset.do_lower_case, sequence_length, **kwargs)
+
+  def call(self, inputs):
+    if isinstance(inputs, (tuple, list)) and len(inputs) == 2 and not isinstance(
+        inputs[0], (str, bytes)):
+      first, second = (as_string_tensor(t, f"x[{i}]") for i, t in enumerate(inputs))
+      return self.text_to_inputs(first, second)
+    return self.text_to_inputs(as_string_tensor(inputs))
+
+  def compute_output_spec(self, inputs):
+    batch = None
+    spec = keras.KerasTensor((batch, self.sequence_length), dtype="int32")
+    return {name: spec for name in ("input_word_ids", "input_mask", "input_type_ids")}
+
+  def get_config(self):
+    config = super().get_config()
+    config.update(vocabulary=self.vocabulary, lower_case=self.lower_case,
+                  sequence_length=self.sequence_length)
+    return config

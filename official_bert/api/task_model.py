@@ -1,0 +1,206 @@
+"""`TaskModel`: a fine-tuning network with its preprocessing, trained with Keras' `fit`.
+
+The network is the commands' (`modeling/finetuning_models.py`), the loss the commands' task
+(`tasks/`: summed over examples or labeled tokens, divided by their count), the optimizer the
+commands' (`optimization.scheduled_optimizer`). Text is turned into ids inside `tf.data`
+(`make_dataset`), so `fit`, `evaluate` and `predict` take raw text and the compiled step sees
+only int32 tensors: the step the commands' loop takes.
+
+`compile(learning_rate=5e-5, warmup_fraction=0.1, weight_decay=0.01)` (the default when `fit`
+is called uncompiled) builds AdamW, warmup then linear decay over the steps of the next
+`fit`, gradients clipped at global norm 1.0. `compile(optimizer=..., loss=..., metrics=...)`
+takes Keras' own arguments instead.
+"""
+
+import os
+import tempfile
+
+import keras
+import tensorflow as tf
+
+from official_bert.api import presets
+from official_bert.serving import exporter
+from official_bert.training import optimization
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+class TaskModel(keras.Model):
+  """Subclasses set `model_type` and implement `make_dataset` and `_network_outputs`.
+
+  Args:
+    network: a fine-tuning model (`BertClassifier`, ...) whose encoder is a `Backbone`.
+    preprocessor: the `Preprocessor` (or tokenizer holder) the task's inputs go through.
+    task: the `tasks.Task` whose `loss_sums`/`loss_normalizers` are the loss.
+    preset_files: (config, vocab_file, do_lower_case) for `save` and `export`.
+  """
+
+  model_type = None
+
+  def __init__(self, network, preprocessor, task, preset_files, **kwargs):
+    super().__init__(**kwargs)
+    self.network = network
+    self.preprocessor = preprocessor
+    self.task = task
+    self.config, self.vocab_file, self.do_lower_case = preset_files
+    self._optimizer_settings = None
+    self._uses_task_loss = True
+
+  @property
+  def backbone(self):
+    return self.network.encoder
+
+  def build(self, input_shape=None):
+    self.network.build()
+    self.built = True
+
+  # --- what subclasses define -------------------------------------------------------------
+
+  def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
+    """A batched tf.data.Dataset of (features, y[, sample_weight]) from raw inputs."""
+    raise NotImplementedError
+
+  def map_batches(self, dataset):
+    """A user's dataset of raw (x, y) batches -> (features, y); default: preprocess x."""
+    return dataset.map(lambda x, *rest: (self.preprocessor(x),) + tuple(rest),
+                       num_parallel_calls=AUTOTUNE)
+
+  def run_settings(self):
+    """run_settings.json's task entries (what `export` and the commands read back)."""
+    return {"model_type": self.model_type,
+            "max_seq_length": self.preprocessor.sequence_length}
+
+  # --- Keras --------------------------------------------------------------------------------
+
+  def call(self, inputs, training=None):
+    return self.network(inputs, training=training)["logits"]
+
+  def compile(self, optimizer=None, loss=None, metrics=None, learning_rate=5e-5,
+              warmup_fraction=0.1, weight_decay=0.01, lr_schedule="linear",
+              adam_bias_correction=True, clip_norm=1.0, **kwargs):
+    """Keras' compile; without `optimizer`, the original's AdamW and schedule (built by the
+    next `fit`, which knows its number of steps), `lr_schedule` and `adam_bias_correction`
+    as the commands' flags of those names."""
+    if not 0.0 <= warmup_fraction < 1.0:
+      raise ValueError(f"warmup_fraction={warmup_fraction} must be in [0, 1)")
+    self._optimizer_settings = None if optimizer is not None else dict(
+        learning_rate=learning_rate, warmup_fraction=warmup_fraction,
+        weight_decay=weight_decay, lr_schedule=lr_schedule,
+        adam_bias_correction=adam_bias_correction, clip_norm=clip_norm)
+    self._uses_task_loss = loss is None
+    self._compile_kwargs = dict(loss=loss, metrics=metrics, **kwargs)
+    if optimizer is None:
+      optimizer = self._scheduled_optimizer(1)
+    self._compile(optimizer)
+
+  def _compile(self, optimizer):
+    kwargs = dict(self._compile_kwargs)
+    if kwargs["metrics"] is None:
+      kwargs["metrics"] = self.default_metrics()  # fresh metric objects each compile
+    super().compile(optimizer=optimizer, **kwargs)
+
+  def default_metrics(self):
+    return []
+
+  def _scheduled_optimizer(self, num_train_steps):
+    s = self._optimizer_settings
+    with self.distribute_strategy.scope():
+      optimizer = optimization.scheduled_optimizer(
+          "adamw", s["learning_rate"], num_train_steps,
+          int(num_train_steps * s["warmup_fraction"]), s["weight_decay"], s["lr_schedule"],
+          s["adam_bias_correction"])
+      # The commands' loop clips the summed gradients; Keras clips in apply_gradients.
+      optimizer.global_clipnorm = s["clip_norm"] or None
+    return optimizer
+
+  def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    if not self._uses_task_loss:
+      return super().compute_loss(x, y, y_pred, sample_weight, training=training)
+    features = self.loss_features(x, y, sample_weight)
+    outputs = y_pred if isinstance(y_pred, dict) else {"logits": y_pred}
+    sums = self.task.loss_sums(features, outputs)
+    normalizers = self.task.loss_normalizers(features)
+    loss = tf.add_n([sums[name] / tf.maximum(tf.cast(normalizers[name], tf.float32), 1e-12)
+                     for name in sums])
+    for extra in self.losses:
+      loss += tf.cast(extra, tf.float32)
+    # Each replica's share of the global mean, as Keras' compiled losses are scaled.
+    return loss / tf.cast(self.distribute_strategy.num_replicas_in_sync, tf.float32)
+
+  def loss_features(self, x, y, sample_weight):
+    """The task's label features from a batch's (x, y, sample_weight)."""
+    raise NotImplementedError
+
+  def _dataset(self, x, y, batch_size, shuffle=False, seed=None):
+    if isinstance(x, tf.data.Dataset):
+      if y is not None:
+        raise ValueError("y must be None when x is a tf.data.Dataset of (x, y) batches")
+      return self.map_batches(x).prefetch(AUTOTUNE)
+    return self.make_dataset(x, y, batch_size, shuffle, seed).prefetch(AUTOTUNE)
+
+  def fit(self, x=None, y=None, batch_size=32, epochs=1, validation_data=None, shuffle=True,
+          seed=None, steps_per_epoch=None, **kwargs):
+    """Keras' fit on raw inputs (see the subclass); `x` may be a tf.data.Dataset of raw
+    (x, y) batches."""
+    if not self.compiled:
+      self.compile()
+    dataset = self._dataset(x, y, batch_size, shuffle, seed)
+    if self._optimizer_settings is not None:
+      steps = steps_per_epoch or int(dataset.cardinality())
+      if steps <= 0:
+        raise ValueError("fit: the number of batches is unknown; pass steps_per_epoch "
+                         "(the learning rate schedule spans the steps of this fit)")
+      # A fresh optimizer whose schedule spans exactly this fit's steps.
+      self._compile(self._scheduled_optimizer(steps * epochs))
+    if validation_data is not None:
+      validation_data = self._dataset(*_x_y(validation_data), batch_size)
+    return super().fit(dataset, epochs=epochs, validation_data=validation_data,
+                       steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)
+
+  def evaluate(self, x=None, y=None, batch_size=32, **kwargs):
+    if not self.compiled:
+      self.compile()
+    return super().evaluate(self._dataset(x, y, batch_size), **kwargs)
+
+  def predict_logits(self, x, batch_size=32, **kwargs):
+    """The network's raw outputs over raw inputs (numpy)."""
+    return super().predict(self._dataset(x, None, batch_size), verbose=kwargs.pop(
+        "verbose", 0), **kwargs)
+
+  # --- files -------------------------------------------------------------------------------
+
+  def save(self, path):
+    """Writes a self-contained model folder (a checkpoint and the model files) that
+    `from_preset`, `export --checkpoint` and `run_* --init_checkpoint` read."""
+    presets.save(os.fspath(path), self.network, self.config, self.vocab_file,
+                 self.do_lower_case, dict(self.run_settings(), task=self.model_type))
+
+  def export(self, path, overwrite=False, **options):
+    """Writes the raw-text SavedModel the `export` command writes for this model."""
+    with tempfile.TemporaryDirectory() as folder:
+      saved = os.path.join(folder, "model")
+      self.save(saved)
+      return exporter.export(None, saved, None, None, self.model_type, os.fspath(path),
+                             overwrite=overwrite, **self.export_arguments(options))
+
+  def export_arguments(self, options):
+    """`exporter.export` keyword arguments (max_seq_length, labels, ...)."""
+    return dict(max_seq_length=self.preprocessor.sequence_length, **options)
+
+
+def _x_y(data):
+  """validation_data: (x, y), (x, y, sample_weight) or a Dataset."""
+  if isinstance(data, tf.data.Dataset):
+    return data, None
+  if isinstance(data, (tuple, list)) and len(data) == 2:
+    return data[0], data[1]
+  raise ValueError("validation_data must be (x, y) or a tf.data.Dataset of (x, y) batches")
+
+
+def batches(features, batch_size, shuffle, seed):
+  """A dataset of `features` (a structure of numpy arrays or tensors), batched."""
+  dataset = tf.data.Dataset.from_tensor_slices(features)
+  if shuffle:
+    n = int(dataset.cardinality())
+    dataset = dataset.shuffle(max(n, 1), seed=seed, reshuffle_each_iteration=True)
+  return dataset.batch(batch_size)

@@ -1,0 +1,191 @@
+"""`TextClassifier`: sentence (pair) classification on raw text, as `run_classifier`.
+
+  clf = ob.TextClassifier.from_preset(path, labels=["neg", "pos"], sequence_length=64)
+  clf.fit(x=texts, y=["pos", "neg", ...], epochs=1, batch_size=32)
+  clf.predict(texts)         # [n, 2] probabilities
+  clf.predict_labels(texts)  # ["pos", ...]
+
+Problem types as `run_classifier --problem_type`: single_label (softmax), multi_label (one
+sigmoid per label; `y` lists of labels), regression (`y` floats; `predict` -> [n] scores).
+`x` is a list / array / pandas Series of strings, or a `(first, second)` pair of them.
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from official_bert.api import presets
+from official_bert.api import task_model
+from official_bert.api.backbone import Backbone
+from official_bert.api.preprocessor import Preprocessor
+from official_bert.api.preprocessor import as_string_tensor
+from official_bert.modeling.finetuning_models import BertClassifier
+from official_bert.serving import classifier_outputs
+from official_bert.tasks.classification import ClassificationTask
+
+
+class TextClassifier(task_model.TaskModel):
+  """Args: see `from_preset`; built from a `Backbone`, a `Preprocessor` and the labels."""
+
+  model_type = "classifier"
+
+  def __init__(self, backbone, preprocessor, num_classes=None, labels=None,
+               problem_type="single_label", multi_label_threshold=0.5, preset_files=None,
+               **kwargs):
+    if problem_type not in classifier_outputs.PROBLEM_TYPES:
+      raise ValueError(f"problem_type={problem_type!r} must be one of "
+                       f"{', '.join(classifier_outputs.PROBLEM_TYPES)}")
+    if labels is not None:
+      labels = [str(label) for label in labels]
+      if len(set(labels)) != len(labels):
+        raise ValueError(f"labels has duplicates: {labels}")
+      if num_classes not in (None, len(labels)):
+        raise ValueError(f"num_classes={num_classes} but {len(labels)} labels")
+      num_classes = len(labels)
+    if problem_type == "regression":
+      if num_classes not in (None, 1) or labels:
+        raise ValueError("problem_type='regression' predicts one score: no labels or "
+                         "num_classes")
+      num_classes = 1
+    if not num_classes:
+      raise ValueError("TextClassifier needs num_classes or labels")
+    network = BertClassifier(backbone, num_classes, name="classifier")
+    task = ClassificationTask(backbone.bert_config, num_classes,
+                              preprocessor.sequence_length, problem_type=problem_type)
+    super().__init__(network, preprocessor, task, preset_files, **kwargs)
+    self.num_classes = num_classes
+    self.labels = labels
+    self.problem_type = problem_type
+    self.multi_label_threshold = float(multi_label_threshold)
+
+  @classmethod
+  def from_preset(cls, path, num_classes=None, labels=None, problem_type=None,
+                  sequence_length=None, **kwargs):
+    """Any model folder (`presets.load`). A `run_classifier` OUTPUT_DIR (or a saved
+    TextClassifier) brings its labels, problem type and sequence length; its head is then
+    loaded, else the head is new."""
+    preset = presets.load(path)
+    stored = preset.run_settings if preset.run_settings.get("model_type",
+                                                            "classifier") == "classifier" else {}
+    fine_tuned = bool(stored) and num_classes is None and labels is None
+    if fine_tuned:
+      labels = preset.labels
+      num_classes = stored.get("num_labels") if not labels else None
+      problem_type = problem_type or stored.get("problem_type")
+      kwargs.setdefault("multi_label_threshold", stored.get("multi_label_threshold") or 0.5)
+    sequence_length = sequence_length or stored.get("max_seq_length") or 128
+    problem_type = problem_type or "single_label"
+    backbone = Backbone.from_bert_config(preset.config, name="encoder")
+    preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
+    model = cls(backbone, preprocessor, num_classes, labels, problem_type,
+                preset_files=(preset.config, preset.vocab_file, preset.do_lower_case),
+                **kwargs)
+    presets.assign(model.network, preset, require_heads=fine_tuned)
+    return model
+
+  # --- data ---------------------------------------------------------------------------------
+
+  def _texts(self, x):
+    if isinstance(x, tuple) and len(x) == 2:
+      first, second = as_string_tensor(x[0], "x[0]"), as_string_tensor(x[1], "x[1]")
+      if first.shape[0] != second.shape[0]:
+        raise ValueError(f"x: {first.shape[0]} first texts but {second.shape[0]} second texts")
+      return (first, second)
+    return as_string_tensor(x)
+
+  def encode_labels(self, y, n):
+    """y (ids, label strings, label lists, multi-hot rows or floats) -> a numpy array."""
+    y = list(y.to_numpy()) if hasattr(y, "to_numpy") else list(y)
+    if len(y) != n:
+      raise ValueError(f"y has {len(y)} labels for {n} texts")
+    if self.problem_type == "regression":
+      return np.asarray(y, np.float32)
+    if self.problem_type == "multi_label":
+      hot = np.zeros([n, self.num_classes], np.float32)
+      for i, row in enumerate(y):
+        row = np.asarray(row)
+        if row.dtype.kind == "f" and row.shape == (self.num_classes,):
+          hot[i] = row
+        else:
+          hot[i, [self._label_id(label, i) for label in row.tolist()]] = 1.0
+      return hot
+    return np.asarray([self._label_id(label, i) for i, label in enumerate(y)], np.int32)
+
+  def _label_id(self, label, index):
+    if isinstance(label, (bytes, np.bytes_)):
+      label = label.decode("utf-8")
+    if isinstance(label, str):
+      if not self.labels:
+        raise ValueError(f"y[{index}] is the label {label!r}: give labels=[...] to map label "
+                         f"strings to ids")
+      if label not in self.labels:
+        raise ValueError(f"y[{index}]: label {label!r} is not in labels {self.labels}")
+      return self.labels.index(label)
+    label = int(label)
+    if not 0 <= label < self.num_classes:
+      raise ValueError(f"y[{index}]: label id {label} is not in [0, {self.num_classes})")
+    return label
+
+  def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
+    texts = self._texts(x)
+    n = int((texts[0] if isinstance(texts, tuple) else texts).shape[0])
+    if y is None:
+      return self.map_batches(task_model.batches((texts,), batch_size, False, None))
+    return self.map_batches(task_model.batches((texts, self.encode_labels(y, n)), batch_size,
+                                               shuffle, seed))
+
+  def loss_features(self, x, y, sample_weight):
+    ones = tf.ones(tf.shape(y)[:1], tf.float32)
+    return {"label_ids": y, "is_real_example": ones if sample_weight is None else
+            tf.cast(sample_weight, tf.float32)}
+
+  def default_metrics(self):
+    if self.problem_type == "regression":
+      return [keras.metrics.MeanAbsoluteError(name="mean_absolute_error")]
+    if self.problem_type == "multi_label":
+      return [keras.metrics.BinaryAccuracy(name="binary_accuracy", threshold=0.0)]
+    return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+  def call(self, inputs, training=None):
+    logits = self.network(inputs, training=training)["logits"]
+    return logits[:, 0] if self.problem_type == "regression" else logits
+
+  # --- predictions --------------------------------------------------------------------------
+
+  def predict(self, x, batch_size=32, **kwargs):
+    """Probabilities [n, num_classes] (softmax; sigmoid for multi_label), or [n] scores."""
+    logits = self.predict_logits(x, batch_size, **kwargs)
+    if self.problem_type == "regression":
+      return logits
+    if self.problem_type == "multi_label":
+      return 1.0 / (1.0 + np.exp(-logits))
+    logits = logits - logits.max(axis=-1, keepdims=True)
+    return np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)
+
+  def predict_labels(self, x, batch_size=32):
+    """Label names (ids without labels); multi_label: lists; regression: the scores."""
+    probabilities = self.predict(x, batch_size)
+    names = self.labels or list(range(self.num_classes))
+    if self.problem_type == "regression":
+      return probabilities.tolist()
+    if self.problem_type == "multi_label":
+      return [[names[j] for j in np.nonzero(row > self.multi_label_threshold)[0]]
+              for row in probabilities]
+    return [names[j] for j in probabilities.argmax(axis=-1)]
+
+  # --- files -------------------------------------------------------------------------------
+
+  def run_settings(self):
+    settings = dict(super().run_settings(), problem_type=self.problem_type,
+                    num_labels=self.num_classes,
+                    multi_label_threshold=self.multi_label_threshold)
+    if self.labels:
+      settings["labels"] = self.labels
+    return settings
+
+  def export_arguments(self, options):
+    options = dict(options)
+    options.setdefault("classifier_options", classifier_outputs.Options(
+        self.problem_type, self.multi_label_threshold, ",", 0))
+    return dict(super().export_arguments(options), num_labels=self.num_classes,
+                label_names=self.labels)
