@@ -36,9 +36,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from data_prep import tokenization  # noqa: E402
-from official_bert import export  # noqa: E402
 from official_bert.interop import hf_weights  # noqa: E402
 from official_bert.interop import packaged_weights  # noqa: E402
+from official_bert.serving import exporter  # noqa: E402
 
 QUANTIZE = ("none", "dynamic", "float16")
 FINETUNE = ["-m", "official_bert.run_classifier", "--task_name=SST-2", "--data_dir={data}",
@@ -114,9 +114,9 @@ def export_all(config_file, checkpoint, vocab_file, model_type, seq, root, **kwa
   dirs.update({q: os.path.join(root, f"tflite_{q}") for q in QUANTIZE})
   for name, d in dirs.items():
     start = time.time()
-    export.export(config_file, checkpoint, vocab_file, True, model_type, d, max_seq_length=seq,
-                  export_format="single" if name == "SavedModel" else "tflite",
-                  quantize="none" if name == "SavedModel" else name, overwrite=True, **kwargs)
+    exporter.export(config_file, checkpoint, vocab_file, True, model_type, d, max_seq_length=seq,
+                    export_format="single" if name == "SavedModel" else "tflite",
+                    quantize="none" if name == "SavedModel" else name, overwrite=True, **kwargs)
     print(f"exported {model_type} {name} in {time.time() - start:.0f} s", flush=True)
   return dirs
 

@@ -1,4 +1,4 @@
-"""What each exported model type computes, and the tf.Modules that `export.py` saves.
+"""What each exported model type computes, and the tf.Modules that `exporter` saves.
 
 Signatures of a single-file export (`--export_format=single`):
   serving_default(text)          text: string [batch]; one segment per example.

@@ -21,12 +21,12 @@ import pytest
 import tensorflow as tf
 
 from data_prep import tokenization
-from official_bert import export
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.serving import exporter
 from official_bert.serving import text_packing as text_to_inputs
 from official_bert.training import checkpointing
 
@@ -176,13 +176,13 @@ def _exported(tmp_path_factory):
                 max_seq_length=SEQ, top_k=3)
   for model_type in ("encoder", "pretraining", "classifier", "squad", "tagger"):
     dirs[model_type] = str(root / model_type / "export")
-    export.export(checkpoint=checkpoints[model_type], model_type=model_type,
-                  export_dir=dirs[model_type], squad_options=SQUAD_OPTIONS,
-                  label_names=LABELS if model_type == "classifier" else None,
-                  num_labels=3 if model_type == "tagger" else None, **common)
+    exporter.export(checkpoint=checkpoints[model_type], model_type=model_type,
+                    export_dir=dirs[model_type], squad_options=SQUAD_OPTIONS,
+                    label_names=LABELS if model_type == "classifier" else None,
+                    num_labels=3 if model_type == "tagger" else None, **common)
   dirs["hub"] = str(root / "hub")
-  export.export(checkpoint=checkpoints["encoder"], model_type="encoder", export_dir=dirs["hub"],
-                export_format="hub_pair", normalize_embeddings=True, **common)
+  exporter.export(checkpoint=checkpoints["encoder"], model_type="encoder", export_dir=dirs["hub"],
+                  export_format="hub_pair", normalize_embeddings=True, **common)
   _STATE.update(root=root, config_file=config_file, checkpoints=checkpoints)
   return {name: (dirs[name], models.get(name)) for name in dirs}
 
@@ -437,8 +437,8 @@ def test_multiple_choice_export_scores_every_choice(exported, tmp_path):
   assert model_types.infer_model_type(weights_io.read_weights(checkpoint).tensors) == (
       "multiple_choice")
   export_dir = str(tmp_path / "export")
-  export.export(_STATE["config_file"], checkpoint, _vocab_file(), True, "multiple_choice",
-                export_dir, max_seq_length=SEQ)
+  exporter.export(_STATE["config_file"], checkpoint, _vocab_file(), True, "multiple_choice",
+                  export_dir, max_seq_length=SEQ)
 
   texts = TEXTS[:3]
   choices = [[TEXTS_B[i], TEXTS_B[(i + 1) % len(TEXTS_B)], "a dog [MASK] ."] for i in range(3)]

@@ -30,9 +30,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  # registers the ops the SavedModel's text signatures use
 
-from official_bert import export
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.serving import exporter
 from official_bert.serving import tflite_export
 from official_bert.training import checkpointing
 
@@ -89,12 +89,12 @@ def _exported(tmp_path_factory):
     dirs[model_type] = {}
     for name in ("saved_model",) + tflite_export.QUANTIZE_MODES:
       dirs[model_type][name] = str(root / model_type / name)
-      export.export(config_file, checkpoint, vocab_file, True, model_type,
-                    dirs[model_type][name], max_seq_length=SEQ,
-                    label_names=_label_names(model_type), top_k=3,
-                    export_format="single" if name == "saved_model" else "tflite",
-                    quantize="none" if name == "saved_model" else name,
-                    squad_options=SQUAD_OPTIONS if model_type == "squad" else None)
+      exporter.export(config_file, checkpoint, vocab_file, True, model_type,
+                      dirs[model_type][name], max_seq_length=SEQ,
+                      label_names=_label_names(model_type), top_k=3,
+                      export_format="single" if name == "saved_model" else "tflite",
+                      quantize="none" if name == "saved_model" else name,
+                      squad_options=SQUAD_OPTIONS if model_type == "squad" else None)
   _PATHS.update(root=root, vocab_file=vocab_file, config_file=config_file)
   return dirs
 
@@ -219,9 +219,9 @@ def test_a_failing_tflite_export_leaves_the_previous_one(exported, monkeypatch):
 
   monkeypatch.setattr(tflite_export, "convert", fail)
   with pytest.raises(RuntimeError, match="conversion failed"):
-    export.export(paths["config_file"], str(paths["root"] / "classifier" / "ckpt-1"),
-                  paths["vocab_file"], True, "classifier", target, max_seq_length=SEQ,
-                  label_names=LABELS, export_format="tflite", quantize="dynamic", overwrite=True)
+    exporter.export(paths["config_file"], str(paths["root"] / "classifier" / "ckpt-1"),
+                    paths["vocab_file"], True, "classifier", target, max_seq_length=SEQ,
+                    label_names=LABELS, export_format="tflite", quantize="dynamic", overwrite=True)
   with open(os.path.join(target, tflite_export.MODEL_FILE), "rb") as f:
     assert f.read() == before
   assert not [n for n in os.listdir(os.path.dirname(target)) if n.startswith(".")]

@@ -23,9 +23,9 @@ from test_glue_run_classifier import tiny_config
 from data_prep.classification import features as classifier_features
 from data_prep.classification import own_files
 from data_prep.classification import windows
-from official_bert import export
 from official_bert import run_classifier
 from official_bert.modeling import model_types
+from official_bert.serving import exporter
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
 
@@ -110,8 +110,8 @@ def test_single_label_csv_tsv_jsonl_weights_ids_and_export(tmp_path):
           in proc.stderr)
 
   # export without --label_names/--num_labels: label strings from labels.txt.
-  export.export(tiny_config(tmp_path), str(out), need(UNCASED_VOCAB), True, "classifier",
-                str(tmp_path / "export"), max_seq_length=32)
+  exporter.export(tiny_config(tmp_path), str(out), need(UNCASED_VOCAB), True, "classifier",
+                  str(tmp_path / "export"), max_seq_length=32)
   served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
       text=tf.constant(["good fine", "awful"]))
   assert {s.decode() for s in served["predicted_labels"].numpy()} <= {"neg", "neutral", "pos"}

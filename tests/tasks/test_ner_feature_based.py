@@ -16,10 +16,10 @@ from test_glue_run_classifier import run_script
 from test_glue_run_classifier import tiny_config
 
 from data_prep.tagging import conll
-from official_bert import export
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.serving import exporter
 
 
 def _conll_slice(tmp_path):
@@ -60,8 +60,8 @@ def test_feature_based_ner_trains_predicts_and_exports(tmp_path):
   # Export: the SavedModel's serve_ids logits are the Keras model's.
   labels = list(conll.CONLL2003_LABELS)
   export_dir = str(tmp_path / "export")
-  export.export(tiny_config(tmp_path), str(out), need(UNCASED_VOCAB), True, "feature_tagger",
-                export_dir, max_seq_length=16, label_names=labels)
+  exporter.export(tiny_config(tmp_path), str(out), need(UNCASED_VOCAB), True, "feature_tagger",
+                  export_dir, max_seq_length=16, label_names=labels)
   config = BertConfig.from_json_file(tiny_config(tmp_path))
   model = model_types.build_model("feature_tagger", config, len(labels),
                                   model_types.read_head_config(str(out / "head_config.json")))

@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 from test_squad_run import _run_squad
 
-from official_bert import export
+from official_bert.serving import exporter
 
 OPTIONS = {"doc_stride": 16, "max_query_length": 16, "n_best_size": 20, "max_answer_length": 30}
 
@@ -41,9 +41,9 @@ def test_exported_answers_equal_run_squad_predictions(tmp_path, version):
   nbest = json.loads((out / "nbest_predictions.json").read_text())
 
   export_dir = str(tmp_path / "export")
-  export.export(str(tmp_path / "tiny.json"), str(out), need(UNCASED_VOCAB), True, "squad",
-                export_dir, max_seq_length=64,
-                squad_options=dict(OPTIONS, version_2_with_negative=v2))
+  exporter.export(str(tmp_path / "tiny.json"), str(out), need(UNCASED_VOCAB), True, "squad",
+                  export_dir, max_seq_length=64,
+                  squad_options=dict(OPTIONS, version_2_with_negative=v2))
   answer = tf.saved_model.load(export_dir).signatures["serving_default"]
   questions = _questions(data)
   got = {}

@@ -24,10 +24,10 @@ import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 from data_prep import create_pretraining_data as cpd
 from data_prep import schema
 from data_prep.pretraining import instances
-from official_bert import export
 from official_bert import run_pretraining
 from official_bert.interop import weights_io
 from official_bert.modeling import bert_config as bert_config_lib
+from official_bert.serving import exporter
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import dynamic_masking
 from official_bert.training import input_pipeline
@@ -249,8 +249,8 @@ def test_mlm_only_trains_without_nsp_and_warm_starts_run_classifier(data, tmp_pa
   assert not np.array_equal(weights[0]["bert/embeddings/word_embeddings"],
                             weights[1]["bert/embeddings/word_embeddings"])
   # Exported as it is: masked-LM predictions, no next-sentence outputs (no such head).
-  export.export(data["config"], str(out), UNCASED_VOCAB, True, "pretraining",
-                str(tmp_path / "export"), max_seq_length=SEQ)
+  exporter.export(data["config"], str(out), UNCASED_VOCAB, True, "pretraining",
+                  str(tmp_path / "export"), max_seq_length=SEQ)
   served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
       text=tf.constant(["the [MASK] of the house"]))
   assert served["masked_lm_top_ids"].shape[:2] == (1, 1)

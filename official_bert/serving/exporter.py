@@ -1,0 +1,325 @@
+"""Writes a BERT model as a SavedModel that serves raw text, a TF-Hub-style pair or a
+TensorFlow Lite model: the work of `python -m official_bert.export`.
+
+--checkpoint is ours, a google-research TF1 checkpoint (prefix or directory) or a Hugging Face
+model (`weights_io`). A Hugging Face folder brings its config.json, vocab.txt and
+tokenizer_config.json's do_lower_case; a fine-tuning OUTPUT_DIR brings its bert_config.json,
+vocab.txt, labels.txt and run_settings.json (`resolve_model_files`, `trained_settings`). Every
+variable of the exported model must be in it: a classifier/squad/tagger head missing from the
+file is an error (`allow_random_head` exports a random head anyway, for tests only).
+
+single (default): one SavedModel with signatures `serving_default` (text), `serving_pair`
+(text, text_b) and `serve_ids` (input_word_ids, input_mask, input_type_ids); outputs in
+`serving.signatures`. hub_pair (encoder): like the Model Garden's export_tfhub,
+DIR/preprocessor (text -> input_word_ids, input_mask, input_type_ids) and DIR/encoder (those
+-> pooled_output, sequence_output, encoder_outputs, mean_pooled_output). tflite:
+DIR/model.tflite, the `serve_ids` signature at seq max_seq_length for on-device use
+(`serving.tflite_export`), with DIR/vocab.txt and DIR/assets.extra/.
+
+An export is built beside its target and swapped in only when complete, so a failing export
+leaves the previous model untouched. Loading needs tensorflow-text's ops registered (`import
+tensorflow_text`); nothing from this repository. The vocabulary is saved in `assets/`, the
+config and export settings in `assets.extra/`.
+"""
+
+import contextlib
+import json
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from data_prep import tfrecord_io
+from data_prep import tokenization
+from official_bert.interop import hf_weights
+from official_bert.interop import weight_names
+from official_bert.interop import weights_io
+from official_bert.modeling import model_types
+from official_bert.modeling.bert_config import BertConfig
+from official_bert.serving import classifier_outputs
+from official_bert.serving import signatures as export_signatures
+from official_bert.serving import squad_answers
+from official_bert.serving import tflite_export
+
+SQUAD_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+               "version_2_with_negative", "null_score_diff_threshold")
+# The flags a fine-tuning run's run_settings.json supplies when not given.
+FROM_RUN_SETTINGS = ("max_seq_length", "label_names", "num_labels", "problem_type",
+                     "multi_label_threshold", "label_separator", "doc_stride")
+
+
+def _display_vocab(vocab, vocab_size, vocab_file):
+  """The token list, one entry per model id (some checkpoints pad the vocabulary)."""
+  if len(vocab) > vocab_size:
+    raise ValueError(f"{vocab_file} has {len(vocab)} tokens but the model's vocab_size is "
+                     f"{vocab_size}")
+  if len(vocab) < vocab_size:
+    logging.warning("%s has %d tokens, the model %d ids: the extra ids show as [id N].", vocab_file,
+                    len(vocab), vocab_size)
+  return list(vocab) + [f"[id {i}]" for i in range(len(vocab), vocab_size)]
+
+
+def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case):
+  """(BertConfig, vocabulary file, do_lower_case) of the export.
+
+  The flags where given, else the files beside `checkpoint` (`weights_io.model_files`): a
+  Hugging Face folder's (config.json, vocab.txt, tokenizer_config.json's do_lower_case), or
+  a fine-tuning OUTPUT_DIR's (or its best/: bert_config.json, vocab.txt,
+  tokenizer_config.json, written by `training.model_dir`), read as the fine-tuning scripts
+  read --init_checkpoint, so either exports in one command. `do_lower_case` None: the
+  folder's, else True (the flag's default).
+  """
+  files = weights_io.model_files(checkpoint)
+  hf = files if weights_io.is_hf_model(checkpoint) else None
+  if not bert_config_file and files.bert_config:
+    bert_config_file = files.bert_config  # ours beside the checkpoint (a fine-tuning output)
+  if not vocab_file and files.vocab and files.bert_config:
+    vocab_file = files.vocab
+  if hf is None and files.bert_config:
+    hf = files  # its tokenizer_config.json's do_lower_case, as an HF folder's
+  if bert_config_file:
+    config = BertConfig.from_json_file(bert_config_file)
+  elif hf and hf.hf_config:
+    config = hf_weights.load_hf_config(hf.hf_config)
+  elif hf:
+    raise ValueError(f"--bert_config_file is required: the Hugging Face model at "
+                     f"--checkpoint={checkpoint} has no config.json")
+  else:
+    raise ValueError(f"--bert_config_file is required: --checkpoint={checkpoint} has no "
+                     "bert_config.json beside it and is not a Hugging Face model folder "
+                     "(whose config.json would do)")
+  if not vocab_file:
+    if not (hf and hf.vocab):
+      raise ValueError(f"--vocab_file is required: --checkpoint={checkpoint} is not a Hugging "
+                       f"Face model folder or a fine-tuning output with a vocab.txt")
+    vocab_file = hf.vocab
+  if do_lower_case is None:
+    do_lower_case = True if hf is None or hf.do_lower_case is None else bool(hf.do_lower_case)
+  logging.info("Config %s, vocabulary %s, do_lower_case=%s",
+               bert_config_file or hf.hf_config, vocab_file, do_lower_case)
+  return config, vocab_file, do_lower_case
+
+
+@contextlib.contextmanager
+def quiet_saving():
+  """Hides TensorFlow's INFO lines while saving (input renaming inside signatures, saver
+  sharding, fingerprints, "Assets written"): internals, not news for the user. TensorFlow
+  logs them through absl and through its own Python logger; warnings still show."""
+  logger = tf.get_logger()
+  level, verbosity = logger.level, logging.get_verbosity()
+  logger.setLevel("WARNING")
+  logging.set_verbosity(logging.WARNING)
+  try:
+    yield
+  finally:
+    logger.setLevel(level)
+    logging.set_verbosity(verbosity)
+
+
+def _save(module, directory, signatures, vocab_file, extra):
+  module.vocab_file = tf.saved_model.Asset(vocab_file)
+  with quiet_saving():
+    tf.saved_model.save(module, directory, signatures=signatures)
+  extra_dir = os.path.join(directory, "assets.extra")
+  tf.io.gfile.makedirs(extra_dir)
+  for name, content in extra.items():
+    with tf.io.gfile.GFile(os.path.join(extra_dir, name), "w") as f:
+      f.write(content)
+
+
+def export(bert_config_file,
+           checkpoint,
+           vocab_file,
+           do_lower_case,
+           model_type,
+           export_dir,
+           max_seq_length=128,
+           num_labels=None,
+           label_names=None,
+           export_format="single",
+           top_k=5,
+           allow_random_head=False,
+           overwrite=False,
+           head_config_file=None,
+           normalize_embeddings=False,
+           squad_options=None,
+           quantize="none",
+           classifier_options=None):
+  """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks).
+
+  `bert_config_file`, `vocab_file` and `do_lower_case` may be None for a Hugging Face
+  `checkpoint` (`resolve_model_files`). `squad_options`: `squad_answers.SquadAnswerer`'s
+  keyword arguments (doc_stride, max_query_length, n_best_size, ...) for a squad export.
+  `classifier_options`: a `classifier_outputs.Options` for a classifier export.
+  """
+  config, vocab_file, do_lower_case = resolve_model_files(bert_config_file, checkpoint,
+                                                          vocab_file, do_lower_case)
+  head_config = None
+  if model_type == "feature_tagger":
+    head_config_file = head_config_file or model_types.head_config_beside(checkpoint)
+    if not head_config_file:
+      raise ValueError(f"--model_type=feature_tagger: no {model_types.HEAD_CONFIG_FILE} "
+                       f"beside --checkpoint={checkpoint}; pass --head_config_file")
+    head_config = model_types.read_head_config(head_config_file)
+  vocab = tokenization.load_vocab_tokens(vocab_file)
+  if not 3 <= max_seq_length <= config.max_position_embeddings:
+    raise ValueError(f"--max_seq_length={max_seq_length} must be in [3, "
+                     f"max_position_embeddings={config.max_position_embeddings}]")
+  if not label_names and not num_labels and model_type in model_types.NEEDS_NUM_LABELS:
+    # A fine-tuning run's labels.txt: served outputs carry label strings (flags win).
+    label_names = model_types.labels_beside(checkpoint)
+  if label_names:
+    if num_labels and num_labels != len(label_names):
+      raise ValueError(f"--num_labels={num_labels} but {len(label_names)} --label_names")
+    num_labels = len(label_names)
+  classifier_options = classifier_options or classifier_outputs.Options()
+  if model_type == "classifier":
+    classifier_outputs.check_problem_type(classifier_options.problem_type, num_labels)
+    if classifier_options.doc_stride < 0:
+      raise ValueError(f"--doc_stride={classifier_options.doc_stride} must be >= 0")
+    if classifier_options.problem_type == "regression":
+      num_labels = num_labels or 1
+  if export_format == "hub_pair" and model_type != "encoder":
+    raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")
+  tflite_export.check_options(export_format, quantize)
+  if normalize_embeddings and model_type != "encoder":
+    raise ValueError("--normalize_embeddings applies to an encoder's mean_pooled_output: use "
+                     "--model_type=encoder")
+  tfrecord_io.make_dirs(os.path.dirname(export_dir.rstrip("/")), "the parent of --export_dir")
+  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
+    raise ValueError(f"--export_dir={export_dir} is a file")
+  replacing = tf.io.gfile.exists(export_dir) and bool(tf.io.gfile.listdir(export_dir))
+  if replacing and not overwrite:
+    raise ValueError(f"{export_dir} exists and is not empty (pass --overwrite)")
+  # Built beside the target and swapped in only when complete: a failing export (a bad
+  # checkpoint, an interruption) leaves the previous model untouched and no partial one.
+  building = _sibling(export_dir, "tmp")
+  try:
+    result = _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, building,
+                    max_seq_length, num_labels, label_names, export_format, top_k,
+                    allow_random_head, head_config, normalize_embeddings, squad_options,
+                    quantize, classifier_options)
+  except BaseException:
+    if tf.io.gfile.exists(building):
+      tf.io.gfile.rmtree(building)
+    raise
+  _swap_in(building, export_dir, replacing)
+  return result
+
+
+def _sibling(path, kind):
+  path = path.rstrip("/")
+  parent, name = os.path.split(path)
+  return os.path.join(parent, f".{name}.{kind}-{os.getpid()}")
+
+
+def _swap_in(building, export_dir, replacing):
+  """Puts the finished export at `export_dir`; the old one is removed only after that."""
+  old = _sibling(export_dir, "old") if replacing else None
+  if old:
+    tf.io.gfile.rename(export_dir, old)
+  elif tf.io.gfile.exists(export_dir):  # an empty directory
+    tf.io.gfile.rmtree(export_dir)
+  tf.io.gfile.rename(building, export_dir)
+  if old:
+    tf.io.gfile.rmtree(old)
+
+
+def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
+           max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head,
+           head_config=None, normalize_embeddings=False, squad_options=None, quantize="none",
+           classifier_options=None):
+  """Writes the SavedModel(s) to `export_dir` (a fresh directory)."""
+  weights = weights_io.read_weights(checkpoint)
+  # A masked-LM-only checkpoint (run_pretraining --next_sentence=False) exports without the
+  # next-sentence head and outputs.
+  next_sentence = not (model_type == "pretraining"
+                       and weight_names.is_masked_lm_only(weights.tensors))
+  model = model_types.build_model(model_type, config, num_labels, head_config, next_sentence)
+  weights_io.assign_weights(model, weights, require_heads=not allow_random_head)
+  resolved = weights.source
+  if allow_random_head:
+    logging.warning(
+        "--allow_random_head: a head absent from %s is exported with random "
+        "weights.", resolved)
+  tokenizer = tokenization.TextTokenizer(vocab, lower_case=do_lower_case)
+  preprocessor = export_signatures.make_preprocessor(tokenizer, vocab, max_seq_length)
+  info = {
+      "model_type": model_type,
+      "checkpoint": resolved,
+      "max_seq_length": max_seq_length,
+      "do_lower_case": bool(do_lower_case),
+      "top_k": top_k,
+      "label_names": label_names,
+      "export_format": export_format,
+      "head_config": head_config,
+      "normalize_embeddings": bool(normalize_embeddings),
+      "squad_options": squad_options if model_type == "squad" else None,
+      "classifier_options": (classifier_options._asdict()
+                             if model_type == "classifier" and classifier_options else None),
+  }
+  extra = {
+      "bert_config.json": config.to_json_string(),
+      "export_info.json": json.dumps(info, indent=2) + "\n"
+  }
+
+  answerer = None
+  if model_type == "squad" and export_format == "single":
+    answerer = squad_answers.SquadAnswerer(model, tokenizer, vocab, max_seq_length,
+                                           **(squad_options or {}))
+  if export_format in ("single", "tflite"):
+    module = export_signatures.ServingModule(model,
+                                             model_type,
+                                             preprocessor,
+                                             _display_vocab(vocab, config.vocab_size, vocab_file),
+                                             top_k=top_k,
+                                             label_names=label_names,
+                                             normalize_embeddings=normalize_embeddings,
+                                             squad_answerer=answerer,
+                                             classifier=classifier_options)
+    if export_format == "tflite":
+      tflite_export.write(module, model_type, export_dir, max_seq_length, quantize, vocab_file,
+                          extra)
+      return module
+    _save(module, export_dir, module.signatures(), vocab_file, extra)
+    return module
+  hub_pre = export_signatures.HubPreprocessor(preprocessor)
+  hub_encoder = export_signatures.HubEncoder(model, normalize_embeddings)
+  _save(hub_pre, os.path.join(export_dir, "preprocessor"), hub_pre.signatures(), vocab_file, extra)
+  _save(hub_encoder, os.path.join(export_dir, "encoder"), hub_encoder.signatures(), vocab_file,
+        extra)
+  return hub_pre, hub_encoder
+
+
+def run_settings_defaults(checkpoint, given):
+  """{flag: value} from a fine-tuning output's run_settings.json beside `checkpoint`, for
+  the flags not `given`: max_seq_length, label_names, num_labels and a classifier's
+  problem_type, multi_label_threshold, label_separator and doc_stride (training's values)."""
+  stored = weights_io.model_files(checkpoint).run_settings or {}
+  defaults = {name: stored.get(name) for name in FROM_RUN_SETTINGS}
+  defaults["label_names"] = stored.get("labels")
+  if defaults["label_names"]:
+    defaults["num_labels"] = None  # implied by the names
+  return {k: v for k, v in defaults.items() if v is not None and k not in given}
+
+
+def trained_settings(checkpoint, model_type, flag_values, given):
+  """The export's {flag: value} for `FROM_RUN_SETTINGS` and a classifier's
+  `classifier_outputs.Options` (None for other model types).
+
+  `flag_values`: each of those flags' value; `given`: the names set on the command line, which
+  win over training's run_settings.json beside `checkpoint` (`run_settings_defaults`).
+  """
+  defaults = run_settings_defaults(checkpoint, given)
+  if defaults:
+    logging.info("From %s beside --checkpoint: %s", weights_io.RUN_SETTINGS_FILE, defaults)
+  value = {name: defaults.get(name, flag_values[name]) for name in FROM_RUN_SETTINGS}
+  if model_type != "classifier":
+    return value, None
+  # --doc_stride's default (128) is squad's: a classifier windows only when asked or trained so.
+  doc_stride = value["doc_stride"] if "doc_stride" in set(given) | set(defaults) else 0
+  problem_type = value["problem_type"] or (
+      "regression" if value["num_labels"] == 1 and not value["label_names"] else "single_label")
+  return value, classifier_outputs.Options(
+      problem_type, 0.5 if value["multi_label_threshold"] is None
+      else value["multi_label_threshold"], value["label_separator"] or ",", doc_stride or 0)
