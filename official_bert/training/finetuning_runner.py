@@ -1,7 +1,9 @@
-"""The run-script plumbing every fine-tuning script shares (run_classifier, run_ner, run_squad,
+"""The run plumbing every fine-tuning command shares (run_classifier, run_ner, run_squad,
 run_swag).
 
-A script supplies a *job*: what its data is and how to score and write predictions.
+A command supplies a *job* (tasks/: ner_job, squad_job, swag_job, classifier_job,
+classifier_own_files): what its data is and how to score and write
+predictions.
 
     class Job:
       def prepare(self) -> Data                       # write/reuse TFRecords in output_dir
@@ -16,13 +18,13 @@ strategy, model config, initial weights (ours, google-research TF1, or Hugging F
 safetensors), training with the one training loop (resume from output_dir, warm start from
 init_checkpoint), evaluation through the one evaluation path (`evaluation.evaluate`: the
 task's losses and ratio metrics over the whole dev set, plus the job's corpus-level metrics
-from the outputs) and prediction.
+from the outputs) and prediction. A command's main is `settings_from_flags` (its flags, and
+--output_dir's run settings) then `run_or_restart` (`run`, or the --num_restarts restarts).
 """
 
 import collections
 import dataclasses
 import os
-import sys
 
 from absl import logging
 import numpy as np
@@ -232,18 +234,23 @@ def periodic_evaluation(settings, job, task, trainer, data, companions, evaluate
   return on_evaluation
 
 
-def launch(job_class, settings_class, required_flags):
-  """A fine-tuning script's `__main__` (after its `define_flags()`): settings from the flags,
-  `run(settings, job_class(settings))` (with --num_restarts: `restarts.run`), user errors as
-  messages with exit status 1."""
-  def main(flag_values):
-    settings = inherit_run_settings(
-        common_flags.settings_from_flags(settings_class, flag_values), flag_values)
-    record = common_flags.flags_dict(flag_values, sys.modules["__main__"])
-    if settings.num_restarts > 1:
-      return restarts.run(settings, job_class, lambda s, job: run(s, job, record))
-    return run(settings, job_class(settings), record)
-  runner.launch(main, required_flags)
+def settings_from_flags(settings_class, flag_values):
+  """A fine-tuning command's settings: its flags, and for the inherited ones not given,
+  --output_dir's run_settings.json (`inherit_run_settings`)."""
+  return inherit_run_settings(common_flags.settings_from_flags(settings_class, flag_values),
+                              flag_values)
+
+
+def run_or_restart(settings, make_job, record=None):
+  """`run(settings, make_job(settings), record)`; with --num_restarts, `restarts.run`, which
+  makes one job per restart.
+
+  Args:
+    make_job: settings -> job (a job class, or a function choosing one).
+  """
+  if settings.num_restarts > 1:
+    return restarts.run(settings, make_job, lambda s, job: run(s, job, record))
+  return run(settings, make_job(settings), record)
 
 
 def inherit_run_settings(settings, flag_values):

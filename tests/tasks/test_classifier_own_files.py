@@ -23,9 +23,9 @@ from test_glue_run_classifier import tiny_config
 from data_prep.classification import features as classifier_features
 from data_prep.classification import own_files
 from data_prep.classification import windows
-from official_bert import run_classifier
 from official_bert.modeling import model_types
 from official_bert.serving import exporter
+from official_bert.tasks import classifier_job
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
 
@@ -260,9 +260,9 @@ def test_label_set_from_flags_labels_txt_and_export_lookup(tmp_path):
   out.mkdir()
 
   def job(**flags):  # prepare() writes no records: no --do_* is set
-    settings = run_classifier.ClassifierSettings(output_dir=str(out),
+    settings = classifier_job.ClassifierSettings(output_dir=str(out),
                                                  vocab_file=need(UNCASED_VOCAB), **flags)
-    made = run_classifier.make_job(settings)
+    made = classifier_job.make_job(settings)
     made.prepare()
     return made
 
@@ -280,7 +280,7 @@ def test_label_set_from_flags_labels_txt_and_export_lookup(tmp_path):
   with pytest.raises(ValueError, match="balanced needs --train_file"):
     job(dev_file=train, class_weights="balanced")
   with pytest.raises(ValueError, match="--task_name .* is required"):
-    run_classifier.make_job(run_classifier.ClassifierSettings(output_dir=str(out)))
+    classifier_job.make_job(classifier_job.ClassifierSettings(output_dir=str(out)))
 
 
 def test_class_weights_balanced_and_explicit():

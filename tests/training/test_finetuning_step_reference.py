@@ -164,12 +164,12 @@ def test_settings_reach_the_optimizer(bias_correction, lr_schedule):
 
 def test_optimizer_flags_checked_before_any_work(tmp_path):
   """A fine-tuning run with flags that do not go together stops before it writes anything."""
-  from official_bert import run_classifier  # pylint: disable=import-outside-toplevel
+  from official_bert.tasks import classifier_job  # pylint: disable=import-outside-toplevel
   from official_bert.training import finetuning_runner  # pylint: disable=import-outside-toplevel
-  settings = run_classifier.ClassifierSettings(
+  settings = classifier_job.ClassifierSettings(
       train_file=str(tmp_path / "train.csv"), output_dir=str(tmp_path / "out"), do_train=True,
       optimizer="lamb", adam_bias_correction=False)
   with pytest.raises(ValueError, match="--adam_bias_correction=False applies to "
                      "--optimizer=adamw, not --optimizer=lamb"):
-    finetuning_runner.run(settings, run_classifier.make_job(settings))
+    finetuning_runner.run(settings, classifier_job.make_job(settings))
   assert not (tmp_path / "out").exists()

@@ -24,7 +24,6 @@ import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 from data_prep import create_pretraining_data as cpd
 from data_prep import schema
 from data_prep.pretraining import instances
-from official_bert import run_pretraining
 from official_bert.interop import weights_io
 from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.serving import exporter
@@ -32,6 +31,7 @@ from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import dynamic_masking
 from official_bert.training import input_pipeline
 from official_bert.training import optimization
+from official_bert.training import pretraining_runner
 from official_bert.training import training_loop
 
 SEQ, PREDS = 32, 5
@@ -308,11 +308,11 @@ def test_records_of_the_other_kind_are_named_through_the_cli(data, tmp_path):
     ("offline", {"do_whole_word_mask": True}, "--do_whole_word_mask needs --dynamic_masking"),
 ])
 def test_record_kind_and_flag_errors(data, records, extra, message):
-  settings = run_pretraining.PretrainingSettings(**dict(
+  settings = pretraining_runner.PretrainingSettings(**dict(
       dict(bert_config_file=data["config"], input_file=data[records], max_seq_length=SEQ,
            max_predictions_per_seq=PREDS, vocab_file=UNCASED_VOCAB), **extra))
   config = bert_config_lib.BertConfig.from_json_file(data["config"])
   with pytest.raises(ValueError, match=re.escape(message)):
     task = PretrainingTask(config, SEQ, PREDS,
-                           masking=run_pretraining.masking_options(settings, config))
+                           masking=pretraining_runner.masking_options(settings, config))
     task.build_dataset(settings.input_file, 8, True)

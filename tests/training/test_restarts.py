@@ -11,8 +11,8 @@ from conftest import UNCASED_VOCAB
 import numpy as np
 import pytest
 
-from official_bert import run_classifier
 from official_bert.interop import weights_io
+from official_bert.tasks import classifier_job
 from official_bert.training import finetuning_runner
 from official_bert.training import restarts
 
@@ -43,7 +43,7 @@ def _settings(tmp_path, out, **overrides):
                 num_train_steps=4, steps_per_loop=4, learning_rate=1e-3, do_train=True,
                 do_eval=True, output_dir=str(out), random_seed=5)
   values.update(overrides)
-  return run_classifier.ClassifierSettings(**values)
+  return classifier_job.ClassifierSettings(**values)
 
 
 def _run(settings, job):
@@ -58,7 +58,7 @@ def _scores(path):
 def test_restarts_keep_the_best_and_predict_with_it(tmp_path):
   out = tmp_path / "out"
   settings = _settings(tmp_path, out, num_restarts=3, do_predict=True)
-  results = restarts.run(settings, run_classifier.make_job, _run)
+  results = restarts.run(settings, classifier_job.make_job, _run)
 
   summary = json.loads((out / restarts.RESTARTS_FILE).read_text())
   assert summary == results["restarts"]
@@ -92,7 +92,7 @@ def test_restarts_keep_the_best_and_predict_with_it(tmp_path):
   # --do_predict used the best restart: the same probabilities as predicting with its dir.
   again = _settings(tmp_path, out / f"restart_{best}", do_train=False, do_eval=False,
                     do_predict=True, bert_config_file=None, vocab_file=None)
-  _run(again, run_classifier.make_job(again))
+  _run(again, classifier_job.make_job(again))
   with open(out / "test_predictions.tsv", encoding="utf-8") as f:
     ours = f.read()
   with open(out / f"restart_{best}" / "test_predictions.tsv", encoding="utf-8") as f:
@@ -103,7 +103,7 @@ def test_restarts_keep_the_best_and_predict_with_it(tmp_path):
 def test_restarts_need_dev_data(tmp_path):
   with pytest.raises(ValueError, match="--do_train and --do_eval"):
     restarts.run(_settings(tmp_path, tmp_path / "out", num_restarts=2, do_eval=False),
-                 run_classifier.make_job, _run)
+                 classifier_job.make_job, _run)
   assert not os.path.exists(tmp_path / "out" / "restart_0")
 
 

@@ -1,0 +1,128 @@
+"""run_classifier's settings and jobs for `finetuning_runner`: GLUE (`ClassifierJob`: cached
+features, the task's GLUE metrics, test_results.tsv and the submission file) or the user's own
+files (`classifier_own_files.OwnFilesJob`), chosen by `make_job`.
+
+The command-line reference is run_classifier's docstring.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+
+from data_prep.classification import glue_processors
+from data_prep.classification import glue_records
+from data_prep.classification import own_files
+from official_bert.tasks import classifier_own_files
+from official_bert.tasks import metrics
+from official_bert.tasks.classification import ClassificationTask
+from official_bert.training import finetuning_runner
+from official_bert.training import settings as settings_lib
+from official_bert.training.settings import option
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassifierSettings(settings_lib.OwnFilesSettings):
+  """GLUE (--task_name, --data_dir) or own .tsv/.csv/.jsonl files (columns by header name)."""
+
+  task_name: Optional[str] = option(
+      None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI.")
+  data_dir: Optional[str] = option(None, "The glue_data/<TASK> folder (or a TFDS data dir).")
+  tfds_data_dir: Optional[str] = option(None, "Read TFDS glue/<config> from this data dir.")
+  text_column: str = option("text", "Column (header name, JSON key) of the text.")
+  text_b_column: Optional[str] = option(None, "Column of the second text of a pair.")
+  label_column: str = option("label", "Column of the label.")
+  label_names: Optional[tuple] = option(
+      None, "The label set in id order (default: the training file's labels, sorted, or "
+      "OUTPUT_DIR/labels.txt).")
+  problem_type: str = option(
+      "single_label", "Own files: one label (softmax), several (sigmoids) or a number (MSE).",
+      choices=own_files.PROBLEM_TYPES)
+  label_separator: str = option(",", "Joins the labels of a multi-label TSV/CSV field.")
+  multi_label_threshold: float = option(0.5, "Multi-label: predict labels above this "
+                                        "probability.", above=0.0, maximum=1.0)
+  class_weights: Optional[str] = option(
+      None, "Single-label loss weights: 'balanced' (n / (labels * count) from the training "
+      "file) or one number per label, in label order.")
+  doc_stride: Optional[int] = option(
+      None, "Own files: classify a text longer than --max_seq_length as overlapping windows "
+      "starting every N tokens, averaging their probabilities (default: truncate).", minimum=1)
+
+
+class ClassifierJob:
+  """GLUE data, metrics and submission files for `finetuning_runner.run`."""
+
+  def __init__(self, settings):
+    self.settings = settings
+    self.processor = glue_processors.get_processor(settings.task_name)
+    self.meta = {}
+
+  def _write(self, split, vocab):
+    s = self.settings
+    path, self.meta[split] = glue_records.write_split(
+        self.processor, split, s.output_dir, vocab, s.do_lower_case, s.max_seq_length, s.data_dir,
+        s.tfds_data_dir, s.max_train_examples if split == "train" else 0, s.random_seed)
+    return path, self.meta[split]["num_examples"]
+
+  def prepare(self):
+    return finetuning_runner.prepare_splits(self.settings, self._write, self.processor.eval_splits,
+                                            self.processor.predict_splits)
+
+  def make_task(self, bert_config):
+    regression = self.processor.is_regression
+    return ClassificationTask(bert_config,
+                              1 if regression else len(self.processor.labels),
+                              self.settings.max_seq_length,
+                              is_regression=regression)
+
+  def main_metric(self):
+    """--best_metric's default: the score GLUE ranks this task by."""
+    return {"cola": "matthews_corr", "mrpc": "f1", "qqp": "f1",
+            "stsb": "corr"}.get(self.processor.name.lower().replace("-", ""), "accuracy")
+
+  def run_record(self):
+    """For OUTPUT_DIR/run_settings.json (export's defaults)."""
+    regression = self.processor.is_regression
+    return {"task": self.processor.name, "model_type": "classifier",
+            "labels": None if regression else list(self.processor.labels),
+            "num_labels": 1 if regression else len(self.processor.labels)}
+
+  def _predicted(self, logits):  # [n, labels] -> class ids, or scores for regression
+    return logits[:, 0] if self.processor.is_regression else np.argmax(logits, -1)
+
+  def score(self, split, predictions):
+    real = predictions["is_real_example"] > 0
+    return metrics.glue_scores(self.processor.name,
+                               self._predicted(predictions["logits"])[real],
+                               predictions["label_ids"][real])
+
+  def write_predictions(self, split, predictions):
+    real = predictions["is_real_example"] > 0
+    logits = predictions["logits"][real]
+    guids = self.meta[split]["guids"]
+    out = self.settings.output_dir
+    rows = logits if self.processor.is_regression else finetuning_runner.softmax(logits)
+    results = os.path.join(out, "test_results.tsv" if split == "test" else f"{split}_results.tsv")
+    with tf.io.gfile.GFile(results, "w") as f:
+      f.write("".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in rows))
+    submission = os.path.join(out, self.processor.submission_name(split) + ".tsv")
+    with tf.io.gfile.GFile(submission, "w") as f:
+      f.write("index\tprediction\n")
+      for guid, value in zip(guids, self._predicted(logits)):
+        label = f"{value:.3f}" if self.processor.is_regression else self.processor.labels[value]
+        f.write(f"{guid.rsplit('-', 1)[1]}\t{label}\n")
+
+
+def make_job(settings):
+  """The own-files job with --train_file/--dev_file/--test_file, else GLUE's."""
+  if classifier_own_files.uses_own_files(settings):
+    return classifier_own_files.OwnFilesJob(settings)
+  if settings.doc_stride:
+    raise ValueError("--doc_stride applies to your own files (--train_file/--dev_file/"
+                     "--test_file)")
+  if not settings.task_name:
+    raise ValueError("--task_name (GLUE) or --train_file/--dev_file/--test_file (your own "
+                     "files) is required")
+  return ClassifierJob(settings)

@@ -1,0 +1,219 @@
+"""run_ner's job for `finetuning_runner`: CoNLL-2003 or own CoNLL-column files (any tag scheme)
+-> cached features, the tagger or feature-based head, entity scores and prediction files.
+
+The command-line reference (files, outputs, the feature-based flags) is run_ner's docstring.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Optional
+
+from absl import logging
+import tensorflow as tf
+
+from data_prep import schema
+from data_prep import tfrecord_io
+from data_prep.classification import features as classifier_features
+from data_prep.tagging import conll
+from data_prep.tagging import features as ner_features
+from official_bert.modeling import layer_selection
+from official_bert.modeling import model_types
+from official_bert.tasks import metrics
+from official_bert.tasks.tagging import TaggingTask
+from official_bert.training import evaluation
+from official_bert.training import finetuning_runner
+from official_bert.training import settings as settings_lib
+from official_bert.training.settings import option
+
+
+@dataclasses.dataclass(frozen=True)
+class NerSettings(settings_lib.OwnFilesSettings):
+  """CoNLL-2003 (--data_dir) or own CoNLL-column files, any tag scheme (IO, IOB1, BIO, BIOES,
+  plain labels); a one-column test file (tokens only) is predicted only."""
+
+  data_dir: Optional[str] = option(None, "Folder with the CoNLL-2003 files (either spelling).")
+  token_column: int = option(0, "Column of the token in --train_file/--dev_file/--test_file.")
+  tag_column: int = option(-1, "Column of the tag (negative: from the end).")
+  feature_based: bool = option(
+      False, "The paper's feature-based approach: frozen BERT, chosen layers -> BiLSTM.")
+  layers: tuple = option(("-1", "-2", "-3", "-4"),
+                         "Layers the feature-based model reads: -1 = last, 'embeddings', 'all'.")
+  combine: str = option("concat", "How the chosen layers are combined (weighted: learned "
+                        "softmax weights; last: the topmost one).",
+                        choices=layer_selection.COMBINE_MODES)
+  lstm_units: int = option(768, "Units per direction of the feature-based BiLSTM.", minimum=1)
+  lstm_layers: int = option(2, "BiLSTM layers of the feature-based model.", minimum=1)
+
+
+LABELS = list(conll.CONLL2003_LABELS)
+LABELS_FILE = "labels.txt"
+_OWN_FILES = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
+
+
+def read_head_config(directory):
+  """The head_config.json in `directory` (without its model_type), or None."""
+  path = model_types.head_config_beside(directory)
+  return model_types.read_head_config(path) if path else None
+
+
+def write_head_config(output_dir, head_config):
+  """OUTPUT_DIR/head_config.json; a different architecture than an existing run's is an
+  error (its checkpoints would not fit)."""
+  path = os.path.join(output_dir, model_types.HEAD_CONFIG_FILE)
+  content = json.dumps({"model_type": "feature_tagger", **head_config}, indent=2) + "\n"
+  if tf.io.gfile.exists(path):
+    old = tfrecord_io.read_text(path)
+    if old != content and tf.train.latest_checkpoint(output_dir):
+      raise ValueError(f"{path} describes another feature-based model than these flags "
+                       f"({old.strip()} vs {content.strip()}): use a new --output_dir")
+  tfrecord_io.write_text(path, content)
+
+
+class NerJob:
+  """CoNLL data, entity scores and prediction files for `finetuning_runner.run`."""
+
+  def __init__(self, settings):
+    self.settings = settings
+    self.sentences = {}
+    self.windows = {}
+    self.own_files = any(getattr(settings, f) for f in _OWN_FILES.values())
+    self.labels = LABELS
+
+  def _path(self, split):
+    s = self.settings
+    if not self.own_files:
+      if not s.data_dir:
+        raise ValueError("--data_dir (CoNLL-2003) or --train_file/--dev_file/--test_file "
+                         "(your own files) is required")
+      return conll.split_path(s.data_dir, split)
+    path = getattr(s, _OWN_FILES[split])
+    if not path:
+      raise ValueError(f"--{_OWN_FILES[split]} is required for --do_"
+                       f"{ {'train': 'train', 'dev': 'eval', 'test': 'predict'}[split]}")
+    return path
+
+  def _read(self, split):
+    s = self.settings
+    if not self.own_files:
+      return conll.read_conll(self._path(split), LABELS)
+    return conll.read_conll(self._path(split), self.labels, s.tag_column, s.token_column,
+                            to_iob2=False, allow_untagged=split == "test")
+
+  def _own_labels(self):
+    """Own files: the training file's tags (written to OUTPUT_DIR/labels.txt), or those
+    of the run in --output_dir."""
+    s = self.settings
+    path = os.path.join(s.output_dir, LABELS_FILE)
+    if s.train_file:
+      sentences = conll.read_conll(s.train_file, None, s.tag_column, s.token_column,
+                                   to_iob2=False)
+      if not sentences:
+        raise ValueError(f"{s.train_file}: no sentences")
+      labels = conll.tag_set(sentences)
+      tfrecord_io.write_text(path, "".join(f"{label}\n" for label in labels))
+      return labels
+    if not tf.io.gfile.exists(path):
+      raise ValueError(f"no --train_file and no {path}: the tag set is unknown")
+    return [line for line in tfrecord_io.read_text(path).splitlines() if line]
+
+  def _write(self, split, vocab):
+    s = self.settings
+    path = self._path(split)
+    sentences = self._read(split)
+    if not sentences:
+      raise ValueError(f"{path}: no sentences")
+    if split == "train":
+      sentences = classifier_features.subsample(sentences, s.max_train_examples, s.random_seed)
+    self.sentences[split] = sentences
+    key = {
+        "source": os.path.abspath(path),
+        "vocab_file": os.path.abspath(vocab),
+        "do_lower_case": s.do_lower_case,
+        "max_seq_length": s.max_seq_length,
+        "num_sentences": len(sentences),
+        "seed": s.random_seed,
+        "labels": self.labels,
+        "columns": [s.token_column, s.tag_column] if self.own_files else None
+    }
+    # A file to predict has no tags: the features carry a placeholder (never scored).
+    tagged = [x if x.tags is not None else conll.Sentence(x.words, [self.labels[0]] * len(
+        x.words)) for x in sentences]
+
+    def build():
+      tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
+      columns, windows = ner_features.convert_sentences(tagged, self.labels, s.max_seq_length,
+                                                        tokenizer)
+      return schema.ner_features(s.max_seq_length), columns, {"windows": windows}
+
+    record = os.path.join(s.output_dir, f"{split}.tf_record")
+    meta = classifier_features.cached_tfrecord(record, key, build)
+    self.windows[split] = meta["windows"]
+    return record, meta["num_examples"]
+
+  def prepare(self):
+    if self.own_files:
+      self.labels = self._own_labels()
+      logging.info("Tags (%d): %s", len(self.labels), " ".join(self.labels))
+    return finetuning_runner.prepare_splits(self.settings, self._write)
+
+  def make_task(self, bert_config):
+    s = self.settings
+    head_config = None
+    stored = read_head_config(s.output_dir)
+    if not s.feature_based and stored and tf.train.latest_checkpoint(s.output_dir):
+      # The run in --output_dir was feature-based: evaluate/predict/resume it as such.
+      logging.info("%s: the model in --output_dir is feature-based (%s)",
+                   model_types.HEAD_CONFIG_FILE, stored)
+      head_config = stored
+    elif s.feature_based:
+      layers = layer_selection.parse_layers(s.layers, bert_config.num_hidden_layers)
+      head_config = {"layers": sorted(layers), "combine": s.combine, "lstm_units": s.lstm_units,
+                     "lstm_layers": s.lstm_layers}
+      logging.info("Feature-based: frozen encoder, %s combined by %s -> %d-layer BiLSTM (%d "
+                   "units)", layer_selection.describe(sorted(layers),
+                                                      bert_config.num_hidden_layers),
+                   s.combine, s.lstm_layers, s.lstm_units)
+      write_head_config(s.output_dir, head_config)
+    return TaggingTask(bert_config, len(self.labels), s.max_seq_length,
+                       head_config=head_config)
+
+  def main_metric(self):
+    return "entity_f1"
+
+  def run_record(self):
+    """For OUTPUT_DIR/run_settings.json (export's defaults; the tags in id order)."""
+    feature_based = read_head_config(self.settings.output_dir) is not None
+    return {"task": "NER", "model_type": "feature_tagger" if feature_based else "tagger",
+            "labels": list(self.labels), "num_labels": len(self.labels)}
+
+  def _tags(self, split, predictions):
+    return ner_features.predictions_to_tags(predictions["logits"], predictions["label_weights"],
+                                            self.windows[split], self.sentences[split],
+                                            self.labels)
+
+  def score(self, split, predictions):
+    if any(x.tags is None for x in self.sentences[split]):
+      return {}  # a file without tags: predictions only
+    scores = metrics.entity_scores([s.tags for s in self.sentences[split]],
+                                   self._tags(split, predictions))
+    flat = {f"entity_{k}": v for k, v in scores.items() if k != "per_type"}
+    for kind, values in scores["per_type"].items():
+      flat.update({f"{kind}_{k}": v for k, v in values.items()})
+    return flat
+
+  def write_predictions(self, split, predictions):
+    tags = self._tags(split, predictions)
+    path = os.path.join(self.settings.output_dir, f"{split}_predictions.txt")
+    with tf.io.gfile.GFile(path, "w") as f:
+      for sentence, predicted in zip(self.sentences[split], tags):
+        if sentence.tags is None:  # `word predicted`
+          f.write("".join(f"{w} {p}\n" for w, p in zip(sentence.words, predicted)))
+        else:  # `word gold predicted`: conlleval's input
+          f.write("".join(
+              f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags, predicted)))
+        f.write("\n")
+    evaluation.write_results(self.settings.output_dir,
+                             split,
+                             self.score(split, predictions),
+                             step=0)

@@ -1,0 +1,86 @@
+"""BERT pretraining (masked LM + next sentence, or masked LM only; masks offline or per batch)
+from typed settings: `run(PretrainingSettings(...))`. The command-line reference is
+run_pretraining's docstring."""
+
+import dataclasses
+from typing import Optional
+
+from data_prep import tfrecord_io
+from official_bert.modeling import bert_config as bert_config_lib
+from official_bert.tasks.pretraining import PretrainingTask
+from official_bert.training import dynamic_masking
+from official_bert.training import runner
+from official_bert.training import settings as settings_lib
+from official_bert.training.settings import option
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingSettings(settings_lib.RunSettings):
+  input_file: Optional[str] = option(None, "Pretraining TFRecords: comma-separated globs.")
+  eval_input_file: Optional[str] = option(None, "Held-out TFRecords (default: --input_file).")
+  max_predictions_per_seq: int = option(20, "Masked LM predictions per sequence.", minimum=1)
+  shuffle_buffer_size: int = option(10000, "Training examples shuffled together.", minimum=1)
+  next_sentence: bool = option(
+      True, "Train the next-sentence head and loss; False: masked LM only (the pooler is not "
+      "trained).")
+  dynamic_masking: bool = option(
+      False, "Mask each batch in the input pipeline: for records written with "
+      "create_pretraining_data --masking=none (needs --vocab_file).")
+  vocab_file: Optional[str] = option(
+      None, "With --dynamic_masking: the vocabulary the records were written with (its "
+      "[CLS], [SEP] and [MASK] ids).")
+  masked_lm_prob: float = option(0.15, "With --dynamic_masking: fraction of tokens masked.",
+                                 above=0.0, maximum=1.0)
+  do_whole_word_mask: bool = option(
+      False, "With --dynamic_masking: mask whole words (the records' word_starts).")
+
+
+def masking_options(settings, config):
+  """`MaskingOptions` for --dynamic_masking, else None (ValueError naming a flag that needs
+  --dynamic_masking)."""
+  s = settings
+  if not s.dynamic_masking:
+    if s.do_whole_word_mask:
+      raise ValueError("--do_whole_word_mask needs --dynamic_masking (records masked offline "
+                       "were masked by create_pretraining_data's own --do_whole_word_mask)")
+    return None
+  return dynamic_masking.options_from_vocab(
+      s.vocab_file, config.vocab_size, max_predictions_per_seq=s.max_predictions_per_seq,
+      masked_lm_prob=s.masked_lm_prob, do_whole_word_mask=s.do_whole_word_mask,
+      seed=s.random_seed)
+
+
+def run(settings, record=None):
+  """Trains and/or evaluates; returns {"train": metrics, "eval": results}.
+
+  Args:
+    settings: `PretrainingSettings`.
+    record: the run's flags, written to TensorBoard next to the model config.
+  """
+  s = settings
+  if not (s.do_train or s.do_eval):
+    raise ValueError("at least one of --do_train and --do_eval must be set")
+  tfrecord_io.make_dirs(s.output_dir, "--output_dir")
+  strategy = runner.setup_runtime(s)
+  config = bert_config_lib.BertConfig.from_json_file(s.bert_config_file)
+  runner.check_sequence_length(s.max_seq_length, config, s.bert_config_file)
+  task = PretrainingTask(config, s.max_seq_length, s.max_predictions_per_seq, s.shuffle_buffer_size,
+                         next_sentence=s.next_sentence, masking=masking_options(s, config))
+  trainer = runner.make_trainer(s, strategy, task, s.num_train_steps, s.num_warmup_steps)
+  results = {}
+  if s.do_train:
+    run_config = {"bert_config": config.to_dict(), "flags": record or {}}
+    with runner.explained_input_errors(s.input_file, s.bert_config_file):
+      results["train"] = runner.run_training(
+          trainer, runner.dataset_fn(task, s.input_file, s.train_batch_size, True, s.random_seed),
+          s.output_dir, s.num_train_steps, s.steps_per_loop, s.save_checkpoints_steps,
+          s.init_checkpoint, s.keep_checkpoint_max, run_config)
+  if s.do_eval:
+    if not s.do_train:
+      runner.restore_for_eval(trainer, s.output_dir, s.init_checkpoint)
+    eval_files = s.eval_input_file or s.input_file
+    with runner.explained_input_errors(eval_files, s.bert_config_file):
+      results["eval"] = runner.run_evaluation(
+          trainer, runner.dataset_fn(task, eval_files, s.eval_batch_size, False, s.random_seed),
+          s.output_dir, s.max_eval_steps)
+  return results
