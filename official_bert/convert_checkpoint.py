@@ -20,33 +20,20 @@ every output, and HF's `config.json` next to an HF output. A `vocab.txt` next to
 copied along. TF1 optimizer slots (`adam_m`, `adam_v`) and `global_step` are ignored.
 """
 
-import json
-import os
-
 from absl import flags
-from absl import logging
-import tensorflow as tf
 
 from data_prep import cli
-from official_bert.interop import hf_weights
-from official_bert.interop import tf1_checkpoint
-from official_bert.interop import weight_loading
-from official_bert.interop import weight_names
-from official_bert.interop import weights_io
+from official_bert.interop import conversion
 from official_bert.modeling import model_types
-from official_bert.modeling.bert_config import BertConfig
-from official_bert.training import checkpointing
-
-FORMATS = ("tf1", "hf", "ours")
 
 
 def define_flags():
   """Defines the flags; called only when run as a program, so importing this module
   (tests, other tools) never clashes with flags of the same name elsewhere."""
   flags.DEFINE_string("input", None, "Input checkpoint (see the module doc for each format).")
-  flags.DEFINE_enum("input_format", None, FORMATS, "Format of --input.")
+  flags.DEFINE_enum("input_format", None, conversion.FORMATS, "Format of --input.")
   flags.DEFINE_string("output", None, "Where to write the converted weights.")
-  flags.DEFINE_enum("output_format", None, FORMATS, "Format of --output.")
+  flags.DEFINE_enum("output_format", None, conversion.FORMATS, "Format of --output.")
   flags.DEFINE_string(
       "bert_config_file", None,
       "bert_config.json of the model (our format). Default: bert_config.json "
@@ -64,110 +51,12 @@ def define_flags():
 
 FLAGS = flags.FLAGS
 
-_HF_ARCHITECTURES = {"encoder": "BertModel", "pretraining": "BertForPreTraining"}
-_FORMAT_NAMES = {
-    "tf1": "a google-research TF1 checkpoint",
-    "ours": "one of our checkpoints",
-    "hf": "a Hugging Face model"
-}
-
-
-def _read_config(path):
-  with tf.io.gfile.GFile(path, "r") as f:
-    return BertConfig.from_json_string(f.read(), source=path)
-
-
-def read_input(path, input_format, bert_config_file=None):
-  """Returns (weights_io.Weights, BertConfig): what --input holds, checked against its format."""
-  weights = weights_io.read_weights(path)
-  if weights.format != input_format:
-    raise ValueError(f"{weights.source} is {_FORMAT_NAMES[weights.format]}, but "
-                     f"--input_format={input_format}")
-  if bert_config_file:
-    return weights, _read_config(bert_config_file)
-  files = weights_io.model_files(weights.source)
-  if input_format == "hf":
-    if not files.hf_config:
-      raise FileNotFoundError(f"no config.json next to {weights.source}; pass "
-                              "--bert_config_file")
-    return weights, hf_weights.load_hf_config(files.hf_config)
-  if not files.bert_config:
-    raise FileNotFoundError(f"no bert_config.json next to {path}; pass --bert_config_file")
-  return weights, _read_config(files.bert_config)
-
-
-def hf_config_dict(bert_config, model_type):
-  """Our config as an HF `config.json` (activation names translated)."""
-  return hf_weights.hf_config_dict(bert_config, _HF_ARCHITECTURES[model_type])
-
-
-def write_output(model, model_type, bert_config, path, output_format, hf_prefix=""):
-  """Writes the model's weights; returns (the path written, the directory it is in)."""
-  if output_format == "hf":
-    if model_type not in _HF_ARCHITECTURES:
-      raise ValueError(f"HF output supports --model_type=encoder or pretraining (HF names "
-                       f"for our {model_type} head are not defined); use tf1 or ours")
-    if path.endswith(".safetensors"):
-      file, directory = path, os.path.dirname(path) or "."
-    else:
-      file, directory = os.path.join(path, weights_io.HF_WEIGHTS_FILE), path
-    hf_weights.save_hf_weights(model, file, prefix=hf_prefix)
-    with tf.io.gfile.GFile(os.path.join(directory, "config.json"), "w") as f:
-      json.dump(hf_config_dict(bert_config, model_type), f, indent=2, sort_keys=True)
-    return file, directory
-  is_dir = tf.io.gfile.isdir(path) or path.endswith("/")
-  default = "bert_model.ckpt" if output_format == "tf1" else "ckpt-0"
-  prefix = os.path.join(path, default) if is_dir else path
-  directory = os.path.dirname(prefix) or "."
-  tf.io.gfile.makedirs(directory)
-  if output_format == "tf1":
-    written = tf1_checkpoint.write_tf1_checkpoint(weight_loading.export_canonical_weights(model),
-                                                  prefix)
-  else:
-    written = checkpointing.model_checkpoint(model).write(prefix)
-    # So that `tf.train.latest_checkpoint(directory)` (and --init_checkpoint=DIR) finds it.
-    tf1_checkpoint.write_checkpoint_state(written)
-  return written, directory
-
-
-def convert(input_path,
-            input_format,
-            output_path,
-            output_format,
-            bert_config_file=None,
-            model_type=None,
-            num_labels=None,
-            hf_prefix=None):
-  """The whole conversion; returns (model_type, path written)."""
-  weights, config = read_input(input_path, input_format, bert_config_file)
-  model_type = model_type or model_types.infer_model_type(weights.tensors)
-  num_labels = num_labels or model_types.num_labels_in(weights.tensors, model_type)
-  logging.info("Converting a %s model (%d layers, hidden %d, %s)", model_type,
-               config.num_hidden_layers, config.hidden_size, config.hidden_act)
-  model = model_types.build_model(
-      model_type, config, num_labels,
-      next_sentence=not weight_names.is_masked_lm_only(weights.tensors))
-  # Strict: every variable of the model must come from the input (no random head).
-  weights_io.assign_weights(model, weights, require_heads=True)
-  if hf_prefix is None:
-    hf_prefix = weights.hf_prefix if weights.hf_prefix is not None else (
-        "bert." if model_type == "pretraining" else "")
-  written, directory = write_output(model, model_type, config, output_path, output_format,
-                                    hf_prefix)
-  with tf.io.gfile.GFile(os.path.join(directory, "bert_config.json"), "w") as f:
-    f.write(config.to_json_string())
-  vocab = weights_io.model_files(weights.source).vocab
-  target = os.path.join(directory, "vocab.txt")
-  if vocab and not tf.io.gfile.exists(target):
-    tf.io.gfile.copy(vocab, target)
-  return model_type, written
-
 
 def main(argv):
   del argv
-  model_type, written = convert(FLAGS.input, FLAGS.input_format, FLAGS.output, FLAGS.output_format,
-                                FLAGS.bert_config_file, FLAGS.model_type, FLAGS.num_labels,
-                                FLAGS.hf_prefix)
+  model_type, written = conversion.convert(FLAGS.input, FLAGS.input_format, FLAGS.output,
+                                           FLAGS.output_format, FLAGS.bert_config_file,
+                                           FLAGS.model_type, FLAGS.num_labels, FLAGS.hf_prefix)
   print(f"Wrote {model_type} weights ({FLAGS.output_format}) to {written}")
 
 

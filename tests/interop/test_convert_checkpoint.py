@@ -18,7 +18,7 @@ from safetensors.numpy import load_file
 import tensorflow as tf
 
 from data_prep import tokenization
-from official_bert import convert_checkpoint
+from official_bert.interop import conversion
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
@@ -151,8 +151,8 @@ def test_ours_to_tf1_to_ours_is_exact(tmp_path):
   model = model_types.build_model("pretraining", TINY)
   ours = checkpointing.model_checkpoint(model).write(str(tmp_path / "ours" / "ckpt-7"))
   TINY.to_json_file(str(tmp_path / "ours" / "bert_config.json"))
-  convert_checkpoint.convert(ours, "ours", str(tmp_path / "tf1") + "/", "tf1")  # a prefix
-  convert_checkpoint.convert(str(tmp_path / "tf1"), "tf1", str(tmp_path / "back") + "/", "ours")
+  conversion.convert(ours, "ours", str(tmp_path / "tf1") + "/", "tf1")  # a prefix
+  conversion.convert(str(tmp_path / "tf1"), "tf1", str(tmp_path / "back") + "/", "ours")
 
   expected = weights_io.read_weights(ours).tensors
   back = weights_io.read_weights(str(tmp_path / "back")).tensors
@@ -182,7 +182,7 @@ def test_original_tf1_checkpoint_matches_numpy_reference(tmp_path):
   TINY.to_json_file(str(tmp_path / "orig" / "bert_config.json"))
   assert "global_step" in dict(tf.train.list_variables(prefix))
 
-  model_type, written = convert_checkpoint.convert(prefix, "tf1", str(tmp_path / "ours") + "/",
+  model_type, written = conversion.convert(prefix, "tf1", str(tmp_path / "ours") + "/",
                                                    "ours")
   assert model_type == "pretraining"  # inferred from cls/predictions/*
   inputs, positions = _inputs(), np.array([[1, 3], [2, 4]], np.int32)
@@ -209,9 +209,9 @@ def _minilm_dir():
 
 def test_minilm_round_trips_hf_ours_tf1_hf(tmp_path):
   source = _minilm_dir()
-  convert_checkpoint.convert(source, "hf", str(tmp_path / "ours") + "/", "ours")
-  convert_checkpoint.convert(str(tmp_path / "ours"), "ours", str(tmp_path / "tf1") + "/", "tf1")
-  convert_checkpoint.convert(str(tmp_path / "tf1"), "tf1", str(tmp_path / "hf"), "hf")
+  conversion.convert(source, "hf", str(tmp_path / "ours") + "/", "ours")
+  conversion.convert(str(tmp_path / "ours"), "ours", str(tmp_path / "tf1") + "/", "tf1")
+  conversion.convert(str(tmp_path / "tf1"), "tf1", str(tmp_path / "hf"), "hf")
 
   original = load_file(os.path.join(source, "model.safetensors"))
   final = load_file(str(tmp_path / "hf" / "model.safetensors"))

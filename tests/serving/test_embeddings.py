@@ -23,7 +23,7 @@ import pytest
 from safetensors.numpy import load_file
 
 from data_prep import tokenization
-from official_bert import extract_features
+from official_bert.serving import feature_extraction
 
 SEQ = 32
 SENTENCES = ["A man is playing a guitar.", "Someone plays an instrument on stage.",
@@ -190,10 +190,10 @@ def test_extract_features_mean_npz_and_several_layers(minilm, tmp_path):
   common = dict(input_file=str(minilm["lines"]), init_checkpoint=model_dir, pooling="mean",
                 max_seq_length=SEQ)
   last = tmp_path / "last.npz"
-  extract_features.run(extract_features.ExtractSettings(output_file=str(last), **common))
+  feature_extraction.run(feature_extraction.ExtractSettings(output_file=str(last), **common))
   both = tmp_path / "both.npz"
-  extract_features.run(extract_features.ExtractSettings(output_file=str(both),
-                                                        layers=("-2", "-1"), **common))
+  feature_extraction.run(feature_extraction.ExtractSettings(output_file=str(both),
+                                                            layers=("-2", "-1"), **common))
   arrays = np.load(last)
   assert arrays["layers"].tolist() == [-1]
   want = _reference(model_dir, _pack(model_dir, SENTENCES), normalize=False)
