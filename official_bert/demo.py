@@ -21,8 +21,8 @@ import numpy as np
 import tensorflow as tf
 
 from data_prep import cli
-from data_prep import show_pretraining_data
 from data_prep import tokenization
+from data_prep.pretraining import records_view
 
 
 def define_flags():
@@ -54,8 +54,8 @@ def write_config(base_config, vocab_file, path):
 
 def _masked_labels(pattern):
   paths = sorted(glob.glob(pattern))
-  f = show_pretraining_data.read_instances(paths, flags.FLAGS.max_seq_length,
-                                           flags.FLAGS.max_predictions_per_seq)
+  f = records_view.read_instances(paths, flags.FLAGS.max_seq_length,
+                                  flags.FLAGS.max_predictions_per_seq)
   return f["masked_lm_ids"][f["masked_lm_weights"] > 0]
 
 

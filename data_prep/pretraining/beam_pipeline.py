@@ -9,9 +9,9 @@ Steps (the local writer's, distributed):
   2. pass 1 counts the documents of every range (and checks the UTF-8): with the corpus size,
      this fixes the number of chunks (`chunking.num_chunks`);
   3. pass 2 reads the documents again, keys each by the seeded hash of its position, and
-     groups them by chunk; a chunk is sorted by key, tokenized (`tokenize_documents`, one
-     tokenizer per worker) and turned into instances (`instances.serialize_chunk`) with chunk
-     k's own random streams: the chunks, and so the records, are the local writer's;
+     groups them by chunk; a chunk is sorted by key, tokenized (`tokens.tokenize_documents`,
+     one tokenizer per worker) and turned into instances (`instances.serialize_chunk`) with
+     chunk k's own random streams: the chunks, and so the records, are the local writer's;
   4. Beam's TFRecord sink writes the shards under a temporary directory and renames them only
      when all are complete, so a failed pipeline leaves no complete-looking output.
 The counts of the summary come from Beam metrics.
@@ -31,12 +31,14 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
 
-from data_prep import create_pretraining_data as cpd
 from data_prep import tfrecord_io
 from data_prep.pretraining import byte_ranges
 from data_prep.pretraining import chunking
 from data_prep.pretraining import corpus
 from data_prep.pretraining import instances as instances_lib
+from data_prep.pretraining import outputs
+from data_prep.pretraining import settings as settings_lib
+from data_prep.pretraining import tokens
 
 NAMESPACE = "create_pretraining_data"
 COUNTERS = ("documents", "instances", "masked", "tokens", "random_next")
@@ -103,13 +105,13 @@ class _BuildChunk(beam.DoFn):
     self._counters = {name: Metrics.counter(NAMESPACE, name) for name in COUNTERS[1:]}
 
   def setup(self):
-    self._tokenizer = cpd.make_tokenizer(self._settings)
+    self._tokenizer = tokens.make_tokenizer(self._settings)
 
   def process(self, element):
     chunk_index, docs = element
     docs = sorted(docs, key=lambda d: chunking.sort_key(*d[:3]))
-    chunk = cpd.tokenize_documents(self._tokenizer, [d[3] for d in docs], chunk_index,
-                                   self._settings.chinese_word_segmenter)
+    chunk = tokens.tokenize_documents(self._tokenizer, [d[3] for d in docs], chunk_index,
+                                      self._settings.chinese_word_segmenter)
     records, stats = instances_lib.serialize_chunk(chunk, self._opts)
     for name, counter in self._counters.items():
       counter.inc(stats.get(name, 0))
@@ -198,15 +200,16 @@ def run(settings, beam_args):
                      f"several files); got {settings.output_file!r}")
   if not settings.vocab_file:
     raise ValueError("--vocab_file is required")
-  cpd._check_ranges(settings)  # pylint: disable=protected-access
+  settings_lib.check_ranges(settings)
   if not settings.read_range_mb > 0:
     raise ValueError(f"--read_range_mb={settings.read_range_mb} must be > 0")
-  paths = cpd.output_paths(output, settings.num_output_shards)
+  paths = outputs.output_paths(output, settings.num_output_shards)
   files = byte_ranges.expand_inputs(settings.input_file or "")
   # Local paths as absolute: workers may run elsewhere than the driver's directory.
   settings = settings._replace(vocab_file=tfrecord_io.absolute(settings.vocab_file))
   files = [(tfrecord_io.absolute(path), size) for path, size in files]
-  opts = cpd.instance_options(settings, cpd.make_tokenizer(settings))  # checks the vocab here
+  # The vocabulary's special tokens are checked here, before any work.
+  opts = settings_lib.instance_options(settings, tokens.make_tokenizer(settings))
   logging.info("Beam pipeline (%s): %d file(s), %.1f MB", runner_of(beam_args), len(files),
                sum(size for _, size in files) / 1e6)
 
@@ -227,5 +230,5 @@ def run(settings, beam_args):
     names = ", ".join(path for path, _ in files)
     raise ValueError(f"empty corpus: no non-blank line in {names}" if not totals["documents"]
                      else f"no instances: the corpus {names} has no tokens")
-  return cpd.summarize(totals["documents"], totals["instances"], totals, time.time() - t0,
-                       paths)
+  return outputs.summarize(totals["documents"], totals["instances"], totals, time.time() - t0,
+                           paths)

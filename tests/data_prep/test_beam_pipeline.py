@@ -19,12 +19,12 @@ from conftest import corpus_text
 import pytest
 import tensorflow as tf
 
-from data_prep import create_pretraining_data as cpd
 from data_prep import schema
 from data_prep.pretraining import beam_pipeline
 from data_prep.pretraining import byte_ranges
 from data_prep.pretraining import chunking
 from data_prep.pretraining import corpus
+from data_prep.pretraining import writer
 
 L, P = 64, 10
 IN_PROCESS = ["--runner=DirectRunner", "--direct_num_workers=1"]
@@ -60,7 +60,7 @@ def _settings(input_file, out, **kw):
               max_seq_length=L, max_predictions_per_seq=P, dupe_factor=2, num_workers=1,
               chunk_size_mb=0.01, min_docs_per_chunk=4, read_range_mb=0.02)
   base.update(kw)
-  return cpd.Settings(**base)
+  return writer.Settings(**base)
 
 
 def _records(pattern, gzip=False):
@@ -79,7 +79,7 @@ def _same_summary(a, b):
 @pytest.fixture(scope="module")
 def local_and_beam(two_files, tmp_path_factory):
   out = tmp_path_factory.mktemp("out")
-  local = cpd.run(_settings(two_files, out / "local.tfrecord"))
+  local = writer.run(_settings(two_files, out / "local.tfrecord"))
   beam = beam_pipeline.run(_settings(two_files, out / "beam.tfrecord", num_workers=None),
                            IN_PROCESS)
   return local, beam, out
@@ -98,7 +98,7 @@ def test_same_records_as_the_local_writer(local_and_beam):
     dict(next_sentence=False, cross_document=True, masking="none"),
 ])
 def test_same_records_with_other_flags_gzip_and_shards(flags, two_files, tmp_path):
-  local = cpd.run(_settings(two_files, tmp_path / "local.tfrecord", **flags))
+  local = writer.run(_settings(two_files, tmp_path / "local.tfrecord", **flags))
   beam = beam_pipeline.run(_settings(two_files, tmp_path / "beam.tfrecord", **flags),
                            IN_PROCESS)
   _same_summary(local, beam)
@@ -212,7 +212,7 @@ def test_bad_utf8_names_file_and_line_and_writes_nothing(tmp_path):
   assert not out.parent.exists() or os.listdir(out.parent) == []
   replaced = beam_pipeline.run(
       _settings(str(path), tmp_path / "beam.tfrecord", errors="replace"), IN_PROCESS)
-  local = cpd.run(_settings(str(path), tmp_path / "local.tfrecord", errors="replace"))
+  local = writer.run(_settings(str(path), tmp_path / "local.tfrecord", errors="replace"))
   _same_summary(local, replaced)
   assert _records(str(tmp_path / "beam.tfrecord")) == _records(str(tmp_path / "local.tfrecord"))
 

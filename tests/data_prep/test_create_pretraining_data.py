@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import create_pretraining_data as cpd
 from data_prep import schema
 from data_prep import tokenization
 from data_prep.pretraining import instances as pretraining_instances
+from data_prep.pretraining import writer
 
 L, P = 64, 10
 
@@ -31,7 +31,7 @@ def _settings(corpus, out, **kw):
               max_seq_length=L, max_predictions_per_seq=P, dupe_factor=2, num_workers=1,
               chunk_size_mb=0.05, min_docs_per_chunk=4)
   base.update(kw)
-  return cpd.Settings(**base)
+  return writer.Settings(**base)
 
 
 def _read(paths, seq=L, preds=P, compression=""):
@@ -51,7 +51,7 @@ def small_corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def written(small_corpus, tmp_path_factory):
   out = tmp_path_factory.mktemp("out") / "pretrain.tfrecord"
-  summary = cpd.run(_settings(small_corpus, out))
+  summary = writer.run(_settings(small_corpus, out))
   return summary, _read([str(out)]), out
 
 
@@ -189,8 +189,8 @@ def test_statistics_agree_with_the_peer_on_real_text(tmp_path):
                   f"--output_file={peer_out}"] + flags, check=True, capture_output=True,
                  timeout=300)
   ours_out = tmp_path / "ours.tfrecord"
-  cpd.run(cpd.Settings(input_file=str(corpus), output_file=str(ours_out),
-                       vocab_file=REAL_UNCASED_VOCAB, dupe_factor=2, num_workers=1))
+  writer.run(writer.Settings(input_file=str(corpus), output_file=str(ours_out),
+                             vocab_file=REAL_UNCASED_VOCAB, dupe_factor=2, num_workers=1))
   peer = _statistics(_read([str(peer_out)], 128, 20), 103, 128)
   ours = _statistics(_read([str(ours_out)], 128, 20), 103, 128)
   tolerance = {"masked_fraction": 0.005, "as_mask": 0.02, "kept": 0.015,
@@ -204,18 +204,18 @@ def test_statistics_agree_with_the_peer_on_real_text(tmp_path):
 def test_deterministic_for_any_worker_count_and_seed_sensitive(small_corpus, tmp_path, written):
   _, _, first = written
   again = tmp_path / "again.tfrecord"
-  cpd.run(_settings(small_corpus, again, num_workers=2))
+  writer.run(_settings(small_corpus, again, num_workers=2))
   assert again.read_bytes() == first.read_bytes()
   other = tmp_path / "other_seed.tfrecord"
-  cpd.run(_settings(small_corpus, other, random_seed=1))
+  writer.run(_settings(small_corpus, other, random_seed=1))
   assert other.read_bytes() != first.read_bytes()
 
 
 def test_shards_gzip_and_v2_names(small_corpus, tmp_path, written):
   _, single, _ = written
   out = tmp_path / "sharded.tfrecord"
-  summary = cpd.run(_settings(small_corpus, out, num_output_shards=3, gzip_compress=True,
-                              use_v2_feature_names=True))
+  summary = writer.run(_settings(small_corpus, out, num_output_shards=3, gzip_compress=True,
+                                 use_v2_feature_names=True))
   paths = sorted(glob.glob(str(out) + "-*"))
   assert [os.path.basename(p) for p in paths] == [
       f"sharded.tfrecord-0000{i}-of-00003" for i in range(3)]
@@ -234,7 +234,7 @@ def test_shards_gzip_and_v2_names(small_corpus, tmp_path, written):
 
 def test_whole_word_masking_masks_every_piece_of_a_word(small_corpus, tmp_path):
   out = tmp_path / "wwm.tfrecord"
-  cpd.run(_settings(small_corpus, out, do_whole_word_mask=True))
+  writer.run(_settings(small_corpus, out, do_whole_word_mask=True))
   f = _read([str(out)])
   tok = tokenization.FullTokenizer(UNCASED_VOCAB)
   is_cont = np.array([t.startswith("##") for t in tok.inv_vocab.values()])
@@ -352,7 +352,7 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(flags_and_message, tmp_pa
 def test_errors_replace_accepts_bad_bytes(tmp_path):
   corpus = tmp_path / "latin1.txt"
   corpus.write_bytes(b"Caf\xe9 one.\nSecond line here.\n\nOther doc.\nMore text.\n")
-  summary = cpd.run(_settings(corpus, tmp_path / "o.tfrecord", errors="replace"))
+  summary = writer.run(_settings(corpus, tmp_path / "o.tfrecord", errors="replace"))
   assert summary["instances"] > 0
 
 
@@ -368,7 +368,7 @@ def test_failure_midway_leaves_no_output(small_corpus, tmp_path, monkeypatch):
   monkeypatch.setattr(pretraining_instances, "serialize_chunk", flaky)
   out = tmp_path / "o.tfrecord"
   with pytest.raises(RuntimeError, match="disk on fire"):
-    cpd.run(_settings(small_corpus, out))
+    writer.run(_settings(small_corpus, out))
   assert os.listdir(tmp_path) == []
 
 

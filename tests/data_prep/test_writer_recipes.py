@@ -17,12 +17,13 @@ import pytest
 import tensorflow as tf
 from test_create_pretraining_data import _find_doc
 
-from data_prep import create_pretraining_data as cpd
 from data_prep import schema
 from data_prep import tokenization
 from data_prep.pretraining import chinese_words
 from data_prep.pretraining import instances
 from data_prep.pretraining import packing
+from data_prep.pretraining import tokens
+from data_prep.pretraining import writer
 
 L, P = 64, 10
 CHINESE = f"{FIXTURES}/corpus/chinese_sample.txt"
@@ -33,7 +34,7 @@ def _settings(corpus, out, **kw):
               max_seq_length=L, max_predictions_per_seq=P, dupe_factor=1, num_workers=1,
               chunk_size_mb=0.02, min_docs_per_chunk=4)
   base.update(kw)
-  return cpd.Settings(**base)
+  return writer.Settings(**base)
 
 
 def _read(path, features):
@@ -137,8 +138,8 @@ def test_mlm_only_records_are_one_segment_of_contiguous_text(english, tmp_path, 
   path, tok, docs = english
   cls, sep = tok.vocab["[CLS]"], tok.vocab["[SEP]"]
   out = tmp_path / "mlm.tfrecord"
-  summary = cpd.run(_settings(path, out, next_sentence=False, cross_document=cross_document,
-                              do_whole_word_mask=True))
+  summary = writer.run(_settings(path, out, next_sentence=False, cross_document=cross_document,
+                                 do_whole_word_mask=True))
   f = _read(out, schema.pretraining_features(L, P))
   assert len(f["input_ids"]) == summary["instances"]
   assert summary["random_next_fraction"] == 0 and not f["next_sentence_labels"].any()
@@ -187,8 +188,8 @@ def test_masking_none_writes_the_offline_runs_ids_unmasked(english, tmp_path, ne
   path, tok, _ = english
   offline, none = tmp_path / "offline.tfrecord", tmp_path / "none.tfrecord"
   kw = dict(next_sentence=next_sentence, dupe_factor=2)
-  cpd.run(_settings(path, offline, **kw))
-  summary = cpd.run(_settings(path, none, masking="none", **kw))
+  writer.run(_settings(path, offline, **kw))
+  summary = writer.run(_settings(path, none, masking="none", **kw))
   assert summary["masked_fraction"] == 0
   f = _read(offline, schema.pretraining_features(L, P))
   g = _read(none, schema.unmasked_pretraining_features(L))
@@ -260,10 +261,10 @@ def _word_spans(starts):
 def test_chinese_whole_word_masking_masks_whole_jieba_words(chinese, tmp_path, next_sentence):
   corpus, tok, docs, starts = chinese
   out = tmp_path / "zh.tfrecord"
-  cpd.run(_settings(corpus, out, vocab_file=tok.vocab_file, max_seq_length=128,
-                    max_predictions_per_seq=20, dupe_factor=8, do_whole_word_mask=True,
-                    chinese_word_segmenter="jieba", next_sentence=next_sentence,
-                    chunk_size_mb=0.005, min_docs_per_chunk=2))
+  writer.run(_settings(corpus, out, vocab_file=tok.vocab_file, max_seq_length=128,
+                       max_predictions_per_seq=20, dupe_factor=8, do_whole_word_mask=True,
+                       chinese_word_segmenter="jieba", next_sentence=next_sentence,
+                       chunk_size_mb=0.005, min_docs_per_chunk=2))
   f = _read(out, schema.pretraining_features(128, 20))
   ids = _unmasked(f)
   streams = [d.tobytes() for d in docs]
@@ -301,8 +302,8 @@ def test_without_the_segmenter_chinese_characters_are_masked_one_by_one(chinese,
   """The contrast: "##" grouping alone leaves Chinese words partly masked."""
   corpus, tok, _, _ = chinese
   out = tmp_path / "zh.tfrecord"
-  cpd.run(_settings(corpus, out, vocab_file=tok.vocab_file, max_seq_length=128,
-                    max_predictions_per_seq=20, do_whole_word_mask=True, next_sentence=False))
+  writer.run(_settings(corpus, out, vocab_file=tok.vocab_file, max_seq_length=128,
+                       max_predictions_per_seq=20, do_whole_word_mask=True, next_sentence=False))
   f = _read(out, schema.pretraining_features(128, 20))
   pos = f["masked_lm_positions"][f["masked_lm_weights"] > 0]
   runs = np.diff(pos)
@@ -312,9 +313,9 @@ def test_without_the_segmenter_chinese_characters_are_masked_one_by_one(chinese,
 def test_chinese_word_starts_in_unmasked_records(chinese, tmp_path):
   corpus, tok, docs, starts = chinese
   out = tmp_path / "zh.tfrecord"
-  cpd.run(_settings(corpus, out, vocab_file=tok.vocab_file, max_seq_length=128,
-                    masking="none", chinese_word_segmenter="jieba", next_sentence=False,
-                    chunk_size_mb=0.005, min_docs_per_chunk=2))
+  writer.run(_settings(corpus, out, vocab_file=tok.vocab_file, max_seq_length=128,
+                       masking="none", chinese_word_segmenter="jieba", next_sentence=False,
+                       chunk_size_mb=0.005, min_docs_per_chunk=2))
   g = _read(out, schema.unmasked_pretraining_features(128))
   streams = [d.tobytes() for d in docs]
   total = 0
@@ -329,13 +330,13 @@ def test_chinese_word_starts_in_unmasked_records(chinese, tmp_path):
 
 
 def test_show_pretraining_data_groups_the_words_of_unmasked_records(chinese, tmp_path):
-  from data_prep import show_pretraining_data  # pylint: disable=g-import-not-at-top
+  from data_prep.pretraining import records_view  # pylint: disable=g-import-not-at-top
   corpus, tok, _, _ = chinese
   out = tmp_path / "zh.tfrecord"
-  cpd.run(_settings(corpus, out, vocab_file=tok.vocab_file, max_seq_length=128,
-                    masking="none", chinese_word_segmenter="jieba", next_sentence=False))
-  f = show_pretraining_data.read_instances([str(out)], 128, 20)
-  lines = show_pretraining_data.describe(f, tok.inv_vocab, 50)
+  writer.run(_settings(corpus, out, vocab_file=tok.vocab_file, max_seq_length=128,
+                       masking="none", chinese_word_segmenter="jieba", next_sentence=False))
+  f = records_view.read_instances([str(out)], 128, 20)
+  lines = records_view.describe(f, tok.inv_vocab, 50)
   assert lines[0] == f"instances: {len(f['input_ids'])} (unmasked: --masking=none)"
   shown = " ".join(lines)
   assert " 北京 " in shown and " 人工智能 " in shown  # jieba's words, whole
@@ -347,8 +348,8 @@ def test_segmenter_changes_nothing_for_english(english):
   kw = dict(max_seq_length=L, max_predictions_per_seq=P, dupe_factor=2, do_whole_word_mask=True,
             vocab_size=len(tok.vocab),
             continuation_ids=tuple(i for t, i in tok.vocab.items() if t.startswith("##")))
-  plain = cpd.tokenize_documents(tok, texts, 0)
-  segmented = cpd.tokenize_documents(tok, texts, 0, "jieba")
+  plain = tokens.tokenize_documents(tok, texts, 0)
+  segmented = tokens.tokenize_documents(tok, texts, 0, "jieba")
   assert (plain.ids == segmented.ids).all() and plain.word_starts is None
   opts = instances.InstanceOptions(**kw)
   assert instances.serialize_chunk(plain, opts) == instances.serialize_chunk(segmented, opts)
@@ -368,7 +369,7 @@ def test_bad_combinations_are_clear_errors(english, tmp_path, kw, message):
   path, _, _ = english
   out = tmp_path / "x.tfrecord"
   with pytest.raises(ValueError, match=message):
-    cpd.run(_settings(path, out, **kw))
+    writer.run(_settings(path, out, **kw))
   assert not out.exists()
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import create_pretraining_data as cpd
 from data_prep import schema
+from data_prep.pretraining import writer
 from official_bert.training import input_pipeline as ip
 
 L, P = 64, 10
@@ -28,12 +28,12 @@ def data(tmp_path_factory):
   out = {}
   for name, kw in [("plain", {}), ("gzip", {"gzip_compress": True}),
                    ("v2", {"use_v2_feature_names": True})]:
-    settings = cpd.Settings(
+    settings = writer.Settings(
         input_file=str(corpus), output_file=str(root / name / "pretrain.tfrecord"),
         vocab_file=need(UNCASED_VOCAB), max_seq_length=L, max_predictions_per_seq=P,
         dupe_factor=1, num_workers=1, num_output_shards=3, chunk_size_mb=0.05,
         min_docs_per_chunk=4, **kw)
-    out[name] = cpd.run(settings)["files"]
+    out[name] = writer.run(settings)["files"]
   out["root"] = root
   return out
 

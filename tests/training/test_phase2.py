@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import create_pretraining_data as cpd
 from data_prep import tokenization
+from data_prep.pretraining import writer
 from official_bert.interop import weight_loading
 from official_bert.interop import weights_io
 from official_bert.modeling import bert_config as bert_config_lib
@@ -76,9 +76,9 @@ def data(tmp_path_factory):
   records = {}
   for seq, preds in (SHORT, LONG):
     records[seq] = str(root / f"data{seq}.tfrecord")
-    cpd.run(cpd.Settings(input_file=str(corpus), output_file=records[seq],
-                         vocab_file=UNCASED_VOCAB, max_seq_length=seq,
-                         max_predictions_per_seq=preds, dupe_factor=1, num_workers=1))
+    writer.run(writer.Settings(input_file=str(corpus), output_file=records[seq],
+                               vocab_file=UNCASED_VOCAB, max_seq_length=seq,
+                               max_predictions_per_seq=preds, dupe_factor=1, num_workers=1))
   configs = {}
   for name, overrides in CONFIGS.items():
     configs[name] = str(root / f"{name}.json")

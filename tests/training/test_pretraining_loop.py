@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from data_prep import create_pretraining_data as cpd
+from data_prep.pretraining import writer
 from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import distribution
@@ -43,9 +43,9 @@ def data(tmp_path_factory):
   root = tmp_path_factory.mktemp("pretrain")
   corpus = root / "corpus.txt"
   corpus.write_text(corpus_text(60_000), encoding="utf-8")
-  cpd.run(cpd.Settings(input_file=str(corpus), output_file=str(root / "data.tfrecord"),
-                       vocab_file=need(UNCASED_VOCAB), max_seq_length=SEQ,
-                       max_predictions_per_seq=PREDS, dupe_factor=2, num_workers=1))
+  writer.run(writer.Settings(input_file=str(corpus), output_file=str(root / "data.tfrecord"),
+                             vocab_file=need(UNCASED_VOCAB), max_seq_length=SEQ,
+                             max_predictions_per_seq=PREDS, dupe_factor=2, num_workers=1))
   configs = {}
   for name, overrides in [("tiny", {}), ("nodrop", {"hidden_dropout_prob": 0.0,
                                                     "attention_probs_dropout_prob": 0.0}),

@@ -21,9 +21,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 
-from data_prep import create_pretraining_data as cpd
 from data_prep import schema
 from data_prep.pretraining import instances
+from data_prep.pretraining import writer
 from official_bert.interop import weights_io
 from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.serving import exporter
@@ -49,10 +49,10 @@ def data(tmp_path_factory):
   corpus = root / "corpus.txt"
   corpus.write_text(corpus_text(60_000), encoding="utf-8")
   for name in ("offline", "none"):
-    cpd.run(cpd.Settings(input_file=str(corpus), output_file=str(root / f"{name}.tfrecord"),
-                         vocab_file=need(UNCASED_VOCAB), max_seq_length=SEQ,
-                         max_predictions_per_seq=PREDS, dupe_factor=1, num_workers=1,
-                         masking=name))
+    writer.run(writer.Settings(input_file=str(corpus), output_file=str(root / f"{name}.tfrecord"),
+                               vocab_file=need(UNCASED_VOCAB), max_seq_length=SEQ,
+                               max_predictions_per_seq=PREDS, dupe_factor=1, num_workers=1,
+                               masking=name))
   config = root / "tiny.json"
   config.write_text(json.dumps(TINY))
   return {"offline": str(root / "offline.tfrecord"), "none": str(root / "none.tfrecord"),

@@ -1,0 +1,72 @@
+"""A pretraining-data run's settings (the `create_pretraining_data` flags) and their checks,
+shared by the local writer (`writer`) and the Beam pipeline (`beam_pipeline`).
+
+Errors name the flags, not the options behind them: the user typed flags.
+"""
+
+import collections
+
+from absl import logging
+
+from data_prep.pretraining import chinese_words
+from data_prep.pretraining import instances as instances_lib
+
+Settings = collections.namedtuple("Settings", [
+    "input_file", "output_file", "vocab_file", "do_lower_case", "do_whole_word_mask",
+    "max_seq_length", "max_predictions_per_seq", "random_seed", "dupe_factor",
+    "masked_lm_prob", "short_seq_prob", "num_workers", "num_output_shards", "gzip_compress",
+    "use_v2_feature_names", "errors", "chunk_size_mb", "min_docs_per_chunk", "read_range_mb",
+    "next_sentence", "cross_document", "masking", "chinese_word_segmenter"])
+Settings.__new__.__defaults__ = (  # everything after vocab_file, as the command's flags
+    True, False, 128, 20, 12345, 10, 0.15, 0.1, 1, 1, False, False, "strict", 1.0, 32, 64.0,
+    True, False, "offline", "none")
+
+
+def instance_options(settings, tokenizer):
+  """The instance algorithm's options from the run's settings (local writer and Beam alike)."""
+  opts = instances_lib.InstanceOptions(
+      max_seq_length=settings.max_seq_length,
+      max_predictions_per_seq=settings.max_predictions_per_seq,
+      masked_lm_prob=settings.masked_lm_prob, short_seq_prob=settings.short_seq_prob,
+      dupe_factor=settings.dupe_factor, do_whole_word_mask=settings.do_whole_word_mask,
+      random_seed=settings.random_seed, vocab_size=len(tokenizer.inv_vocab),
+      cls_id=tokenizer.vocab["[CLS]"], sep_id=tokenizer.vocab["[SEP]"],
+      mask_id=tokenizer.vocab["[MASK]"],
+      continuation_ids=tuple(i for t, i in tokenizer.vocab.items() if t.startswith("##")),
+      use_v2_feature_names=settings.use_v2_feature_names,
+      next_sentence=settings.next_sentence, cross_document=settings.cross_document,
+      masking=settings.masking)
+  try:
+    opts.validate()
+  except ValueError as e:  # name the flags, not the options
+    raise ValueError(f"--{e}") from None
+  _check_recipe(settings)
+  return opts
+
+
+def _check_recipe(settings):
+  """The masked-LM-only / dynamic-masking / Chinese flags together; logs what goes unused."""
+  segmenter = chinese_words.check_segmenter(settings.chinese_word_segmenter)
+  if segmenter != "none" and not (settings.do_whole_word_mask or settings.masking == "none"):
+    raise ValueError(f"--chinese_word_segmenter={segmenter} groups characters into words for "
+                     "whole-word masking: add --do_whole_word_mask (or --masking=none, which "
+                     "writes the word starts for the input pipeline)")
+  if settings.masking == "none":
+    logging.info("--masking=none: nothing is masked here; --max_predictions_per_seq, "
+                 "--masked_lm_prob and --do_whole_word_mask are not used (run_pretraining "
+                 "--dynamic_masking takes them)")
+    if settings.dupe_factor > 1:
+      logging.info("--masking=none with --dupe_factor=%d: the passes differ only in their "
+                   "%s; the input pipeline draws new masks every epoch, so 1 is usually "
+                   "enough", settings.dupe_factor,
+                   "pairs" if settings.next_sentence else "short sequences")
+
+
+def check_ranges(settings):
+  """The run's own sizes (the instance options check theirs): named before any work."""
+  if settings.num_workers is not None and settings.num_workers < 1:
+    raise ValueError(f"--num_workers={settings.num_workers} must be >= 1 (unset: all cores)")
+  if not settings.chunk_size_mb > 0:
+    raise ValueError(f"--chunk_size_mb={settings.chunk_size_mb} must be > 0")
+  if settings.min_docs_per_chunk < 1:
+    raise ValueError(f"--min_docs_per_chunk={settings.min_docs_per_chunk} must be >= 1")
