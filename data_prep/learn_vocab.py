@@ -15,193 +15,10 @@ r"""Learn a BERT WordPiece vocabulary from a corpus.
 The output is deterministic for the same input and flags; it is written atomically.
 """
 
-import collections
-import time
-
 from absl import flags
-from absl import logging
 
 from data_prep import cli
-from data_prep import tfrecord_io
-from data_prep.pretraining import corpus
-
-RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-JOINER = "##"
-_LOG_EVERY_S = 5.0
-
-
-class _Rate:
-  """Logs lines/s at most every few seconds while counting a large input."""
-
-  def __init__(self, total_bytes):
-    self.total_bytes = max(total_bytes, 1)
-    self.start = self.last = time.time()
-
-  def update(self, lines, done_bytes, force=False):
-    now = time.time()
-    if force or now - self.last >= _LOG_EVERY_S:
-      self.last = now
-      elapsed = max(now - self.start, 1e-9)
-      logging.info("counting words: %5.1f%% | %d lines (%.0f lines/s) | %.1f MB | %.0fs",
-                   100 * min(done_bytes / self.total_bytes, 1.0), lines, lines / elapsed,
-                   done_bytes / 1e6, elapsed)
-
-
-def _line_batches(files, batch_lines):
-  """Non-blank lines of all files in batches: (lines, bytes read so far). Strict UTF-8."""
-  batch, done = [], 0
-  for path in files:
-    with tfrecord_io.open_file(path) as f:
-      for line_no, raw in enumerate(f, start=1):
-        done += len(raw)
-        try:
-          text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-          raise corpus.CorpusError(f"{path}:{line_no}: invalid UTF-8 ({e.reason})") from None
-        if text.strip():
-          batch.append(text)
-          if len(batch) >= batch_lines:
-            yield batch, done
-            batch = []
-  if batch:
-    yield batch, done
-
-
-def count_words(files, do_lower_case, batch_lines=4096):
-  """Counter of the pre-tokenizer's words over all files (str keys)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top  (TF only where needed)
-
-  from data_prep import tokenization  # pylint: disable=g-import-not-at-top
-  # split_words needs no wordpiece vocab; "[UNK]" satisfies the constructor.
-  splitter = tokenization.TextTokenizer(["[UNK]"], lower_case=do_lower_case)
-  counts = collections.Counter()  # bytes keys: decoding once per distinct word is cheaper
-  rate = _Rate(sum(tf.io.gfile.stat(f).length for f in files))
-  lines = done = 0
-  for batch, done in _line_batches(files, batch_lines):
-    words = splitter.split_words(tf.constant(batch, dtype=tf.string))
-    counts.update(words.flat_values.numpy().tolist())
-    lines += len(batch)
-    rate.update(lines, done)
-  rate.update(lines, done, force=True)
-  return collections.Counter({w.decode("utf-8"): c for w, c in counts.items()})
-
-
-def char_counts(word_counts):
-  counts = collections.Counter()
-  for word, count in word_counts.items():
-    for char in word:
-      counts[char] += count
-  return counts
-
-
-def required_chars(word_counts, min_char_count, max_unique_chars):
-  """The characters that get `c` and `##c`: the most frequent ones seen >= min_char_count."""
-  ranked = sorted(char_counts(word_counts).items(), key=lambda kv: (-kv[1], kv[0]))
-  kept = [c for c, n in ranked if n >= min_char_count][:max_unique_chars]
-  if len(kept) < len(ranked):
-    logging.info("%d of %d distinct characters are rare (< %d) or beyond max_unique_chars=%d; "
-                 "words containing them will be [UNK]", len(ranked) - len(kept), len(ranked),
-                 min_char_count, max_unique_chars)
-  return sorted(kept)
-
-
-def learner_input(word_counts, chars, min_count):
-  """(word, count) pairs for the learner, most frequent first (ties by word: determinism).
-
-  Words below min_count, or with a character outside `chars`, would only cost learning time:
-  they cannot add a piece above the learner's count threshold worth having.
-  """
-  allowed = set(chars)
-  pairs = [(w, n) for w, n in word_counts.items()
-           if n >= min_count and w not in RESERVED_TOKENS and set(w) <= allowed]
-  pairs.sort(key=lambda wn: (-wn[1], wn[0]))
-  return pairs
-
-
-def _check_room(vocab_size, chars):
-  """Fails before the slow learning if the characters alone do not fit."""
-  needed = len(RESERVED_TOKENS) + 2 * len(chars)
-  if vocab_size < needed:
-    raise ValueError(f"vocab_size={vocab_size} cannot hold the {len(RESERVED_TOKENS)} reserved "
-                     f"tokens and {2 * len(chars)} character tokens (c and ##c); raise "
-                     "--vocab_size or --min_char_count, or lower --max_unique_chars")
-
-
-def assemble(learned, chars, vocab_size):
-  """Reserved tokens, then the learned order, with every `c`/`##c`; at most vocab_size."""
-  _check_room(vocab_size, chars)
-  must = [c for c in chars] + [JOINER + c for c in chars]
-  budget = vocab_size - len(RESERVED_TOKENS) - len(must)
-  must_set = set(must)
-  rest = [t for t in learned if t not in must_set and t not in RESERVED_TOKENS]
-  keep = must_set | set(rest[:budget])  # learned is most frequent first: trim its tail
-  vocab = list(RESERVED_TOKENS)
-  seen = set(vocab)
-  for token in learned + must:  # learned order; characters the learner lacked at the end
-    if token in keep and token not in seen:
-      vocab.append(token)
-      seen.add(token)
-  return vocab
-
-
-def learn_vocab(files, vocab_size, do_lower_case=True, min_count=2, min_char_count=2,
-                max_unique_chars=1000, max_input_tokens=100_000, num_iterations=4,
-                lower_thresh=2, slack_ratio=0.05, max_token_length=50):
-  """Learns a WordPiece vocab from corpus files (paths or comma-separated globs).
-
-  Args:
-    files: a list of paths, or a string of comma-separated paths/globs.
-    vocab_size: the maximum number of tokens (reserved ones included).
-    do_lower_case: lower-case and strip accents before counting (uncased models).
-    min_count: words seen fewer times are not learner input (their characters still count).
-    min_char_count: characters seen at least this often get `c` and `##c` tokens.
-    max_unique_chars: at most this many (most frequent) characters get tokens.
-    max_input_tokens: the learner sees at most this many distinct words (most frequent);
-      bounds the learning time on big corpora.
-    num_iterations, lower_thresh, slack_ratio, max_token_length: the learner's parameters.
-
-  Returns:
-    The tokens in id order.
-  """
-  from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner  # pylint: disable=g-import-not-at-top
-  if isinstance(files, str):
-    files = corpus.expand_input_patterns(files)
-  for path in files:
-    if not tfrecord_io.is_file(path):
-      raise corpus.CorpusError(f"input file not found: {path}")
-  t0 = time.time()
-  word_counts = count_words(files, do_lower_case)
-  if not word_counts:
-    raise corpus.CorpusError(f"empty corpus: no words in {', '.join(files)}")
-  chars = required_chars(word_counts, min_char_count, max_unique_chars)
-  _check_room(vocab_size, chars)
-  pairs = learner_input(word_counts, chars, min_count)
-  logging.info("%d words, %d distinct; %d characters; learner input: %d words (count >= %d) "
-               "[%.1fs]", sum(word_counts.values()), len(word_counts), len(chars), len(pairs),
-               min_count, time.time() - t0)
-  learned = []
-  if pairs:
-    t1 = time.time()
-    logging.info("learning word pieces (binary search over a count threshold, %d passes "
-                 "each; no progress output until done)", num_iterations)
-    # The learner's own vocab holds its characters as `c` and `##c` too, so the target size
-    # is the same; `assemble` trims whatever the binary search leaves over.
-    learned = learner.learn(
-        pairs, vocab_size, list(RESERVED_TOKENS), upper_thresh=None, lower_thresh=lower_thresh,
-        num_iterations=num_iterations, max_input_tokens=max_input_tokens,
-        max_token_length=max_token_length, max_unique_chars=max_unique_chars,
-        slack_ratio=slack_ratio, include_joiner_token=True, joiner=JOINER)
-    logging.info("learner: %d tokens in %.1fs", len(learned), time.time() - t1)
-  vocab = assemble(learned, chars, vocab_size)
-  logging.info("vocab: %d tokens (requested %d) in %.1fs", len(vocab), vocab_size,
-               time.time() - t0)
-  return vocab
-
-
-def write_vocab(tokens, path):
-  """One token per line, atomically (temporary file + rename)."""
-  tfrecord_io.write_text(path, "".join(t + "\n" for t in tokens))
-
+from data_prep.vocab import learn
 
 FLAGS = flags.FLAGS
 
@@ -221,12 +38,11 @@ def define_flags():
 
 def main(argv):
   del argv  # no positional arguments (`cli.launch` checks)
-  vocab = learn_vocab(FLAGS.input_file, FLAGS.vocab_size, FLAGS.do_lower_case,
-                      min_count=FLAGS.min_count, min_char_count=FLAGS.min_char_count,
-                      max_unique_chars=FLAGS.max_unique_chars,
-                      max_input_tokens=FLAGS.max_input_tokens)
-  write_vocab(vocab, FLAGS.output_file)
-  logging.info("Wrote %d tokens to %s", len(vocab), FLAGS.output_file)
+  learn.learn_and_write(FLAGS.input_file, FLAGS.output_file, FLAGS.vocab_size,
+                        FLAGS.do_lower_case, min_count=FLAGS.min_count,
+                        min_char_count=FLAGS.min_char_count,
+                        max_unique_chars=FLAGS.max_unique_chars,
+                        max_input_tokens=FLAGS.max_input_tokens)
 
 
 def console_main():

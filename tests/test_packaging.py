@@ -169,7 +169,7 @@ def test_beam_setup_file_sdist_builds_the_same_package(source, tmp_path):
 def test_installed_console_script_runs_outside_the_repo(wheel, tmp_path):
   """`pip install` of the wheel (into a folder: the venv has the dependencies), then
   `bert-learn-vocab` from elsewhere: same vocab as the library call; a user error exits 1."""
-  from data_prep import learn_vocab  # pylint: disable=g-import-not-at-top
+  from data_prep.vocab import learn  # pylint: disable=g-import-not-at-top
   target = tmp_path / "site"
   _pip("install", "--no-deps", "--target", str(target), wheel)
   env = dict(os.environ, PYTHONPATH=str(target), TF_CPP_MIN_LOG_LEVEL="2")
@@ -194,8 +194,8 @@ def test_installed_console_script_runs_outside_the_repo(wheel, tmp_path):
       timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   tokens = vocab_file.read_text(encoding="utf-8").splitlines()
-  assert tokens == learn_vocab.learn_vocab([str(corpus)], 300, True)
-  assert tokens[:5] == list(learn_vocab.RESERVED_TOKENS) and len(tokens) <= 300
+  assert tokens == learn.learn_vocab([str(corpus)], 300, True)
+  assert tokens[:5] == list(learn.RESERVED_TOKENS) and len(tokens) <= 300
   proc = subprocess.run([script, f"--output_file={vocab_file}"],
                         cwd=tmp_path,
                         env=env,

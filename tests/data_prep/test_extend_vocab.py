@@ -1,4 +1,5 @@
-"""data_prep.extend_vocab: a corpus's frequent split words into the [unusedN] slots."""
+"""data_prep.vocab.extend (and the extend_vocab command): a corpus's frequent split words into
+the [unusedN] slots."""
 
 import string
 import subprocess
@@ -7,8 +8,8 @@ import sys
 from conftest import REPO
 import pytest
 
-from data_prep import extend_vocab
 from data_prep import tokenization
+from data_prep.vocab import extend
 
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "a", "patient", "was", "seen", "for", "##s", ".", ","]
@@ -40,7 +41,7 @@ def files(tmp_path):
 
 def test_frequent_split_words_fill_the_unused_slots_in_order(files):
   vocab_file, corpus_file = files
-  lines, result = extend_vocab.extend_vocab(vocab_file, corpus_file, 3, min_count=2)
+  lines, result = extend.extend_vocab(vocab_file, corpus_file, 3, min_count=2)
   new = [line.decode("utf-8").rstrip("\n") for line in lines]
   # Most frequent first (lower-cased); "patients" is patient ##s, the others letters.
   assert result.new_words == [("gastroenterology", 5, 16), ("endoscopy", 3, 9),
@@ -54,7 +55,7 @@ def test_frequent_split_words_fill_the_unused_slots_in_order(files):
 
 def test_tokenizer_uses_the_new_entries_and_tokens_shrink(files, tmp_path):
   vocab_file, corpus_file = files
-  lines, result = extend_vocab.extend_vocab(vocab_file, corpus_file, 3, min_count=2)
+  lines, result = extend.extend_vocab(vocab_file, corpus_file, 3, min_count=2)
   out = tmp_path / "new_vocab.txt"
   out.write_bytes(b"".join(lines))
   old_tok = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
@@ -76,14 +77,14 @@ def test_tokenizer_uses_the_new_entries_and_tokens_shrink(files, tmp_path):
 
 def test_fewer_candidates_fill_fewer_slots(files):
   vocab_file, corpus_file = files
-  _, result = extend_vocab.extend_vocab(vocab_file, corpus_file, 4, min_count=2)
+  _, result = extend.extend_vocab(vocab_file, corpus_file, 4, min_count=2)
   assert len(result.new_words) == 3 and result.slots == [5, 6, 7]
-  lines, result = extend_vocab.extend_vocab(vocab_file, corpus_file, 4, min_count=4)
+  lines, result = extend.extend_vocab(vocab_file, corpus_file, 4, min_count=4)
   assert [w for w, _, _ in result.new_words] == ["gastroenterology"]
   assert [line.decode("utf-8").rstrip("\n") for line in lines][5:7] == ["gastroenterology",
                                                                         "[unused1]"]
   # min_count=1: words seen once qualify too; ties by word ("and" before "colonoscopy").
-  _, result = extend_vocab.extend_vocab(vocab_file, corpus_file, 4, min_count=1)
+  _, result = extend.extend_vocab(vocab_file, corpus_file, 4, min_count=1)
   assert [w for w, _, _ in result.new_words][3] == "and"
 
 
@@ -91,7 +92,7 @@ def test_cased_vocabulary_keeps_case(tmp_path):
   vocab = SPECIAL + ["[unused0]"] + LETTERS + ["G", "##G", "E", "##E"]
   vocab_file = _write(tmp_path / "vocab.txt", "".join(t + "\n" for t in vocab))
   corpus_file = _write(tmp_path / "corpus.txt", "Gastro gastro Gastro\n")
-  lines, _ = extend_vocab.extend_vocab(vocab_file, corpus_file, 1, do_lower_case=False)
+  lines, _ = extend.extend_vocab(vocab_file, corpus_file, 1, do_lower_case=False)
   assert lines[5] == b"Gastro\n"
 
 
@@ -99,7 +100,7 @@ def test_too_few_unused_slots_is_an_error(files):
   vocab_file, corpus_file = files
   with pytest.raises(ValueError, match=r"has 4 \[unusedN\] entries, fewer than "
                                        r"--num_new_tokens=5"):
-    extend_vocab.extend_vocab(vocab_file, corpus_file, 5)
+    extend.extend_vocab(vocab_file, corpus_file, 5)
 
 
 def test_cli_writes_the_vocab_and_reports_errors(files, tmp_path):

@@ -1,4 +1,4 @@
-"""Tests for data_prep.learn_vocab: reserved ids, size, [UNK] rate, determinism, pipeline use."""
+"""Tests for data_prep.vocab.learn: reserved ids, size, [UNK] rate, determinism, pipeline use."""
 
 import collections
 import os
@@ -7,10 +7,10 @@ import random
 from conftest import corpus_text
 import pytest
 
-from data_prep import create_pretraining_data
-from data_prep import learn_vocab
 from data_prep import tokenization
 from data_prep.pretraining import corpus
+from data_prep.pretraining import writer
+from data_prep.vocab import learn
 
 _STEMS = ("walk talk play work jump cook paint clean start finish open close visit watch "
           "help call move live love learn teach read build write climb travel order answer "
@@ -56,9 +56,9 @@ def small(tmp_path_factory):
   d = tmp_path_factory.mktemp("small")
   train = _write_corpus(d / "train.txt", _documents(1, 300))
   heldout = [s for doc in _documents(2, 40) for s in doc]
-  vocab = learn_vocab.learn_vocab([train], vocab_size=400, do_lower_case=True)
+  vocab = learn.learn_vocab([train], vocab_size=400, do_lower_case=True)
   vocab_file = str(d / "vocab.txt")
-  learn_vocab.write_vocab(vocab, vocab_file)
+  learn.write_vocab(vocab, vocab_file)
   return {"dir": d, "train": train, "heldout": heldout, "vocab": vocab, "vocab_file": vocab_file}
 
 
@@ -94,16 +94,16 @@ def test_low_unk_rate_and_frequent_words_whole(small):
 
 
 def test_deterministic(small, tmp_path):
-  again = learn_vocab.learn_vocab(small["train"], vocab_size=400, do_lower_case=True)
+  again = learn.learn_vocab(small["train"], vocab_size=400, do_lower_case=True)
   path = str(tmp_path / "vocab2.txt")
-  learn_vocab.write_vocab(again, path)
+  learn.write_vocab(again, path)
   with open(path, "rb") as a, open(small["vocab_file"], "rb") as b:
     assert a.read() == b.read()
   assert not [p for p in os.listdir(tmp_path) if ".tmp" in p]  # the temp file was renamed
 
 
 def test_cased_vocab_keeps_case(small):
-  vocab = learn_vocab.learn_vocab([small["train"]], vocab_size=400, do_lower_case=False)
+  vocab = learn.learn_vocab([small["train"]], vocab_size=400, do_lower_case=False)
   assert "The" in vocab and "é" in vocab and "##é" in vocab
 
 
@@ -111,7 +111,7 @@ def test_works_with_create_pretraining_data(small):
   out = str(small["dir"] / "pretrain.tfrecord")
   docs = _documents(3, 12)
   inp = _write_corpus(small["dir"] / "tiny.txt", docs)
-  summary = create_pretraining_data.run(create_pretraining_data.Settings(
+  summary = writer.run(writer.Settings(
       input_file=inp, output_file=out, vocab_file=small["vocab_file"], do_lower_case=True,
       max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1, num_workers=1))
   assert summary["instances"] > 0
@@ -121,25 +121,25 @@ def test_works_with_create_pretraining_data(small):
 def test_missing_and_empty_input(tmp_path):
   missing = str(tmp_path / "nope.txt")
   with pytest.raises(corpus.CorpusError, match="nope.txt"):
-    learn_vocab.learn_vocab(missing, vocab_size=100)
+    learn.learn_vocab(missing, vocab_size=100)
   with pytest.raises(corpus.CorpusError, match="nope.txt"):
-    learn_vocab.learn_vocab([missing], vocab_size=100)
+    learn.learn_vocab([missing], vocab_size=100)
   empty = tmp_path / "empty.txt"
   empty.write_text("\n  \n\n", encoding="utf-8")
   with pytest.raises(corpus.CorpusError, match="empty.txt"):
-    learn_vocab.learn_vocab([str(empty)], vocab_size=100)
+    learn.learn_vocab([str(empty)], vocab_size=100)
 
 
 def test_vocab_too_small_for_characters(small):
   with pytest.raises(ValueError, match="vocab_size=20"):
-    learn_vocab.learn_vocab([small["train"]], vocab_size=20)
+    learn.learn_vocab([small["train"]], vocab_size=20)
 
 
 def test_assemble_trims_learned_tail_and_adds_characters():
   learned = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "the", "##s", "and",
              "rare", "##a", "##b"]
-  vocab = learn_vocab.assemble(learned, ["a", "b", "c"], vocab_size=13)
-  assert vocab[:5] == list(learn_vocab.RESERVED_TOKENS)
+  vocab = learn.assemble(learned, ["a", "b", "c"], vocab_size=13)
+  assert vocab[:5] == list(learn.RESERVED_TOKENS)
   assert set(vocab[5:]) == {"a", "b", "c", "##a", "##b", "##c", "the", "##s"}
   assert vocab.index("the") < vocab.index("##s")  # the learner's (frequency) order is kept
 
@@ -150,11 +150,11 @@ def test_gutenberg_sample(tmp_path):
   cut = int(len(lines) * 0.85)
   train = tmp_path / "train.txt"
   train.write_text("\n".join(lines[:cut]) + "\n", encoding="utf-8")
-  vocab = learn_vocab.learn_vocab([str(train)], vocab_size=2000, do_lower_case=True)
-  assert vocab[:5] == list(learn_vocab.RESERVED_TOKENS)
+  vocab = learn.learn_vocab([str(train)], vocab_size=2000, do_lower_case=True)
+  assert vocab[:5] == list(learn.RESERVED_TOKENS)
   assert 0.9 * 2000 <= len(vocab) <= 2000
   vocab_file = str(tmp_path / "vocab.txt")
-  learn_vocab.write_vocab(vocab, vocab_file)
+  learn.write_vocab(vocab, vocab_file)
   heldout = [l for l in lines[cut:] if l.strip()]
   rate, tok = _unk_rate(vocab_file, heldout)
   assert rate < 0.01
