@@ -1,10 +1,11 @@
-"""Tests for data_prep.demo_corpus: the stdlib-docstring corpus is sizable, clean, deterministic."""
+"""Tests for data_prep.demo: the stdlib-docstring corpus is sizable, clean, deterministic."""
 
 import os
 
 import pytest
 
-from data_prep import demo_corpus
+from data_prep.demo import docstring_sentences
+from data_prep.demo import stdlib_corpus
 
 DEFAULT_BYTES = 3 * 2**20
 
@@ -12,7 +13,7 @@ DEFAULT_BYTES = 3 * 2**20
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
   path = str(tmp_path_factory.mktemp("demo") / "sub" / "corpus.txt")
-  stats = demo_corpus.write_corpus(path, DEFAULT_BYTES)
+  stats = stdlib_corpus.write_corpus(path, DEFAULT_BYTES)
   with open(path, "rb") as f:
     data = f.read()
   return {"path": path, "stats": stats, "text": data.decode("utf-8"), "bytes": data}
@@ -39,7 +40,7 @@ def test_layout_one_blank_line_between_documents(written):
   assert "\n\n\n" not in text
   assert "\r" not in text
   for doc in _docs(text):
-    assert len(doc) >= demo_corpus.MIN_SENTENCES
+    assert len(doc) >= stdlib_corpus.MIN_SENTENCES
     for line in doc:
       assert line.strip() and line == line.strip() and "  " not in line
 
@@ -52,25 +53,25 @@ def test_no_doctest_prompts_or_control_characters(written):
 
 
 def test_deterministic(written):
-  again = demo_corpus.render(demo_corpus.build_corpus(DEFAULT_BYTES))
+  again = stdlib_corpus.render(stdlib_corpus.build_corpus(DEFAULT_BYTES))
   assert again.encode("utf-8") == written["bytes"]
   assert not [p for p in os.listdir(os.path.dirname(written["path"])) if ".tmp" in p]
 
 
 def test_max_bytes_gives_a_prefix(written):
-  small = demo_corpus.build_corpus(100_000)
-  text = demo_corpus.render(small)
+  small = stdlib_corpus.build_corpus(100_000)
+  text = stdlib_corpus.render(small)
   assert 0 < len(text.encode("utf-8")) <= 100_000
   assert written["text"].startswith(text[:-1])
 
 
 def test_module_files_skip_tests_and_are_sorted():
-  files = demo_corpus.module_files(demo_corpus.stdlib_dir())
+  files = stdlib_corpus.module_files(stdlib_corpus.stdlib_dir())
   assert files == sorted(files)
   assert "os.py" in files
   for rel in files:
     parts = rel.split(os.sep)
-    assert not set(parts[:-1]) & demo_corpus.SKIP_DIRS, rel
+    assert not set(parts[:-1]) & stdlib_corpus.SKIP_DIRS, rel
 
 
 def test_sentences_from_a_docstring():
@@ -94,7 +95,7 @@ def test_sentences_from_a_docstring():
   :param x: the input value.
   """
   import inspect  # pylint: disable=g-import-not-at-top
-  assert demo_corpus.sentences(inspect.cleandoc(doc)) == [
+  assert docstring_sentences.sentences(inspect.cleandoc(doc)) == [
       "Summary line without a period",
       "First sentence here.", "Second one follows!", "Is this third?", "42 is a number.",
       "A line that wraps onto the next line.",
@@ -105,13 +106,13 @@ def test_sentences_from_a_docstring():
 
 def test_write_corpus_fails_clearly_without_sources(tmp_path):
   with pytest.raises(ValueError, match="no documents"):
-    demo_corpus.write_corpus(str(tmp_path / "c.txt"), DEFAULT_BYTES, root=str(tmp_path))
+    stdlib_corpus.write_corpus(str(tmp_path / "c.txt"), DEFAULT_BYTES, root=str(tmp_path))
 
 
 def test_heldout_documents_are_disjoint_from_training(tmp_path):
   train, heldout = tmp_path / "train.txt", tmp_path / "heldout.txt"
-  stats = demo_corpus.write_corpus(str(train), 400_000, heldout_path=str(heldout),
-                                   heldout_every=10)
+  stats = stdlib_corpus.write_corpus(str(train), 400_000, heldout_path=str(heldout),
+                                     heldout_every=10)
   train_docs = set(train.read_text(encoding="utf-8").strip().split("\n\n"))
   heldout_docs = set(heldout.read_text(encoding="utf-8").strip().split("\n\n"))
   assert stats["heldout_documents"] == len(heldout_docs) > 3
