@@ -14,7 +14,6 @@ holding `glue/<config>`; `--tfds_data_dir` forces TFDS.
 from absl import flags
 
 from data_prep import cli
-from data_prep.classification import glue_processors
 from data_prep.classification import glue_records
 
 FLAGS = flags.FLAGS
@@ -36,12 +35,10 @@ def define_flags():
 
 def main(argv):
   del argv  # no positional arguments (`cli.launch` checks)
-  processor = glue_processors.get_processor(FLAGS.task_name)
-  for split in glue_records.task_splits(processor, FLAGS.splits):
-    path, meta = glue_records.write_split(
-        processor, split, FLAGS.output_dir, FLAGS.vocab_file, FLAGS.do_lower_case,
-        FLAGS.max_seq_length, FLAGS.data_dir, FLAGS.tfds_data_dir,
-        FLAGS.max_train_examples if split == "train" else 0, FLAGS.random_seed)
+  for path, meta in glue_records.write_task(
+      FLAGS.task_name, FLAGS.splits, FLAGS.output_dir, FLAGS.vocab_file, FLAGS.do_lower_case,
+      FLAGS.max_seq_length, FLAGS.data_dir, FLAGS.tfds_data_dir, FLAGS.max_train_examples,
+      FLAGS.random_seed):
     print(f"{path}: {meta['num_examples']} examples")  # the program's output: what it wrote
 
 

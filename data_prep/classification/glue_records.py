@@ -47,3 +47,20 @@ def write_split(processor, split, output_dir, vocab_file, do_lower_case, max_seq
     return features, columns, meta
 
   return path, classifier_features.cached_tfrecord(path, key, build)
+
+
+def write_task(task_name, splits, output_dir, vocab_file, do_lower_case, max_seq_length,
+               data_dir=None, tfds_data_dir=None, max_train_examples=0, seed=12345):
+  """`write_split` for each of a GLUE task's `splits` ("dev"/"test" expanded, see
+  `task_splits`), in order; yields (path, meta) as each is written, so a caller can report
+  it before the next one starts.
+
+  Args:
+    max_train_examples: keep a seeded random subset of the training set (0: all); the other
+      splits are written whole.
+  """
+  processor = glue_processors.get_processor(task_name)
+  for split in task_splits(processor, splits):
+    yield write_split(processor, split, output_dir, vocab_file, do_lower_case, max_seq_length,
+                      data_dir, tfds_data_dir, max_train_examples if split == "train" else 0,
+                      seed)
