@@ -13,6 +13,8 @@ per seed.
   transformers BertForSequenceClassification, the original recipe: torch AdamW (eps 1e-6, no
               decay on LayerNorm/bias), 10% warmup then linear decay, clipping at 1.0, padding
               to 64 (Hugging Face's schedule: get_linear_schedule_with_warmup over 63 batches)
+  python_api  ob.TextClassifier.from_preset(MINILM, num_classes=2, sequence_length=64), fit(x,
+              y, batch_size=32, epochs=1) with compile's defaults (our venv, a fresh process)
   transformers_bert_schedule  the same with run_classifier's steps and schedule (62 whole
               batches, google-research/bert's warmup_linear_decay)
 
@@ -60,6 +62,7 @@ def parse_args():
   p.add_argument("--ours_python", default=os.path.join(_REPO, ".venv", "bin", "python"))
   p.add_argument("--work_dir", default=None)
   p.add_argument("--out", default=None, help="append the markdown table to this file")
+  p.add_argument("--child_python_api", default=None, help=argparse.SUPPRESS)
   return p.parse_args()
 
 
@@ -96,6 +99,42 @@ def run_ours(args, model_dir, paths, seed, extra, work):
   with open(os.path.join(out, "eval_results.txt")) as f:
     results = dict(line.strip().split(" = ") for line in f if " = " in line)
   return float(results["accuracy"]), float(rates[-1])
+
+
+def run_python_api(args, paths, seed):
+  """ob.TextClassifier in a fresh process of our venv (this script, --child_python_api)."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTRAOP_THREADS=str(THREADS),
+             PYTHONPATH=_REPO)
+  cmd = [args.ours_python, os.path.abspath(__file__), f"--seeds={seed}",
+         f"--child_python_api={json.dumps(paths)}"]
+  proc = subprocess.run(cmd, cwd=_REPO, env=env, capture_output=True, text=True, check=False)
+  if proc.returncode:
+    raise SystemExit(f"{' '.join(cmd)}\n{proc.stderr[-3000:]}")
+  result = json.loads(proc.stdout.strip().splitlines()[-1])
+  return result["accuracy"], result["rate"]
+
+
+def child_python_api(paths, seed):
+  import keras
+  import numpy as np
+  import official_bert as ob
+  from official_bert.interop import packaged_weights
+  splits = {}
+  for name, path in paths.items():
+    with open(path, encoding="utf-8") as f:
+      splits[name] = [line.rstrip("\n").split("\t") for line in f][1:]
+  keras.utils.set_random_seed(seed)
+  model = ob.TextClassifier.from_preset(packaged_weights.minilm_dir(), num_classes=2,
+                                        sequence_length=SEQ)
+  x = [s for s, _ in splits["train"]]
+  y = [int(label) for _, label in splits["train"]]
+  start = time.time()
+  model.fit(x, y, batch_size=BATCH, epochs=EPOCHS, seed=seed, verbose=0)
+  rate = len(x) * EPOCHS / (time.time() - start)
+  probabilities = model.predict([s for s, _ in splits["dev"]], batch_size=64)
+  dev_y = np.array([int(label) for _, label in splits["dev"]])
+  print(json.dumps({"accuracy": float(np.mean(probabilities.argmax(-1) == dev_y)),
+                    "rate": rate}))
 
 
 def run_keras_hub(model_dir, splits, seed):
@@ -181,6 +220,9 @@ def run_transformers(model_dir, splits, seed, bert_schedule=False):
 def main():
   args = parse_args()
   sys.path.insert(0, _REPO)
+  if args.child_python_api:
+    child_python_api(json.loads(args.child_python_api), int(args.seeds))
+    return
   from official_bert.interop import packaged_weights
   model_dir = packaged_weights.minilm_dir()
   if model_dir is None:
@@ -199,6 +241,10 @@ def main():
         runs.setdefault(f"ours ({name})", []).append(
             run_ours(args, model_dir, paths, seed, extra, work))
         print(f"seed {seed} ours ({name}): {runs[f'ours ({name})'][-1]}", flush=True)
+    if "python_api" in impls:
+      runs.setdefault("ob.TextClassifier (Python API)", []).append(
+          run_python_api(args, paths, seed))
+      print(f"seed {seed} python api: {runs['ob.TextClassifier (Python API)'][-1]}", flush=True)
     if "keras_hub" in impls:
       runs.setdefault("keras-hub 0.32", []).append(run_keras_hub(model_dir, splits, seed))
       print(f"seed {seed} keras-hub: {runs['keras-hub 0.32'][-1]}", flush=True)

@@ -48,6 +48,9 @@ class Preprocessor(keras.layers.Layer):
   def __init__(self, vocabulary, lower_case=True, sequence_length=128, **kwargs):
     kwargs.setdefault("trainable", False)
     super().__init__(**kwargs)
+    # Python lists of strings in, not float tensors (as keras-hub's preprocessing layers).
+    self._allow_non_tensor_positional_args = True
+    self._convert_input_args = False
     if isinstance(vocabulary, str):
       vocabulary = tokenization.load_vocab_tokens(vocabulary)
     self.vocabulary = list(vocabulary)

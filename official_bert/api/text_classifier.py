@@ -65,8 +65,8 @@ class TextClassifier(task_model.TaskModel):
     TextClassifier) brings its labels, problem type and sequence length; its head is then
     loaded, else the head is new."""
     preset = presets.load(path)
-    stored = preset.run_settings if preset.run_settings.get("model_type",
-                                                            "classifier") == "classifier" else {}
+    stored = (preset.run_settings
+              if preset.run_settings.get("model_type") == "classifier" else {})
     fine_tuned = bool(stored) and num_classes is None and labels is None
     if fine_tuned:
       labels = preset.labels
@@ -146,17 +146,13 @@ class TextClassifier(task_model.TaskModel):
       return [keras.metrics.BinaryAccuracy(name="binary_accuracy", threshold=0.0)]
     return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
-  def call(self, inputs, training=None):
-    logits = self.network(inputs, training=training)["logits"]
-    return logits[:, 0] if self.problem_type == "regression" else logits
-
   # --- predictions --------------------------------------------------------------------------
 
   def predict(self, x, batch_size=32, **kwargs):
     """Probabilities [n, num_classes] (softmax; sigmoid for multi_label), or [n] scores."""
     logits = self.predict_logits(x, batch_size, **kwargs)
     if self.problem_type == "regression":
-      return logits
+      return logits[:, 0]
     if self.problem_type == "multi_label":
       return 1.0 / (1.0 + np.exp(-logits))
     logits = logits - logits.max(axis=-1, keepdims=True)

@@ -1,0 +1,158 @@
+"""`QuestionAnswerer`: extractive QA (SQuAD v1.1 / v2.0), as `run_squad` and the squad export.
+
+  qa = ob.QuestionAnswerer.from_preset(path)
+  qa.fit("train-v1.1.json", epochs=2)   # or a list of {"question", "context", "answers":
+                                        #   [{"text", "answer_start"}], "is_impossible"}
+  qa.answer("Who wrote it?", long_text)  # {"text", "start", "end", "score"}
+
+Training windows are written by the SQuAD writer `run_squad` uses (`data_prep.squad.writing`),
+the loss is `run_squad`'s; `answer` runs the squad export's in-graph windows and answer rules
+(`serving.squad_answers`) over contexts of any length: `start`/`end` are code-point offsets
+into the context (end exclusive; -1 when a v2.0 model answers nothing).
+"""
+
+import json
+import os
+import tempfile
+
+import tensorflow as tf
+
+from data_prep import tfrecord_io
+from data_prep.squad import writing
+from official_bert.api import presets
+from official_bert.api import task_model
+from official_bert.api.backbone import Backbone
+from official_bert.api.preprocessor import Preprocessor
+from official_bert.api.preprocessor import as_string_tensor
+from official_bert.modeling.encoder import INPUT_NAMES
+from official_bert.modeling.finetuning_models import BertSpanLabeler
+from official_bert.serving import squad_answers
+from official_bert.tasks.squad import SquadTask
+
+# run_squad's and the export's defaults.
+DEFAULT_OPTIONS = dict(doc_stride=128, max_query_length=64, n_best_size=20,
+                       max_answer_length=30, null_score_diff_threshold=0.0)
+
+
+def examples_to_squad_json(examples, path, version_2_with_negative=False):
+  """Writes a list of example dicts as a SQuAD JSON file (one paragraph per example)."""
+  paragraphs = []
+  for i, ex in enumerate(examples):
+    missing = [k for k in ("question", "context") if k not in ex]
+    if missing:
+      raise ValueError(f"example {i} lacks {missing}")
+    qa = {"id": str(ex.get("id", i)), "question": ex["question"],
+          "answers": list(ex.get("answers", []))}
+    if version_2_with_negative:
+      qa["is_impossible"] = bool(ex.get("is_impossible", False))
+    paragraphs.append({"context": ex["context"], "qas": [qa]})
+  version = "v2.0" if version_2_with_negative else "v1.1"
+  tfrecord_io.write_text(path, json.dumps({"version": version, "data": [
+      {"title": "examples", "paragraphs": paragraphs}]}))
+
+
+class QuestionAnswerer(task_model.TaskModel):
+  """Args: a `Backbone`, a `Preprocessor`, `version_2_with_negative` and the answer options
+  (`DEFAULT_OPTIONS`' keys, as run_squad's flags)."""
+
+  model_type = "squad"
+
+  def __init__(self, backbone, preprocessor, version_2_with_negative=False, preset_files=None,
+               **options):
+    unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
+    if unknown:
+      raise ValueError(f"QuestionAnswerer: unknown option(s) {unknown}; expected "
+                       f"{sorted(DEFAULT_OPTIONS)}")
+    network = BertSpanLabeler(backbone, name="squad")
+    task = SquadTask(backbone.bert_config, preprocessor.sequence_length)
+    super().__init__(network, preprocessor, task, preset_files)
+    self.version_2_with_negative = bool(version_2_with_negative)
+    self.options = dict(DEFAULT_OPTIONS, **options)
+    self._answerer = squad_answers.SquadAnswerer(
+        self.network, preprocessor.tokenizer, preprocessor.vocabulary,
+        preprocessor.sequence_length, version_2_with_negative=self.version_2_with_negative,
+        **self.options)
+
+  @classmethod
+  def from_preset(cls, path, version_2_with_negative=None, sequence_length=None, **options):
+    """Any model folder; a run_squad OUTPUT_DIR (or a saved QuestionAnswerer) loads its head
+    and brings its sequence length and SQuAD version."""
+    preset = presets.load(path)
+    stored = preset.run_settings if preset.run_settings.get("model_type") == "squad" else {}
+    if version_2_with_negative is None:
+      version_2_with_negative = bool(stored.get("version_2_with_negative", False))
+    sequence_length = sequence_length or stored.get("max_seq_length") or 384
+    for name in DEFAULT_OPTIONS:  # run_squad's (or a saved model's) unless given
+      if stored.get(name) is not None:
+        options.setdefault(name, stored[name])
+    backbone = Backbone.from_bert_config(preset.config, name="encoder")
+    preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
+    model = cls(backbone, preprocessor, version_2_with_negative,
+                preset_files=(preset.config, preset.vocab_file, preset.do_lower_case),
+                **options)
+    presets.assign(model.network, preset, require_heads=bool(stored))
+    return model
+
+  def call(self, inputs, training=None):
+    return self.network(inputs, training=training)
+
+  def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
+    """x: SQuAD JSON file(s) or a list of example dicts -> training windows."""
+    if y is not None:
+      raise ValueError("QuestionAnswerer.fit takes the answers inside x (SQuAD JSON or "
+                       "example dicts), not y")
+    folder = tempfile.mkdtemp(prefix="ob_squad_")
+    if isinstance(x, (str, os.PathLike)):
+      files = [os.fspath(x)]
+    elif x and all(isinstance(f, (str, os.PathLike)) for f in x):
+      files = [os.fspath(f) for f in x]
+    else:
+      files = [os.path.join(folder, "examples.json")]
+      examples_to_squad_json(list(x), files[0], self.version_2_with_negative)
+    records = []
+    for i, input_file in enumerate(files):
+      records.append(os.path.join(folder, f"train_{i}.tf_record"))
+      writing.run(writing.Settings(
+          input_file=input_file, output_file=records[-1], vocab_file=self.vocab_file,
+          do_lower_case=self.do_lower_case, max_seq_length=self.preprocessor.sequence_length,
+          doc_stride=self.options["doc_stride"],
+          max_query_length=self.options["max_query_length"],
+          version_2_with_negative=self.version_2_with_negative, is_training=True,
+          num_workers=1))
+    num_windows = sum(tfrecord_io.count_records(r) for r in records)
+    if num_windows < batch_size:
+      raise ValueError(f"{num_windows} training windows, fewer than batch_size={batch_size}")
+    dataset = self.task.build_dataset(",".join(records), batch_size, is_training=shuffle,
+                                      seed=seed)
+    dataset = dataset.map(lambda f: ({k: f[k] for k in INPUT_NAMES},
+                                     (f["start_positions"], f["end_positions"])))
+    batches = num_windows // batch_size if shuffle else -(-num_windows // batch_size)
+    return dataset.take(batches).apply(tf.data.experimental.assert_cardinality(batches))
+
+  def map_batches(self, dataset):
+    raise ValueError("QuestionAnswerer.fit takes SQuAD JSON file(s) or example dicts")
+
+  def loss_features(self, x, y, sample_weight):
+    return {"start_positions": y[0], "end_positions": y[1]}
+
+  def answer(self, question, context):
+    """The best answer to `question` in `context` (strings, or equal-length lists of them):
+    {"text", "start", "end", "score"}, or a list of them for lists."""
+    single = isinstance(question, str)
+    questions = as_string_tensor(question, "question")
+    contexts = as_string_tensor(context, "context")
+    if questions.shape[0] != contexts.shape[0]:
+      raise ValueError(f"{questions.shape[0]} questions but {contexts.shape[0]} contexts")
+    result = self._answerer(questions, contexts)
+    out = [{"text": result["answer_text"][i].numpy().decode("utf-8"),
+            "start": int(result["answer_start"][i]), "end": int(result["answer_end"][i]),
+            "score": float(result["score"][i])} for i in range(int(questions.shape[0]))]
+    return out[0] if single else out
+
+  def run_settings(self):
+    return dict(super().run_settings(), version_2_with_negative=self.version_2_with_negative,
+                **self.options)
+
+  def export_arguments(self, options):
+    squad = dict(self.options, version_2_with_negative=self.version_2_with_negative)
+    return dict(super().export_arguments(options), squad_options=squad)

