@@ -6,13 +6,13 @@ on the way (`weights_io.assign_weights`, strict: no random head). The output get
 `bert_config.json`, HF's `config.json` beside an HF output, and the input's `vocab.txt`.
 """
 
-import json
 import os
 
 from absl import logging
 import tensorflow as tf
 
 from official_bert.interop import hf_weights
+from official_bert.interop import model_files
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
@@ -43,14 +43,15 @@ def read_input(path, input_format, bert_config_file=None):
                      f"--input_format={input_format}")
   if bert_config_file:
     return weights, _read_config(bert_config_file)
-  files = weights_io.model_files(weights.source)
+  files = model_files.beside(weights.source)
   if input_format == "hf":
     if not files.hf_config:
-      raise FileNotFoundError(f"no config.json next to {weights.source}; pass "
+      raise FileNotFoundError(f"no {model_files.HF_CONFIG_FILE} next to {weights.source}; pass "
                               "--bert_config_file")
     return weights, hf_weights.load_hf_config(files.hf_config)
   if not files.bert_config:
-    raise FileNotFoundError(f"no bert_config.json next to {path}; pass --bert_config_file")
+    raise FileNotFoundError(f"no {model_files.CONFIG_FILE} next to {path}; pass "
+                            "--bert_config_file")
   return weights, _read_config(files.bert_config)
 
 
@@ -68,10 +69,9 @@ def write_output(model, model_type, bert_config, path, output_format, hf_prefix=
     if path.endswith(".safetensors"):
       file, directory = path, os.path.dirname(path) or "."
     else:
-      file, directory = os.path.join(path, weights_io.HF_WEIGHTS_FILE), path
+      file, directory = os.path.join(path, model_files.HF_WEIGHTS_FILE), path
     hf_weights.save_hf_weights(model, file, prefix=hf_prefix)
-    with tf.io.gfile.GFile(os.path.join(directory, "config.json"), "w") as f:
-      json.dump(hf_config_dict(bert_config, model_type), f, indent=2, sort_keys=True)
+    model_files.write_hf_config(directory, hf_config_dict(bert_config, model_type))
     return file, directory
   is_dir = tf.io.gfile.isdir(path) or path.endswith("/")
   default = "bert_model.ckpt" if output_format == "tf1" else "ckpt-0"
@@ -112,10 +112,6 @@ def convert(input_path,
         "bert." if model_type == "pretraining" else "")
   written, directory = write_output(model, model_type, config, output_path, output_format,
                                     hf_prefix)
-  with tf.io.gfile.GFile(os.path.join(directory, "bert_config.json"), "w") as f:
-    f.write(config.to_json_string())
-  vocab = weights_io.model_files(weights.source).vocab
-  target = os.path.join(directory, "vocab.txt")
-  if vocab and not tf.io.gfile.exists(target):
-    tf.io.gfile.copy(vocab, target)
+  model_files.write_config(directory, config)
+  model_files.copy_vocab(model_files.beside(weights.source).vocab, directory)
   return model_type, written

@@ -2,7 +2,6 @@
 
   read_weights(path)   -> Weights(tensors by canonical TF1 name, source, format, ...)
   load_weights(model, path, require_heads=True) -> the file or prefix read
-  model_files(path)    -> the config / vocabulary files next to the weights
 
 `path` is any of, told apart by what is there (never by a flag):
   ours  a checkpoint written by `training.checkpointing` (object-based), prefix or directory;
@@ -10,11 +9,11 @@
   hf    a Hugging Face model: a `.safetensors` file or a directory with `model.safetensors`.
 Optimizer and step state is dropped (one list, `is_training_state`). Every file is read
 through `tf.io.gfile`, so `gs://` and `ram://` paths work. Checking and assigning is
-`weight_loading.assign_canonical_weights`.
+`weight_loading.assign_canonical_weights`. The files beside the weights (config, vocabulary,
+settings) are `model_files`'.
 """
 
 import collections
-import json
 import os
 import re
 
@@ -22,13 +21,9 @@ from absl import logging
 import tensorflow as tf
 
 from official_bert.interop import hf_weights
+from official_bert.interop import model_files as model_files_lib
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
-
-HF_WEIGHTS_FILE = "model.safetensors"
-# A fine-tuning output's task settings (task, model_type, max_seq_length, labels):
-# `training.model_dir` writes it beside the checkpoints.
-RUN_SETTINGS_FILE = "run_settings.json"
 
 # What a checkpoint holds besides model weights: TF1 optimizer slots and step state
 # (google-research/bert saves Adam's `adam_m`/`adam_v`; other TF1 optimizers, loss scaling
@@ -49,12 +44,9 @@ _CHECKPOINT_FILE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 Weights = collections.namedtuple("Weights",
                                  ["tensors", "source", "format", "source_names", "hf_prefix"])
 
-# Files that travel with a model; None when absent. do_lower_case: from an HF
-# tokenizer_config.json (fine-tuning outputs write one too), else None. run_settings: the
-# parsed run_settings.json of a fine-tuning output ({} when absent).
-ModelFiles = collections.namedtuple(
-    "ModelFiles", ["directory", "bert_config", "hf_config", "vocab", "do_lower_case",
-                   "run_settings"], defaults=[None])
+# `model_files.beside` under its old name, only for official_bert/api/presets.py: remove with
+# that caller.
+model_files = model_files_lib.beside
 
 
 def is_training_state(name):
@@ -99,13 +91,13 @@ def _resolve(path):
   if tf.io.gfile.exists(path + ".index"):
     return "checkpoint", path
   if tf.io.gfile.isdir(path):
-    hf_file = os.path.join(path, HF_WEIGHTS_FILE)
+    hf_file = os.path.join(path, model_files_lib.HF_WEIGHTS_FILE)
     if tf.io.gfile.exists(hf_file):
       return "hf", hf_file
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
       raise FileNotFoundError(f"no checkpoint in directory {path} (no `checkpoint` file "
-                              f"naming one, no {HF_WEIGHTS_FILE})")
+                              f"naming one, no {model_files_lib.HF_WEIGHTS_FILE})")
     return "checkpoint", latest
   # One file of a checkpoint given for the checkpoint: its prefix.
   prefix = _CHECKPOINT_FILE_SUFFIX.sub("", path)
@@ -212,40 +204,6 @@ def assign_weights(model, weights, require_heads=True, adaptation=None):
   return loaded
 
 
-def model_files(path):
-  """The files next to the weights at `path` (a file, prefix or directory): `ModelFiles`.
-
-  bert_config: our `bert_config.json`; hf_config: HF's `config.json`; vocab: `vocab.txt`;
-  do_lower_case: HF `tokenizer_config.json`'s, if it says; run_settings: a fine-tuning
-  output's `run_settings.json` ({} if none).
-  """
-  path = str(path) if path else ""
-  directory = path if path and tf.io.gfile.isdir(path) and not tf.io.gfile.exists(
-      path + ".index") else os.path.dirname(path)
-
-  def there(name):
-    file = os.path.join(directory, name)
-    return file if tf.io.gfile.exists(file) else None
-
-  do_lower_case = None
-  tokenizer_config = there("tokenizer_config.json")
-  if tokenizer_config:
-    with tf.io.gfile.GFile(tokenizer_config, "r") as f:
-      try:
-        do_lower_case = json.loads(f.read()).get("do_lower_case")
-      except (json.JSONDecodeError, AttributeError):
-        logging.warning("%s: not a JSON object; ignored.", tokenizer_config)
-  run_settings = {}
-  if there(RUN_SETTINGS_FILE):
-    with tf.io.gfile.GFile(there(RUN_SETTINGS_FILE), "r") as f:
-      try:
-        run_settings = json.loads(f.read())
-      except json.JSONDecodeError:
-        logging.warning("%s: not JSON; ignored.", there(RUN_SETTINGS_FILE))
-  return ModelFiles(directory, there("bert_config.json"), there("config.json"),
-                    there("vocab.txt"), do_lower_case, run_settings)
-
-
 def is_hf_model(path):
   """Whether `path` names a Hugging Face model (a .safetensors file or a folder with one)."""
   if not path:
@@ -254,4 +212,4 @@ def is_hf_model(path):
   if path.endswith(".safetensors"):
     return tf.io.gfile.exists(path)
   return (tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index")
-          and tf.io.gfile.exists(os.path.join(path, HF_WEIGHTS_FILE)))
+          and tf.io.gfile.exists(os.path.join(path, model_files_lib.HF_WEIGHTS_FILE)))

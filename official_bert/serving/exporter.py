@@ -32,6 +32,7 @@ import tensorflow as tf
 from data_prep import tfrecord_io
 from data_prep import tokenization
 from official_bert.interop import hf_weights
+from official_bert.interop import model_files
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
@@ -62,14 +63,14 @@ def _display_vocab(vocab, vocab_size, vocab_file):
 def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case):
   """(BertConfig, vocabulary file, do_lower_case) of the export.
 
-  The flags where given, else the files beside `checkpoint` (`weights_io.model_files`): a
+  The flags where given, else the files beside `checkpoint` (`model_files.beside`): a
   Hugging Face folder's (config.json, vocab.txt, tokenizer_config.json's do_lower_case), or
   a fine-tuning OUTPUT_DIR's (or its best/: bert_config.json, vocab.txt,
-  tokenizer_config.json, written by `training.model_dir`), read as the fine-tuning scripts
+  tokenizer_config.json, written by `model_files.write`), read as the fine-tuning scripts
   read --init_checkpoint, so either exports in one command. `do_lower_case` None: the
   folder's, else True (the flag's default).
   """
-  files = weights_io.model_files(checkpoint)
+  files = model_files.beside(checkpoint)
   hf = files if weights_io.is_hf_model(checkpoint) else None
   if not bert_config_file and files.bert_config:
     bert_config_file = files.bert_config  # ours beside the checkpoint (a fine-tuning output)
@@ -83,15 +84,15 @@ def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case)
     config = hf_weights.load_hf_config(hf.hf_config)
   elif hf:
     raise ValueError(f"--bert_config_file is required: the Hugging Face model at "
-                     f"--checkpoint={checkpoint} has no config.json")
+                     f"--checkpoint={checkpoint} has no {model_files.HF_CONFIG_FILE}")
   else:
     raise ValueError(f"--bert_config_file is required: --checkpoint={checkpoint} has no "
-                     "bert_config.json beside it and is not a Hugging Face model folder "
-                     "(whose config.json would do)")
+                     f"{model_files.CONFIG_FILE} beside it and is not a Hugging Face model "
+                     f"folder (whose {model_files.HF_CONFIG_FILE} would do)")
   if not vocab_file:
     if not (hf and hf.vocab):
       raise ValueError(f"--vocab_file is required: --checkpoint={checkpoint} is not a Hugging "
-                       f"Face model folder or a fine-tuning output with a vocab.txt")
+                       f"Face model folder or a fine-tuning output with a {model_files.VOCAB_FILE}")
     vocab_file = hf.vocab
   if do_lower_case is None:
     do_lower_case = True if hf is None or hf.do_lower_case is None else bool(hf.do_lower_case)
@@ -156,18 +157,18 @@ def export(bert_config_file,
                                                           vocab_file, do_lower_case)
   head_config = None
   if model_type == "feature_tagger":
-    head_config_file = head_config_file or model_types.head_config_beside(checkpoint)
+    head_config_file = head_config_file or model_files.head_config_beside(checkpoint)
     if not head_config_file:
-      raise ValueError(f"--model_type=feature_tagger: no {model_types.HEAD_CONFIG_FILE} "
+      raise ValueError(f"--model_type=feature_tagger: no {model_files.HEAD_CONFIG_FILE} "
                        f"beside --checkpoint={checkpoint}; pass --head_config_file")
-    head_config = model_types.read_head_config(head_config_file)
+    head_config = model_files.read_head_config(head_config_file)
   vocab = tokenization.load_vocab_tokens(vocab_file)
   if not 3 <= max_seq_length <= config.max_position_embeddings:
     raise ValueError(f"--max_seq_length={max_seq_length} must be in [3, "
                      f"max_position_embeddings={config.max_position_embeddings}]")
   if not label_names and not num_labels and model_type in model_types.NEEDS_NUM_LABELS:
     # A fine-tuning run's labels.txt: served outputs carry label strings (flags win).
-    label_names = model_types.labels_beside(checkpoint)
+    label_names = model_files.labels_beside(checkpoint)
   if label_names:
     if num_labels and num_labels != len(label_names):
       raise ValueError(f"--num_labels={num_labels} but {len(label_names)} --label_names")
@@ -259,7 +260,7 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
                              if model_type == "classifier" and classifier_options else None),
   }
   extra = {
-      "bert_config.json": config.to_json_string(),
+      model_files.CONFIG_FILE: config.to_json_string(),
       "export_info.json": json.dumps(info, indent=2) + "\n"
   }
 
@@ -295,7 +296,7 @@ def run_settings_defaults(checkpoint, given):
   """{flag: value} from a fine-tuning output's run_settings.json beside `checkpoint`, for
   the flags not `given`: max_seq_length, label_names, num_labels and a classifier's
   problem_type, multi_label_threshold, label_separator and doc_stride (training's values)."""
-  stored = weights_io.model_files(checkpoint).run_settings or {}
+  stored = model_files.beside(checkpoint).run_settings or {}
   defaults = {name: stored.get(name) for name in FROM_RUN_SETTINGS}
   defaults["label_names"] = stored.get("labels")
   if defaults["label_names"]:
@@ -312,7 +313,7 @@ def trained_settings(checkpoint, model_type, flag_values, given):
   """
   defaults = run_settings_defaults(checkpoint, given)
   if defaults:
-    logging.info("From %s beside --checkpoint: %s", weights_io.RUN_SETTINGS_FILE, defaults)
+    logging.info("From %s beside --checkpoint: %s", model_files.RUN_SETTINGS_FILE, defaults)
   value = {name: defaults.get(name, flag_values[name]) for name in FROM_RUN_SETTINGS}
   if model_type != "classifier":
     return value, None

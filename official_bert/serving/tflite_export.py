@@ -24,11 +24,12 @@ import tempfile
 
 import tensorflow as tf
 
+from official_bert.interop import model_files
 from official_bert.serving import signatures
 
 QUANTIZE_MODES = ("none", "dynamic", "float16")
 MODEL_FILE = "model.tflite"
-VOCAB_FILE = "vocab.txt"
+VOCAB_FILE = model_files.VOCAB_FILE  # beside model.tflite, as beside a checkpoint
 SIGNATURE = "serve_ids"
 # Model types whose graph converts only at a static batch (see the module doc).
 _FIXED_BATCH = {"feature_tagger": 1}

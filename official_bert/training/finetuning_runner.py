@@ -32,6 +32,7 @@ import tensorflow as tf
 
 from data_prep import tfrecord_io
 from official_bert.interop import hf_weights
+from official_bert.interop import model_files
 from official_bert.interop import weights_io
 from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.training import best_checkpoint
@@ -39,7 +40,6 @@ from official_bert.training import case_check
 from official_bert.training import common_flags
 from official_bert.training import distribution
 from official_bert.training import evaluation
-from official_bert.training import model_dir
 from official_bert.training import restarts
 from official_bert.training import runner
 from official_bert.training import settings as settings_lib
@@ -48,20 +48,23 @@ from official_bert.training import settings as settings_lib
 # or predict ({} when not asked for).
 Data = collections.namedtuple("Data", ["train_file", "num_train_examples", "eval_files",
                                        "predict_files"])
+# Settings a later run on the directory takes from run_settings.json when their flags are
+# not given: they must equal training's for the features to mean the same.
+INHERITED_FLAGS = ("do_lower_case", "max_seq_length")
 
 
 def hf_files(path):
-  """`weights_io.ModelFiles` (config.json, vocab.txt, ...) if `path` is a Hugging Face model
+  """`model_files.ModelFiles` (config.json, vocab.txt, ...) if `path` is a Hugging Face model
   (a dir holding model.safetensors, or the file), else None."""
-  return weights_io.model_files(path) if weights_io.is_hf_model(path) else None
+  return model_files.beside(path) if weights_io.is_hf_model(path) else None
 
 
 def _own_files(settings):
-  """`weights_io.ModelFiles` of --output_dir, if an earlier run of it wrote them there
-  (`model_dir`): a resumed, --do_eval or --do_predict run on it needs no model flags."""
+  """`model_files.ModelFiles` of --output_dir, if an earlier run of it wrote them there
+  (`model_files.write`): a resumed, --do_eval or --do_predict run on it needs no model flags."""
   output_dir = getattr(settings, "output_dir", None)  # extract_features' settings have none
-  if output_dir and tf.io.gfile.exists(os.path.join(output_dir, model_dir.CONFIG_FILE)):
-    return weights_io.model_files(output_dir)
+  if output_dir and tf.io.gfile.exists(os.path.join(output_dir, model_files.CONFIG_FILE)):
+    return model_files.beside(output_dir)
   return None
 
 
@@ -70,7 +73,7 @@ def _init_files(settings):
   a fine-tuning output's bert_config.json and vocab.txt."""
   if not settings.init_checkpoint:
     return None
-  return hf_files(settings.init_checkpoint) or weights_io.model_files(settings.init_checkpoint)
+  return hf_files(settings.init_checkpoint) or model_files.beside(settings.init_checkpoint)
 
 
 def model_config(settings):
@@ -113,7 +116,7 @@ def check_case(settings):
     return
   files = [f for f in (_own_files(settings), _init_files(settings))
            if f and f.do_lower_case is not None]
-  source = (os.path.join(files[0].directory, model_dir.TOKENIZER_CONFIG_FILE)
+  source = (os.path.join(files[0].directory, model_files.TOKENIZER_CONFIG_FILE)
             if files else None)
   case_check.check(settings.do_lower_case, settings.init_checkpoint, vocab_file(settings),
                    files[0].do_lower_case if files else None, source)
@@ -169,8 +172,8 @@ def run(settings, job, record=None):
     if chief:  # the output directory exports and predicts without the model flags
       task_record = dict(getattr(job, "run_record", dict)(),
                          max_seq_length=settings.max_seq_length)
-      companions = model_dir.write(output_dir, config, vocab, settings.do_lower_case,
-                                   task_record)
+      companions = model_files.write(output_dir, config, vocab, settings.do_lower_case,
+                                     task_record)
     on_evaluation = None
     if tracking:
       if not data.eval_files:
@@ -256,12 +259,12 @@ def run_or_restart(settings, make_job, record=None):
 def inherit_run_settings(settings, flag_values):
   """Settings whose flags were not given, from --output_dir's run_settings.json (a later
   --do_eval/--do_predict/resumed run must tokenize as training did)."""
-  stored = model_dir.read_run_settings(settings.output_dir)
-  inherited = {name: stored[name] for name in model_dir.INHERITED_FLAGS
+  stored = model_files.read_run_settings(settings.output_dir)
+  inherited = {name: stored[name] for name in INHERITED_FLAGS
                if name in stored and not flag_values[name].present
                and getattr(settings, name) != stored[name]}
   if inherited:
-    logging.info("From %s: %s", os.path.join(settings.output_dir, model_dir.RUN_SETTINGS_FILE),
+    logging.info("From %s: %s", os.path.join(settings.output_dir, model_files.RUN_SETTINGS_FILE),
                  ", ".join(f"--{k}={v}" for k, v in inherited.items()))
     settings = dataclasses.replace(settings, **inherited)
   return settings

@@ -24,9 +24,9 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import tfrecord_io
+from official_bert.interop import model_files
 from official_bert.training import best_checkpoint
 from official_bert.training import evaluation
-from official_bert.training import model_dir
 
 RESTARTS_FILE = "restarts.json"
 
@@ -69,7 +69,7 @@ def _copy_weights_and_files(source, target):
                            f'model_checkpoint_path: "{name}"\n'
                            f'all_model_checkpoint_paths: "{name}"\n')
     scores = [os.path.join(source, n) for n in ("eval_results.txt", best_checkpoint.RESULTS_FILE)]
-    best_checkpoint.copy_present(model_dir.model_file_paths(source) + scores, building)
+    best_checkpoint.copy_present(model_files.model_file_paths(source) + scores, building)
   best_checkpoint.write_dir_atomically(target, fill)
 
 
@@ -117,7 +117,7 @@ def run(settings, make_job, run_once):
   tfrecord_io.write_text(os.path.join(output_dir, RESTARTS_FILE),
                          json.dumps(summary, indent=2) + "\n")
   # OUTPUT_DIR reads as the best restart's: its config, vocabulary, labels and scores.
-  best_checkpoint.copy_present(model_dir.model_file_paths(best["weights"]), output_dir)
+  best_checkpoint.copy_present(model_files.model_file_paths(best["weights"]), output_dir)
   evaluation.write_results(output_dir, "eval", best["scores"],
                            int(best["scores"].get("global_step", 0)))
   logging.info("Restarts (%s): %s; mean %.4f, sd %.4f, best %.4f (restart %d, seed %d), in %s",

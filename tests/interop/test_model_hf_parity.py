@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from official_bert.interop import hf_weights
+from official_bert.interop import model_files
 from official_bert.interop import weights_io
 from official_bert.modeling.encoder import BertEncoder
 
@@ -60,7 +61,7 @@ def _inputs_fixture(model_dir):
 @pytest.fixture(scope="module", name="ours")
 def _ours_fixture(model_dir, inputs):
   keras.utils.set_random_seed(0)
-  config = hf_weights.load_hf_config(weights_io.model_files(model_dir).hf_config)
+  config = hf_weights.load_hf_config(model_files.beside(model_dir).hf_config)
   encoder = BertEncoder.from_bert_config(config)
   weights_io.load_weights(encoder, model_dir)
   assert config.hidden_act == "gelu_exact"  # HF "gelu" is the erf form.

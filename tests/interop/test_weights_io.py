@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from official_bert.interop import hf_weights
+from official_bert.interop import model_files
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
@@ -168,14 +169,14 @@ def test_model_files_finds_what_travels_with_the_weights(written, tmp_path):
   (directory / "vocab.txt").write_text("[PAD]\n")
   (directory / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
   for path in (str(directory), str(directory / "model.safetensors")):
-    files = weights_io.model_files(path)
+    files = model_files.beside(path)
     assert files.hf_config == str(directory / "config.json")
     assert files.vocab == str(directory / "vocab.txt")
     assert files.do_lower_case is False and files.bert_config is None
     assert weights_io.is_hf_model(path)
   assert hf_weights.load_hf_config(files.hf_config) == TINY
   assert not weights_io.is_hf_model(dirs["tf1"])
-  assert weights_io.model_files(dirs["tf1"]).vocab is None
+  assert model_files.beside(dirs["tf1"]).vocab is None
 
 
 @pytest.mark.parametrize("name, ignored", [

@@ -30,6 +30,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  # registers the ops the SavedModel's text signatures use
 
+from official_bert.interop import model_files
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
@@ -84,7 +85,7 @@ def _exported(tmp_path_factory):
       variable.assign(rng.normal(scale=0.2, size=variable.shape).astype("float32"))
     checkpoint = checkpointing.model_checkpoint(model).write(str(root / model_type / "ckpt-1"))
     if head_config:
-      with open(root / model_type / model_types.HEAD_CONFIG_FILE, "w") as f:
+      with open(root / model_type / model_files.HEAD_CONFIG_FILE, "w") as f:
         json.dump(head_config, f)
     dirs[model_type] = {}
     for name in ("saved_model",) + tflite_export.QUANTIZE_MODES:

@@ -1,0 +1,197 @@
+"""The files beside a model's weights: their names, and the one reader and writer of each.
+
+A model folder is weights (`weights_io`: a checkpoint, or an HF `model.safetensors`) plus:
+  bert_config.json        our model config (an HF folder has HF's config.json instead)
+  vocab.txt               the vocabulary
+  tokenizer_config.json   {"do_lower_case": ...}, Hugging Face's file for the case setting
+  run_settings.json       a fine-tuning run's task, model_type, max_seq_length, do_lower_case,
+                          labels
+  labels.txt              a job's label set in id order, one a line (run_ner, own-file
+                          classification)
+  head_config.json        run_ner --feature_based's head architecture, which the weights alone
+                          do not determine
+A fine-tuning OUTPUT_DIR (and its best/) gets them from `write` and the jobs, whatever
+--init_checkpoint was, so `export --checkpoint=OUTPUT_DIR`, a later `--do_predict`,
+`--init_checkpoint=OUTPUT_DIR` and `from_preset` read an HF folder and our folders alike
+(`beside`), with no config, vocabulary, case or label flags.
+
+Nothing here imports the rest of the package: every layer (interop, training, serving, tasks)
+may read these files without an import cycle.
+"""
+
+import collections
+import json
+import os
+
+from absl import logging
+import tensorflow as tf
+
+from data_prep import tfrecord_io
+
+HF_WEIGHTS_FILE = "model.safetensors"  # an HF folder's weights (`weights_io` reads them)
+CONFIG_FILE = "bert_config.json"
+HF_CONFIG_FILE = "config.json"
+VOCAB_FILE = "vocab.txt"
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+RUN_SETTINGS_FILE = "run_settings.json"
+LABELS_FILE = "labels.txt"
+HEAD_CONFIG_FILE = "head_config.json"
+# Files some jobs write into OUTPUT_DIR themselves (run_ner and own-file classification:
+# labels.txt; run_ner --feature_based: head_config.json); best/ gets copies so that it
+# exports on its own too.
+JOB_FILES = (LABELS_FILE, HEAD_CONFIG_FILE)
+# Every file that makes a model folder self-contained (the job's where present).
+MODEL_FILES = (CONFIG_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE, RUN_SETTINGS_FILE) + JOB_FILES
+# The keys of head_config.json besides its model_type: `model_types.build_model`'s head_config.
+_HEAD_CONFIG_KEYS = {"layers", "combine", "lstm_units", "lstm_layers"}
+
+# Files that travel with a model; None when absent. do_lower_case: from an HF
+# tokenizer_config.json (fine-tuning outputs write one too), else None. run_settings: the
+# parsed run_settings.json of a fine-tuning output ({} when absent).
+ModelFiles = collections.namedtuple(
+    "ModelFiles", ["directory", "bert_config", "hf_config", "vocab", "do_lower_case",
+                   "run_settings"], defaults=[None])
+
+
+def directory_of(path):
+  """The folder of the weights at `path`: `path` itself when it is a folder (not a
+  checkpoint prefix that also reads as one, as on ram://), else the folder it is in."""
+  path = str(path) if path else ""
+  if path and tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index"):
+    return path
+  return os.path.dirname(path)
+
+
+def beside(path):
+  """The files next to the weights at `path` (a file, prefix or directory): `ModelFiles`.
+
+  bert_config: our `bert_config.json`; hf_config: HF's `config.json`; vocab: `vocab.txt`;
+  do_lower_case: HF `tokenizer_config.json`'s, if it says; run_settings: a fine-tuning
+  output's `run_settings.json` ({} if none).
+  """
+  directory = directory_of(path)
+
+  def there(name):
+    file = os.path.join(directory, name)
+    return file if tf.io.gfile.exists(file) else None
+
+  do_lower_case = None
+  tokenizer_config = there(TOKENIZER_CONFIG_FILE)
+  if tokenizer_config:
+    with tf.io.gfile.GFile(tokenizer_config, "r") as f:
+      try:
+        do_lower_case = json.loads(f.read()).get("do_lower_case")
+      except (json.JSONDecodeError, AttributeError):
+        logging.warning("%s: not a JSON object; ignored.", tokenizer_config)
+  run_settings = {}
+  if there(RUN_SETTINGS_FILE):
+    with tf.io.gfile.GFile(there(RUN_SETTINGS_FILE), "r") as f:
+      try:
+        run_settings = json.loads(f.read())
+      except json.JSONDecodeError:
+        logging.warning("%s: not JSON; ignored.", there(RUN_SETTINGS_FILE))
+  return ModelFiles(directory, there(CONFIG_FILE), there(HF_CONFIG_FILE), there(VOCAB_FILE),
+                    do_lower_case, run_settings)
+
+
+def model_file_paths(directory):
+  """The paths of `MODEL_FILES` in `directory` (what best/ copies, where present)."""
+  return [os.path.join(directory, name) for name in MODEL_FILES]
+
+
+def write(output_dir, config, vocab_file, do_lower_case, record):
+  """Writes bert_config.json, vocab.txt, tokenizer_config.json and run_settings.json
+  (`record` with do_lower_case) into `output_dir`; returns the paths best/ copies (with
+  `JOB_FILES`, copied where present)."""
+  paths = model_file_paths(output_dir)
+  config_path, vocab_path, tokenizer_path, settings_path = paths[:4]
+  tfrecord_io.write_text(config_path, config.to_json_string())
+  if tfrecord_io.absolute(vocab_file) != tfrecord_io.absolute(vocab_path):
+    tf.io.gfile.copy(vocab_file, vocab_path, overwrite=True)  # byte for byte
+  tfrecord_io.write_text(tokenizer_path,
+                         json.dumps({"do_lower_case": bool(do_lower_case)}, indent=2) + "\n")
+  tfrecord_io.write_text(settings_path,
+                         json.dumps(dict(record, do_lower_case=bool(do_lower_case)), indent=2,
+                                    sort_keys=True) + "\n")
+  return paths
+
+
+def write_config(directory, config):
+  """`directory`/bert_config.json: `config` (a `BertConfig`) in our format."""
+  with tf.io.gfile.GFile(os.path.join(directory, CONFIG_FILE), "w") as f:
+    f.write(config.to_json_string())
+
+
+def write_hf_config(directory, hf_config):
+  """`directory`/config.json: an HF config dict (`hf_weights.hf_config_dict`)."""
+  with tf.io.gfile.GFile(os.path.join(directory, HF_CONFIG_FILE), "w") as f:
+    json.dump(hf_config, f, indent=2, sort_keys=True)
+
+
+def copy_vocab(vocab_file, directory):
+  """Copies `vocab_file` to `directory`/vocab.txt unless one is there already."""
+  target = os.path.join(directory, VOCAB_FILE)
+  if vocab_file and not tf.io.gfile.exists(target):
+    tf.io.gfile.copy(vocab_file, target)
+
+
+def read_run_settings(directory):
+  """run_settings.json of a fine-tuning output directory, or {}."""
+  path = os.path.join(directory, RUN_SETTINGS_FILE) if directory else ""
+  if not path or not tf.io.gfile.exists(path):
+    return {}
+  return json.loads(tfrecord_io.read_text(path))
+
+
+def labels_beside(checkpoint):
+  """The label strings of the labels.txt a fine-tuning run (run_classifier/run_ner on own
+  files) wrote in a checkpoint's directory (or the directory given), one a line; or None."""
+  directory = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
+  path = os.path.join(directory, LABELS_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path) as f:
+    return [line.rstrip("\n") for line in f if line.rstrip("\n")]
+
+
+def write_labels(directory, labels):
+  """`directory`/labels.txt: `labels` in id order, one a line (read by `labels_beside`)."""
+  tfrecord_io.write_text(os.path.join(directory, LABELS_FILE),
+                         "".join(f"{label}\n" for label in labels))
+
+
+def head_config_beside(checkpoint):
+  """The head_config.json in a checkpoint's directory (or the directory given), or None."""
+  directory = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
+  path = os.path.join(directory, HEAD_CONFIG_FILE)
+  return path if tf.io.gfile.exists(path) else None
+
+
+def read_head_config(path):
+  """The `model_types.build_model` head_config in a head_config.json (its model_type key
+  dropped)."""
+  with tf.io.gfile.GFile(path) as f:
+    try:
+      config = json.load(f)
+    except json.JSONDecodeError as e:
+      raise ValueError(f"{path}: not valid JSON ({e})") from None
+  if not isinstance(config, dict):
+    raise ValueError(f"{path}: expected a JSON object")
+  config.pop("model_type", None)
+  if set(config) != _HEAD_CONFIG_KEYS:
+    raise ValueError(f"{path}: expected the keys {sorted(_HEAD_CONFIG_KEYS)}, got "
+                     f"{sorted(config)}")
+  return config
+
+
+def write_head_config(output_dir, head_config):
+  """OUTPUT_DIR/head_config.json; a different architecture than an existing run's is an
+  error (its checkpoints would not fit)."""
+  path = os.path.join(output_dir, HEAD_CONFIG_FILE)
+  content = json.dumps({"model_type": "feature_tagger", **head_config}, indent=2) + "\n"
+  if tf.io.gfile.exists(path):
+    old = tfrecord_io.read_text(path)
+    if old != content and tf.train.latest_checkpoint(output_dir):
+      raise ValueError(f"{path} describes another feature-based model than these flags "
+                       f"({old.strip()} vs {content.strip()}): use a new --output_dir")
+  tfrecord_io.write_text(path, content)

@@ -1,0 +1,47 @@
+"""model_files: what a run writes beside its checkpoints is what every reader finds there."""
+
+import json
+
+import pytest
+
+from official_bert.interop import model_files
+from official_bert.modeling.bert_config import BertConfig
+
+TINY = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                  intermediate_size=16)
+
+
+def test_written_files_are_found_beside_a_checkpoint(tmp_path):
+  vocab = tmp_path / "source_vocab.txt"
+  vocab.write_text("[PAD]\n[UNK]\n")
+  out = tmp_path / "out"
+  out.mkdir()
+  paths = model_files.write(str(out), TINY, str(vocab), False, {"task": "MRPC", "labels": ["0"]})
+  assert [p.rsplit("/", 1)[1] for p in paths] == list(model_files.MODEL_FILES)
+  model_files.write_labels(str(out), ["b", "a"])
+  for path in (str(out), str(out / "ckpt-3")):  # the folder, or a checkpoint prefix in it
+    files = model_files.beside(path)
+    assert files.directory == str(out)
+    assert files.bert_config == str(out / model_files.CONFIG_FILE) and files.hf_config is None
+    assert files.vocab == str(out / model_files.VOCAB_FILE) and files.do_lower_case is False
+    assert files.run_settings == {"task": "MRPC", "labels": ["0"], "do_lower_case": False}
+    assert model_files.labels_beside(path) == ["b", "a"]
+  assert BertConfig.from_json_file(files.bert_config) == TINY
+  assert model_files.read_run_settings(str(out)) == files.run_settings
+  assert model_files.read_run_settings(str(tmp_path)) == {}
+  assert model_files.labels_beside(str(tmp_path)) is None
+
+
+def test_head_config_round_trip_and_errors(tmp_path):
+  head = {"layers": [-1, -2], "combine": "concat", "lstm_units": 4, "lstm_layers": 1}
+  assert model_files.head_config_beside(str(tmp_path)) is None
+  model_files.write_head_config(str(tmp_path), head)
+  path = model_files.head_config_beside(str(tmp_path / "ckpt-1"))
+  assert path == str(tmp_path / model_files.HEAD_CONFIG_FILE)
+  assert model_files.read_head_config(path) == head
+  (tmp_path / "bad.json").write_text(json.dumps({"layers": [-1]}))
+  with pytest.raises(ValueError, match="expected the keys"):
+    model_files.read_head_config(str(tmp_path / "bad.json"))
+  (tmp_path / "bad.json").write_text("{")
+  with pytest.raises(ValueError, match="not valid JSON"):
+    model_files.read_head_config(str(tmp_path / "bad.json"))
