@@ -4,7 +4,7 @@
 (`model.safetensors`, `config.json`, `vocab.txt`), a google-research TF1 checkpoint (prefix,
 or folder with `bert_config.json` and `vocab.txt`), a command's OUTPUT_DIR or its `best/`, or
 a folder written by `save`. `save` writes a fine-tuning OUTPUT_DIR's layout (a checkpoint
-and `training.model_dir`'s files), so `export --checkpoint=PATH`, `run_* --init_checkpoint=PATH`
+and `interop.model_files`' files), so `export --checkpoint=PATH`, `run_* --init_checkpoint=PATH`
 and `from_preset(PATH)` all read it.
 """
 
@@ -13,14 +13,13 @@ import os
 
 import tensorflow as tf
 
-from data_prep import tokenization
 from official_bert.interop import hf_weights
+from official_bert.interop import model_files
 from official_bert.interop import weight_loading
 from official_bert.interop import weights_io
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.training import best_checkpoint
 from official_bert.training import checkpointing
-from official_bert.training import model_dir
 
 # config: BertConfig; vocab_file; do_lower_case; weights: `weights_io.Weights` (read once);
 # run_settings: a fine-tuning run's run_settings.json ({} otherwise); labels: its label names.
@@ -38,7 +37,7 @@ def load(path, read_weights=True):
   path = os.fspath(path)
   if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
     raise FileNotFoundError(f"from_preset: no model at {path}")
-  files = weights_io.model_files(path)
+  files = model_files.beside(path)
   if files.bert_config:
     config = BertConfig.from_json_file(files.bert_config)
   elif files.hf_config:
@@ -52,10 +51,7 @@ def load(path, read_weights=True):
   do_lower_case = files.do_lower_case
   if do_lower_case is None:
     do_lower_case = run_settings.get("do_lower_case", True)
-  labels = run_settings.get("labels")
-  labels_file = os.path.join(files.directory, "labels.txt")
-  if not labels and tf.io.gfile.exists(labels_file):
-    labels = [l for l in tokenization.read_vocab_lines(labels_file) if l]
+  labels = run_settings.get("labels") or model_files.labels_beside(files.directory or path)
   weights = weights_io.read_weights(path) if read_weights else None
   return Preset(path, config, files.vocab, bool(do_lower_case), weights, run_settings,
                 list(labels) if labels else None)
@@ -83,7 +79,7 @@ def save(path, network, config, vocab_file, do_lower_case, record):
     manager = tf.train.CheckpointManager(checkpointing.model_checkpoint(plain), building,
                                          max_to_keep=1, checkpoint_name="ckpt")
     manager.save(checkpoint_number=0)
-    model_dir.write(building, config, vocab_file, do_lower_case, record)
+    model_files.write(building, config, vocab_file, do_lower_case, record)
 
   parent = os.path.dirname(os.path.abspath(path)) if "://" not in path else os.path.dirname(path)
   tf.io.gfile.makedirs(parent)

@@ -66,6 +66,8 @@ class QuestionAnswerer(task_model.TaskModel):
     network = BertSpanLabeler(backbone, name="squad")
     task = SquadTask(backbone.bert_config, preprocessor.sequence_length)
     super().__init__(network, preprocessor, task, preset_files)
+    # Tokens, not [CLS]'s pooler, feed the head: it gets no gradient (as in run_ner/run_squad).
+    backbone.pooler_dense.trainable = False
     self.version_2_with_negative = bool(version_2_with_negative)
     self.options = dict(DEFAULT_OPTIONS, **options)
     self._answerer = squad_answers.SquadAnswerer(

@@ -69,6 +69,8 @@ class TokenTagger(task_model.TaskModel):
     network = BertTokenClassifier(backbone, len(labels), name="tagger")
     task = TaggingTask(backbone.bert_config, len(labels), preprocessor.sequence_length)
     super().__init__(network, preprocessor, task, preset_files, **kwargs)
+    # Tokens, not [CLS]'s pooler, feed the head: it gets no gradient (as in run_ner/run_squad).
+    backbone.pooler_dense.trainable = False
     self.labels = labels
     self.tokenizer = tokenization.FullTokenizer(preset_files[1], preset_files[2])
 

@@ -173,3 +173,36 @@ def test_optimizer_flags_checked_before_any_work(tmp_path):
                      "--optimizer=adamw, not --optimizer=lamb"):
     finetuning_runner.run(settings, classifier_job.make_job(settings))
   assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("bias_correction", [True, False])
+def test_python_api_fit_steps_equal_reference_adamw(bias_correction):
+  """`ob.TextClassifier.fit` takes the commands' step: same loss, optimizer, schedule and
+  clipping (here on the same id batches, Keras' fit loop instead of the Trainer)."""
+  from official_bert.api.backbone import Backbone  # pylint: disable=import-outside-toplevel
+  from official_bert.api.preprocessor import Preprocessor  # pylint: disable=import-outside-toplevel
+  from official_bert.api.text_classifier import TextClassifier  # pylint: disable=import-outside-toplevel
+  keras.utils.set_random_seed(3)
+  vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(35)]
+  model = TextClassifier(Backbone.from_bert_config(CONFIG), Preprocessor(vocab, True, SEQ),
+                         num_classes=2, preset_files=(CONFIG, None, True))
+  model.network.dropout.rate = 0.0
+  model.compile(learning_rate=LR, warmup_fraction=SCHEDULE["num_warmup_steps"] / 8,
+                weight_decay=WD, lr_schedule="bert", adam_bias_correction=bias_correction)
+  model._compile(model._scheduled_optimizer(SCHEDULE["num_train_steps"]))  # noqa: SLF001
+  data = batches()
+  names = ("input_word_ids", "input_mask", "input_type_ids")
+  dataset = tf.data.Dataset.from_tensor_slices((
+      {k: np.concatenate([b[k] for b in data]) for k in names},
+      np.concatenate([b["label_ids"] for b in data]))).batch(BATCH)
+  model.build()
+  variables = model.network.trainable_variables
+  initial = [v.numpy().copy() for v in variables]
+  keras.Model.fit(model, dataset, epochs=1, verbose=0, shuffle=False)
+  final = [v.numpy() for v in variables]
+  for v, value in zip(variables, initial):
+    v.assign(value)
+  _, want = reference_run(model.network, data, bias_correction)
+  for v, start, got, expected in zip(variables, initial, final, want):
+    np.testing.assert_allclose(got - start, expected - start, rtol=2e-4, atol=1e-3 * LR,
+                               err_msg=v.path)
