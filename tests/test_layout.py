@@ -1,0 +1,64 @@
+"""The shape of the code: commands are thin, and the library never imports a command.
+
+A command (a module of `official_bert/` or `data_prep/` with a top-level `define_flags`) holds
+its flags, `main` (flags -> settings -> one library call) and launcher; the work is in the
+library, which the Python API (`official_bert.api`) shares. So no library module may import a
+command module.
+"""
+
+import ast
+import glob
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_COMMAND_LINES = 150
+
+
+def _modules():
+  """{dotted name: parsed tree} of every module of the two packages."""
+  out = {}
+  for package in ("official_bert", "data_prep"):
+    for path in glob.glob(os.path.join(REPO, package, "**", "*.py"), recursive=True):
+      name = os.path.relpath(path, REPO)[:-3].replace(os.sep, ".").replace(".__init__", "")
+      with open(path, encoding="utf-8") as f:
+        out[name] = (path, ast.parse(f.read(), filename=path))
+  return out
+
+
+def _is_command(name, tree):
+  top_level = name.count(".") == 1  # official_bert.run_ner, data_prep.learn_vocab
+  return top_level and any(isinstance(node, ast.FunctionDef) and node.name == "define_flags"
+                           for node in tree.body)
+
+
+def _imports(tree):
+  names = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names.update(a.name for a in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      names.update([node.module] + [f"{node.module}.{a.name}" for a in node.names])
+  return names
+
+
+def test_commands_are_thin_and_no_library_module_imports_one():
+  modules = _modules()
+  commands = {name for name, (_, tree) in modules.items() if _is_command(name, tree)}
+  assert {"official_bert.run_classifier", "official_bert.export",
+          "data_prep.create_pretraining_data"} <= commands
+  for name in sorted(commands):
+    path = modules[name][0]
+    with open(path, encoding="utf-8") as f:
+      lines = len(f.read().splitlines())
+    assert lines <= MAX_COMMAND_LINES, f"{path}: {lines} lines; move the work to the library"
+  for name, (path, tree) in sorted(modules.items()):
+    if name in commands:
+      continue
+    wrong = _imports(tree) & commands
+    assert not wrong, f"{path} (library) imports the command(s) {sorted(wrong)}"
+
+
+def test_data_prep_never_imports_official_bert():
+  for name, (path, tree) in _modules().items():
+    if name.startswith("data_prep"):
+      assert not any(n.split(".")[0] == "official_bert" for n in _imports(tree)), path
