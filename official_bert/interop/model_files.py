@@ -145,13 +145,16 @@ def read_run_settings(directory):
 
 def labels_beside(checkpoint):
   """The label strings of the labels.txt a fine-tuning run (run_classifier/run_ner on own
-  files) wrote in a checkpoint's directory (or the directory given), one a line; or None."""
+  files) wrote in a checkpoint's directory (or the directory given), one a line; or None.
+
+  Blank lines are skipped and Windows line ends accepted (a hand-edited file); bad UTF-8 is a
+  ValueError naming the line.
+  """
   directory = checkpoint if tf.io.gfile.isdir(checkpoint) else os.path.dirname(checkpoint)
   path = os.path.join(directory, LABELS_FILE)
   if not tf.io.gfile.exists(path):
     return None
-  with tf.io.gfile.GFile(path) as f:
-    return [line.rstrip("\n") for line in f if line.rstrip("\n")]
+  return [line for line in tfrecord_io.read_text(path).splitlines() if line]
 
 
 def write_labels(directory, labels):

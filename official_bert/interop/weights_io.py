@@ -21,7 +21,7 @@ from absl import logging
 import tensorflow as tf
 
 from official_bert.interop import hf_weights
-from official_bert.interop import model_files as model_files_lib
+from official_bert.interop import model_files
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
 
@@ -43,11 +43,6 @@ _CHECKPOINT_FILE_SUFFIX = re.compile(r"\.(index|data-\d{5}-of-\d{5})$")
 # transposed), for messages in the file's terms. hf_prefix: "bert." or "" (hf only, else None).
 Weights = collections.namedtuple("Weights",
                                  ["tensors", "source", "format", "source_names", "hf_prefix"])
-
-# `model_files.beside` under its old name, only for official_bert/api/presets.py: remove with
-# that caller.
-model_files = model_files_lib.beside
-
 
 def is_training_state(name):
   """Whether a checkpoint variable is optimizer, step or seed state (never a weight)."""
@@ -91,13 +86,13 @@ def _resolve(path):
   if tf.io.gfile.exists(path + ".index"):
     return "checkpoint", path
   if tf.io.gfile.isdir(path):
-    hf_file = os.path.join(path, model_files_lib.HF_WEIGHTS_FILE)
+    hf_file = os.path.join(path, model_files.HF_WEIGHTS_FILE)
     if tf.io.gfile.exists(hf_file):
       return "hf", hf_file
     latest = tf.train.latest_checkpoint(path)
     if latest is None:
       raise FileNotFoundError(f"no checkpoint in directory {path} (no `checkpoint` file "
-                              f"naming one, no {model_files_lib.HF_WEIGHTS_FILE})")
+                              f"naming one, no {model_files.HF_WEIGHTS_FILE})")
     return "checkpoint", latest
   # One file of a checkpoint given for the checkpoint: its prefix.
   prefix = _CHECKPOINT_FILE_SUFFIX.sub("", path)
@@ -212,4 +207,4 @@ def is_hf_model(path):
   if path.endswith(".safetensors"):
     return tf.io.gfile.exists(path)
   return (tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index")
-          and tf.io.gfile.exists(os.path.join(path, model_files_lib.HF_WEIGHTS_FILE)))
+          and tf.io.gfile.exists(os.path.join(path, model_files.HF_WEIGHTS_FILE)))

@@ -20,13 +20,6 @@ from official_bert.modeling.pretraining_model import BertPretrainingModel
 MODEL_TYPES = ("encoder", "pretraining", "classifier", "squad", "tagger", "multiple_choice",
                "feature_tagger")
 NEEDS_NUM_LABELS = ("classifier", "tagger", "feature_tagger")
-# The model-folder files are `interop.model_files`'; these names stay only for the callers not
-# yet moved to it (tasks/ner_job.py, tasks/classifier_own_files.py): remove with them.
-HEAD_CONFIG_FILE = model_files.HEAD_CONFIG_FILE
-LABELS_FILE = model_files.LABELS_FILE
-read_head_config = model_files.read_head_config
-labels_beside = model_files.labels_beside
-head_config_beside = model_files.head_config_beside
 
 
 def build_model(model_type, bert_config, num_labels=None, head_config=None, next_sentence=True):

@@ -19,13 +19,12 @@ from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from data_prep.classification import own_files
 from data_prep.classification import windows
-from official_bert.modeling import model_types
+from official_bert.interop import model_files
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
 from official_bert.training import evaluation
 from official_bert.training import finetuning_runner
 
-LABELS_FILE = model_types.LABELS_FILE
 PREDICTIONS_FILE = "test_predictions.tsv"
 _FILE_FLAGS = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
 _DO_FLAGS = {"train": "do_train", "dev": "do_eval", "test": "do_predict"}
@@ -33,14 +32,6 @@ _DO_FLAGS = {"train": "do_train", "dev": "do_eval", "test": "do_predict"}
 
 def uses_own_files(settings):
   return any(getattr(settings, flag) for flag in _FILE_FLAGS.values())
-
-
-def read_labels_file(directory):
-  """The labels in `directory/labels.txt` (one a line, in id order), or None."""
-  path = os.path.join(directory, LABELS_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  return [line for line in tfrecord_io.read_text(path).splitlines() if line]
 
 
 def sigmoid(logits):
@@ -83,16 +74,16 @@ class OwnFilesJob:
     elif s.train_file:
       labels = own_files.label_set(self.data["train"].examples, self.problem_type)
     else:
-      labels = read_labels_file(s.output_dir)
+      labels = model_files.labels_beside(s.output_dir)
       if labels is None:
-        raise ValueError(f"no --train_file, --label_names or {s.output_dir}/{LABELS_FILE}: "
+        raise ValueError(f"no --train_file, --label_names or "
+                         f"{s.output_dir}/{model_files.LABELS_FILE}: "
                          "the label set is unknown")
       return labels
     if len(labels) < (1 if self.problem_type == "multi_label" else 2):
       raise ValueError(f"{s.train_file or '--label_names'}: {len(labels)} label(s) {labels}; "
                        "classification needs two or more")
-    tfrecord_io.write_text(os.path.join(s.output_dir, LABELS_FILE),
-                           "".join(f"{label}\n" for label in labels))
+    model_files.write_labels(s.output_dir, labels)
     return labels
 
   def prepare(self):

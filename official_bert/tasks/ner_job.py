@@ -5,7 +5,6 @@ The command-line reference (files, outputs, the feature-based flags) is run_ner'
 """
 
 import dataclasses
-import json
 import os
 from typing import Optional
 
@@ -13,12 +12,11 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import schema
-from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
+from official_bert.interop import model_files
 from official_bert.modeling import layer_selection
-from official_bert.modeling import model_types
 from official_bert.tasks import metrics
 from official_bert.tasks.tagging import TaggingTask
 from official_bert.training import evaluation
@@ -47,27 +45,13 @@ class NerSettings(settings_lib.OwnFilesSettings):
 
 
 LABELS = list(conll.CONLL2003_LABELS)
-LABELS_FILE = "labels.txt"
 _OWN_FILES = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
 
 
-def read_head_config(directory):
-  """The head_config.json in `directory` (without its model_type), or None."""
-  path = model_types.head_config_beside(directory)
-  return model_types.read_head_config(path) if path else None
-
-
-def write_head_config(output_dir, head_config):
-  """OUTPUT_DIR/head_config.json; a different architecture than an existing run's is an
-  error (its checkpoints would not fit)."""
-  path = os.path.join(output_dir, model_types.HEAD_CONFIG_FILE)
-  content = json.dumps({"model_type": "feature_tagger", **head_config}, indent=2) + "\n"
-  if tf.io.gfile.exists(path):
-    old = tfrecord_io.read_text(path)
-    if old != content and tf.train.latest_checkpoint(output_dir):
-      raise ValueError(f"{path} describes another feature-based model than these flags "
-                       f"({old.strip()} vs {content.strip()}): use a new --output_dir")
-  tfrecord_io.write_text(path, content)
+def _stored_head_config(output_dir):
+  """The head_config of the feature-based run in `output_dir` (its head_config.json), or None."""
+  path = model_files.head_config_beside(output_dir)
+  return model_files.read_head_config(path) if path else None
 
 
 class NerJob:
@@ -104,18 +88,19 @@ class NerJob:
     """Own files: the training file's tags (written to OUTPUT_DIR/labels.txt), or those
     of the run in --output_dir."""
     s = self.settings
-    path = os.path.join(s.output_dir, LABELS_FILE)
     if s.train_file:
       sentences = conll.read_conll(s.train_file, None, s.tag_column, s.token_column,
                                    to_iob2=False)
       if not sentences:
         raise ValueError(f"{s.train_file}: no sentences")
       labels = conll.tag_set(sentences)
-      tfrecord_io.write_text(path, "".join(f"{label}\n" for label in labels))
+      model_files.write_labels(s.output_dir, labels)
       return labels
-    if not tf.io.gfile.exists(path):
+    labels = model_files.labels_beside(s.output_dir)
+    if labels is None:
+      path = os.path.join(s.output_dir, model_files.LABELS_FILE)
       raise ValueError(f"no --train_file and no {path}: the tag set is unknown")
-    return [line for line in tfrecord_io.read_text(path).splitlines() if line]
+    return labels
 
   def _write(self, split, vocab):
     s = self.settings
@@ -160,11 +145,11 @@ class NerJob:
   def make_task(self, bert_config):
     s = self.settings
     head_config = None
-    stored = read_head_config(s.output_dir)
+    stored = _stored_head_config(s.output_dir)
     if not s.feature_based and stored and tf.train.latest_checkpoint(s.output_dir):
       # The run in --output_dir was feature-based: evaluate/predict/resume it as such.
       logging.info("%s: the model in --output_dir is feature-based (%s)",
-                   model_types.HEAD_CONFIG_FILE, stored)
+                   model_files.HEAD_CONFIG_FILE, stored)
       head_config = stored
     elif s.feature_based:
       layers = layer_selection.parse_layers(s.layers, bert_config.num_hidden_layers)
@@ -174,7 +159,7 @@ class NerJob:
                    "units)", layer_selection.describe(sorted(layers),
                                                       bert_config.num_hidden_layers),
                    s.combine, s.lstm_layers, s.lstm_units)
-      write_head_config(s.output_dir, head_config)
+      model_files.write_head_config(s.output_dir, head_config)
     return TaggingTask(bert_config, len(self.labels), s.max_seq_length,
                        head_config=head_config)
 
@@ -183,7 +168,7 @@ class NerJob:
 
   def run_record(self):
     """For OUTPUT_DIR/run_settings.json (export's defaults; the tags in id order)."""
-    feature_based = read_head_config(self.settings.output_dir) is not None
+    feature_based = _stored_head_config(self.settings.output_dir) is not None
     return {"task": "NER", "model_type": "feature_tagger" if feature_based else "tagger",
             "labels": list(self.labels), "num_labels": len(self.labels)}
 

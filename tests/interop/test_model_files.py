@@ -45,3 +45,11 @@ def test_head_config_round_trip_and_errors(tmp_path):
   (tmp_path / "bad.json").write_text("{")
   with pytest.raises(ValueError, match="not valid JSON"):
     model_files.read_head_config(str(tmp_path / "bad.json"))
+
+
+def test_labels_file_edited_by_hand(tmp_path):
+  (tmp_path / model_files.LABELS_FILE).write_bytes(b"b\r\n\r\na\r\n")  # Windows line ends
+  assert model_files.labels_beside(str(tmp_path)) == ["b", "a"]
+  (tmp_path / model_files.LABELS_FILE).write_bytes(b"b\n\xff\n")
+  with pytest.raises(ValueError, match=r"labels.txt:2:1: not valid UTF-8"):
+    model_files.labels_beside(str(tmp_path))

@@ -23,7 +23,7 @@ from test_glue_run_classifier import tiny_config
 from data_prep.classification import features as classifier_features
 from data_prep.classification import own_files
 from data_prep.classification import windows
-from official_bert.modeling import model_types
+from official_bert.interop import model_files
 from official_bert.serving import exporter
 from official_bert.tasks import classifier_job
 from official_bert.tasks import metrics
@@ -270,8 +270,8 @@ def test_label_set_from_flags_labels_txt_and_export_lookup(tmp_path):
   assert job(train_file=train, label_names=("b", "a", "c")).labels == ["b", "a", "c"]
   assert (out / "labels.txt").read_text() == "b\na\nc\n"  # id order, as given
   assert job(dev_file=train).labels == ["b", "a", "c"]  # a later run: from labels.txt
-  assert model_types.labels_beside(str(out)) == ["b", "a", "c"]  # export's default
-  assert model_types.labels_beside(str(out / "ckpt-3")) == ["b", "a", "c"]
+  assert model_files.labels_beside(str(out)) == ["b", "a", "c"]  # export's default
+  assert model_files.labels_beside(str(out / "ckpt-3")) == ["b", "a", "c"]
   with pytest.raises(ValueError, match=r"train.jsonl:1: label 'b' is not in the label set"):
     job(train_file=train, label_names=("a", "c"))
   assert job(train_file=train, class_weights="balanced").class_weights == [1.0, 1.0]

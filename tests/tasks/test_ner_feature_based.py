@@ -16,6 +16,7 @@ from test_glue_run_classifier import run_script
 from test_glue_run_classifier import tiny_config
 
 from data_prep.tagging import conll
+from official_bert.interop import model_files
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
@@ -63,8 +64,8 @@ def test_feature_based_ner_trains_predicts_and_exports(tmp_path):
   exporter.export(tiny_config(tmp_path), str(out), need(UNCASED_VOCAB), True, "feature_tagger",
                   export_dir, max_seq_length=16, label_names=labels)
   config = BertConfig.from_json_file(tiny_config(tmp_path))
-  model = model_types.build_model("feature_tagger", config, len(labels),
-                                  model_types.read_head_config(str(out / "head_config.json")))
+  head_config = model_files.read_head_config(str(out / model_files.HEAD_CONFIG_FILE))
+  model = model_types.build_model("feature_tagger", config, len(labels), head_config)
   weights_io.load_weights(model, str(out))
   rng = np.random.default_rng(1)
   ids = rng.integers(1000, 2000, size=(2, 16)).astype(np.int32)
