@@ -9,6 +9,9 @@ A Keras layer around `serving.text_packing.TextToInputs` (TensorFlow ops, so it 
   -> {"input_word_ids", "input_mask", "input_type_ids"}: int32 [batch, sequence_length]
 """
 
+import os
+import tempfile
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -51,8 +54,10 @@ class Preprocessor(keras.layers.Layer):
     # Python lists of strings in, not float tensors (as keras-hub's preprocessing layers).
     self._allow_non_tensor_positional_args = True
     self._convert_input_args = False
-    if isinstance(vocabulary, str):
-      vocabulary = tokenization.load_vocab_tokens(vocabulary)
+    self._vocab_file = None
+    if isinstance(vocabulary, (str, os.PathLike)):
+      self._vocab_file = os.fspath(vocabulary)
+      vocabulary = tokenization.load_vocab_tokens(self._vocab_file)
     self.vocabulary = list(vocabulary)
     self.lower_case = bool(lower_case)
     self.sequence_length = int(sequence_length)
@@ -67,6 +72,17 @@ class Preprocessor(keras.layers.Layer):
   def from_preset(cls, path, sequence_length=128, **kwargs):
     preset = presets.load(path, read_weights=False)
     return cls(preset.vocab_file, preset.do_lower_case, sequence_length, **kwargs)
+
+  @property
+  def vocab_file(self):
+    """A vocab.txt of `vocabulary` (the one read, else written once to a temporary file):
+    for the writers and `save`."""
+    if self._vocab_file is None:
+      with tempfile.NamedTemporaryFile("w", suffix="_vocab.txt", delete=False,
+                                       encoding="utf-8") as f:
+        f.write("".join(token + "\n" for token in self.vocabulary))
+      self._vocab_file = f.name
+    return self._vocab_file
 
   def call(self, inputs):
     if isinstance(inputs, (tuple, list)) and len(inputs) == 2 and not isinstance(

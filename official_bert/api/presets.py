@@ -63,13 +63,14 @@ def assign(model, preset, require_heads=False):
   weights_io.assign_weights(model, preset.weights, require_heads=require_heads)
 
 
-def save(path, network, config, vocab_file, do_lower_case, record):
+def save(path, network, preprocessor, record):
   """Writes `network`'s weights and the model files to the folder `path`, atomically.
 
   Weights are read through their canonical names (a LoRA layer's kernel is the merged one),
   so the folder holds a plain model any reader loads. `record`: run_settings.json's task
   entries (task, model_type, max_seq_length, labels, ...).
   """
+  encoder = network.encoder if hasattr(network, "encoder") else network
   tensors = weight_loading.export_canonical_weights(network)
   plain = type(network).from_config(network.get_config())
   plain.build()
@@ -79,7 +80,8 @@ def save(path, network, config, vocab_file, do_lower_case, record):
     manager = tf.train.CheckpointManager(checkpointing.model_checkpoint(plain), building,
                                          max_to_keep=1, checkpoint_name="ckpt")
     manager.save(checkpoint_number=0)
-    model_files.write(building, config, vocab_file, do_lower_case, record)
+    model_files.write(building, encoder.bert_config, preprocessor.vocab_file,
+                      preprocessor.lower_case, record)
 
   parent = os.path.dirname(os.path.abspath(path)) if "://" not in path else os.path.dirname(path)
   tf.io.gfile.makedirs(parent)

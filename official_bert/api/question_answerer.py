@@ -15,6 +15,7 @@ import json
 import os
 import tempfile
 
+import keras
 import tensorflow as tf
 
 from data_prep import tfrecord_io
@@ -51,13 +52,14 @@ def examples_to_squad_json(examples, path, version_2_with_negative=False):
       {"title": "examples", "paragraphs": paragraphs}]}))
 
 
+@keras.saving.register_keras_serializable(package="official_bert")
 class QuestionAnswerer(task_model.TaskModel):
   """Args: a `Backbone`, a `Preprocessor`, `version_2_with_negative` and the answer options
   (`DEFAULT_OPTIONS`' keys, as run_squad's flags)."""
 
   model_type = "squad"
 
-  def __init__(self, backbone, preprocessor, version_2_with_negative=False, preset_files=None,
+  def __init__(self, backbone, preprocessor, version_2_with_negative=False,
                **options):
     unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
     if unknown:
@@ -65,7 +67,7 @@ class QuestionAnswerer(task_model.TaskModel):
                        f"{sorted(DEFAULT_OPTIONS)}")
     network = BertSpanLabeler(backbone, name="squad")
     task = SquadTask(backbone.bert_config, preprocessor.sequence_length)
-    super().__init__(network, preprocessor, task, preset_files)
+    super().__init__(network, preprocessor, task)
     # Tokens, not [CLS]'s pooler, feed the head: it gets no gradient (as in run_ner/run_squad).
     backbone.pooler_dense.trainable = False
     self.version_2_with_negative = bool(version_2_with_negative)
@@ -90,7 +92,6 @@ class QuestionAnswerer(task_model.TaskModel):
     backbone = Backbone.from_bert_config(preset.config, name="encoder")
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
     model = cls(backbone, preprocessor, version_2_with_negative,
-                preset_files=(preset.config, preset.vocab_file, preset.do_lower_case),
                 **options)
     presets.assign(model.network, preset, require_heads=bool(stored))
     return model
@@ -115,8 +116,9 @@ class QuestionAnswerer(task_model.TaskModel):
     for i, input_file in enumerate(files):
       records.append(os.path.join(folder, f"train_{i}.tf_record"))
       writing.run(writing.Settings(
-          input_file=input_file, output_file=records[-1], vocab_file=self.vocab_file,
-          do_lower_case=self.do_lower_case, max_seq_length=self.preprocessor.sequence_length,
+          input_file=input_file, output_file=records[-1],
+          vocab_file=self.preprocessor.vocab_file, do_lower_case=self.preprocessor.lower_case,
+          max_seq_length=self.preprocessor.sequence_length,
           doc_stride=self.options["doc_stride"],
           max_query_length=self.options["max_query_length"],
           version_2_with_negative=self.version_2_with_negative, is_training=True,
@@ -150,6 +152,10 @@ class QuestionAnswerer(task_model.TaskModel):
             "start": int(result["answer_start"][i]), "end": int(result["answer_end"][i]),
             "score": float(result["score"][i])} for i in range(int(questions.shape[0]))]
     return out[0] if single else out
+
+  def get_config(self):
+    return dict(super().get_config(), version_2_with_negative=self.version_2_with_negative,
+                **self.options)
 
   def run_settings(self):
     return dict(super().run_settings(), version_2_with_negative=self.version_2_with_negative,

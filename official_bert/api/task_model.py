@@ -32,17 +32,15 @@ class TaskModel(keras.Model):
     network: a fine-tuning model (`BertClassifier`, ...) whose encoder is a `Backbone`.
     preprocessor: the `Preprocessor` (or tokenizer holder) the task's inputs go through.
     task: the `tasks.Task` whose `loss_sums`/`loss_normalizers` are the loss.
-    preset_files: (config, vocab_file, do_lower_case) for `save` and `export`.
   """
 
   model_type = None
 
-  def __init__(self, network, preprocessor, task, preset_files, **kwargs):
+  def __init__(self, network, preprocessor, task, **kwargs):
     super().__init__(**kwargs)
     self.network = network
     self.preprocessor = preprocessor
     self.task = task
-    self.config, self.vocab_file, self.do_lower_case = preset_files
     self._optimizer_settings = None
     self._uses_task_loss = True
 
@@ -158,22 +156,46 @@ class TaskModel(keras.Model):
                        steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)
 
   def evaluate(self, x=None, y=None, batch_size=32, **kwargs):
+    if kwargs.get("_use_cached_eval_dataset"):  # fit's validation: already preprocessed
+      return super().evaluate(x, y, batch_size=batch_size, **kwargs)
     if not self.compiled:
       self.compile()
     return super().evaluate(self._dataset(x, y, batch_size), **kwargs)
 
   def predict_logits(self, x, batch_size=32, **kwargs):
     """The network's raw outputs over raw inputs (numpy)."""
-    return super().predict(self._dataset(x, None, batch_size), verbose=kwargs.pop(
-        "verbose", 0), **kwargs)
+    outputs = super().predict(self._dataset(x, None, batch_size),
+                              verbose=kwargs.pop("verbose", 0), **kwargs)
+    # float32 whatever the compute dtype (mixed precision computes logits in float16).
+    return tf.nest.map_structure(lambda a: a.astype("float32"), outputs)
+
+  def get_config(self):
+    """The backbone's and preprocessor's configs and the subclass's arguments (Keras'
+    `.keras` format; `save(folder)` writes our model folder)."""
+    return {"name": self.name, "trainable": self.trainable,
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    for key in ("backbone", "preprocessor"):
+      config[key] = keras.saving.deserialize_keras_object(config[key])
+    return cls(**config)
 
   # --- files -------------------------------------------------------------------------------
 
-  def save(self, path):
+  def save(self, path, overwrite=True, **kwargs):
     """Writes a self-contained model folder (a checkpoint and the model files) that
-    `from_preset`, `export --checkpoint` and `run_* --init_checkpoint` read."""
-    presets.save(os.fspath(path), self.network, self.config, self.vocab_file,
-                 self.do_lower_case, dict(self.run_settings(), task=self.model_type))
+    `from_preset`, `export --checkpoint` and `run_* --init_checkpoint` read. A path ending
+    in `.keras` is Keras' own format instead (`keras.saving.load_model`; what
+    `keras.callbacks.ModelCheckpoint` writes)."""
+    path = os.fspath(path)
+    if path.endswith(".keras"):
+      return super().save(path, overwrite=overwrite, **kwargs)
+    presets.save(path, self.network, self.preprocessor,
+                 dict(self.run_settings(), task=self.model_type))
+    return None
 
   def export(self, path, overwrite=False, **options):
     """Writes the raw-text SavedModel the `export` command writes for this model."""

@@ -24,13 +24,14 @@ from official_bert.serving import classifier_outputs
 from official_bert.tasks.classification import ClassificationTask
 
 
+@keras.saving.register_keras_serializable(package="official_bert")
 class TextClassifier(task_model.TaskModel):
   """Args: see `from_preset`; built from a `Backbone`, a `Preprocessor` and the labels."""
 
   model_type = "classifier"
 
   def __init__(self, backbone, preprocessor, num_classes=None, labels=None,
-               problem_type="single_label", multi_label_threshold=0.5, preset_files=None,
+               problem_type="single_label", multi_label_threshold=0.5, text_pairs=None,
                **kwargs):
     if problem_type not in classifier_outputs.PROBLEM_TYPES:
       raise ValueError(f"problem_type={problem_type!r} must be one of "
@@ -52,11 +53,13 @@ class TextClassifier(task_model.TaskModel):
     network = BertClassifier(backbone, num_classes, name="classifier")
     task = ClassificationTask(backbone.bert_config, num_classes,
                               preprocessor.sequence_length, problem_type=problem_type)
-    super().__init__(network, preprocessor, task, preset_files, **kwargs)
+    super().__init__(network, preprocessor, task, **kwargs)
     self.num_classes = num_classes
     self.labels = labels
     self.problem_type = problem_type
     self.multi_label_threshold = float(multi_label_threshold)
+    # Whether the model was trained on (first, second) pairs; None until known.
+    self.text_pairs = text_pairs
 
   @classmethod
   def from_preset(cls, path, num_classes=None, labels=None, problem_type=None,
@@ -73,12 +76,12 @@ class TextClassifier(task_model.TaskModel):
       num_classes = stored.get("num_labels") if not labels else None
       problem_type = problem_type or stored.get("problem_type")
       kwargs.setdefault("multi_label_threshold", stored.get("multi_label_threshold") or 0.5)
+      kwargs.setdefault("text_pairs", stored.get("text_pairs"))
     sequence_length = sequence_length or stored.get("max_seq_length") or 128
     problem_type = problem_type or "single_label"
     backbone = Backbone.from_bert_config(preset.config, name="encoder")
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
     model = cls(backbone, preprocessor, num_classes, labels, problem_type,
-                preset_files=(preset.config, preset.vocab_file, preset.do_lower_case),
                 **kwargs)
     presets.assign(model.network, preset, require_heads=fine_tuned)
     return model
@@ -86,7 +89,13 @@ class TextClassifier(task_model.TaskModel):
   # --- data ---------------------------------------------------------------------------------
 
   def _texts(self, x):
-    if isinstance(x, tuple) and len(x) == 2:
+    pairs = isinstance(x, tuple) and len(x) == 2
+    if self.text_pairs is not None and pairs != self.text_pairs:
+      raise ValueError(
+          "x is a (first, second) pair of text lists, but this classifier was trained on "
+          "single texts" if pairs else "x is one list of texts, but this classifier was "
+          "trained on (first, second) pairs: pass x=(first_texts, second_texts)")
+    if pairs:
       first, second = as_string_tensor(x[0], "x[0]"), as_string_tensor(x[1], "x[1]")
       if first.shape[0] != second.shape[0]:
         raise ValueError(f"x: {first.shape[0]} first texts but {second.shape[0]} second texts")
@@ -134,6 +143,12 @@ class TextClassifier(task_model.TaskModel):
     return self.map_batches(task_model.batches((texts, self.encode_labels(y, n)), batch_size,
                                                shuffle, seed))
 
+  def fit(self, x=None, y=None, *args, **kwargs):
+    if not isinstance(x, tf.data.Dataset):
+      self._texts(x)  # the same kind of input as an earlier fit, if any
+      self.text_pairs = isinstance(x, tuple) and len(x) == 2
+    return super().fit(x, y, *args, **kwargs)
+
   def loss_features(self, x, y, sample_weight):
     ones = tf.ones(tf.shape(y)[:1], tf.float32)
     return {"label_ids": y, "is_real_example": ones if sample_weight is None else
@@ -171,10 +186,16 @@ class TextClassifier(task_model.TaskModel):
 
   # --- files -------------------------------------------------------------------------------
 
+  def get_config(self):
+    return dict(super().get_config(), num_classes=self.num_classes, labels=self.labels,
+                problem_type=self.problem_type,
+                multi_label_threshold=self.multi_label_threshold, text_pairs=self.text_pairs)
+
   def run_settings(self):
     settings = dict(super().run_settings(), problem_type=self.problem_type,
                     num_labels=self.num_classes,
-                    multi_label_threshold=self.multi_label_threshold)
+                    multi_label_threshold=self.multi_label_threshold,
+                    text_pairs=self.text_pairs)
     if self.labels:
       settings["labels"] = self.labels
     return settings

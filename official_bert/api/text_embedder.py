@@ -26,11 +26,11 @@ from official_bert.serving import exporter
 POOLINGS = ("mean", "cls", "pooled")
 
 
+@keras.saving.register_keras_serializable(package="official_bert")
 class TextEmbedder(keras.Model):
   """Args: a `Backbone`, a `Preprocessor`, `pooling` (POOLINGS) and `normalize` (unit L2)."""
 
-  def __init__(self, backbone, preprocessor, pooling="mean", normalize=True, preset_files=None,
-               **kwargs):
+  def __init__(self, backbone, preprocessor, pooling="mean", normalize=True, **kwargs):
     super().__init__(**kwargs)
     if pooling not in POOLINGS:
       raise ValueError(f"pooling={pooling!r} must be one of {', '.join(POOLINGS)}")
@@ -38,7 +38,6 @@ class TextEmbedder(keras.Model):
     self.preprocessor = preprocessor
     self.pooling = pooling
     self.normalize = bool(normalize)
-    self.config, self.vocab_file, self.do_lower_case = preset_files
 
   @classmethod
   def from_preset(cls, path, pooling="mean", normalize=True, sequence_length=128, **kwargs):
@@ -47,8 +46,7 @@ class TextEmbedder(keras.Model):
     backbone.build()
     presets.assign(backbone, preset)
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
-    return cls(backbone, preprocessor, pooling, normalize,
-               preset_files=(preset.config, preset.vocab_file, preset.do_lower_case), **kwargs)
+    return cls(backbone, preprocessor, pooling, normalize, **kwargs)
 
   def call(self, inputs, training=None):
     out = self.backbone(inputs, training=training)
@@ -59,6 +57,19 @@ class TextEmbedder(keras.Model):
     vector = tf.cast(vector, tf.float32)
     return tf.math.l2_normalize(vector, axis=-1) if self.normalize else vector
 
+  def get_config(self):
+    return {"name": self.name, "trainable": self.trainable, "pooling": self.pooling,
+            "normalize": self.normalize,
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    for key in ("backbone", "preprocessor"):
+      config[key] = keras.saving.deserialize_keras_object(config[key])
+    return cls(**config)
+
   def encode(self, texts, batch_size=32):
     """numpy float32 [n, hidden]: one embedding per text."""
     texts = as_string_tensor(texts, "texts")
@@ -68,12 +79,17 @@ class TextEmbedder(keras.Model):
       return np.zeros([0, self.backbone.hidden_size], np.float32)
     return self.predict(dataset, verbose=0)
 
-  def save(self, path):
-    """A model folder `from_preset` and `export --checkpoint` read (the encoder)."""
-    presets.save(path, self.backbone, self.config, self.vocab_file, self.do_lower_case,
-                 {"task": "encoder", "model_type": "encoder",
-                  "max_seq_length": self.preprocessor.sequence_length,
-                  "pooling": self.pooling, "normalize_embeddings": self.normalize})
+  def save(self, path, overwrite=True, **kwargs):
+    """A model folder `from_preset` and `export --checkpoint` read (the encoder); a path
+    ending in `.keras` is Keras' format."""
+    path = os.fspath(path)
+    if path.endswith(".keras"):
+      return super().save(path, overwrite=overwrite, **kwargs)
+    presets.save(path, self.backbone, self.preprocessor, {
+        "task": "encoder", "model_type": "encoder",
+        "max_seq_length": self.preprocessor.sequence_length, "pooling": self.pooling,
+        "normalize_embeddings": self.normalize})
+    return None
 
   def export(self, path, overwrite=False, **options):
     """The `export --model_type=encoder` SavedModel (raw text in; `mean_pooled_output`

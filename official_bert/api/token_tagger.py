@@ -56,23 +56,25 @@ def entities_in_text(text, words, tags):
            "end": words[b - 1][2]} for kind, a, b in found]
 
 
+@keras.saving.register_keras_serializable(package="official_bert")
 class TokenTagger(task_model.TaskModel):
   """Args: a `Backbone`, a `Preprocessor` (its vocabulary, case and sequence length), the
   tag set in id order (run_ner's labels.txt order)."""
 
   model_type = "tagger"
 
-  def __init__(self, backbone, preprocessor, labels, preset_files=None, **kwargs):
+  def __init__(self, backbone, preprocessor, labels, **kwargs):
     labels = [str(label) for label in labels or []]
     if not labels or len(set(labels)) != len(labels):
       raise ValueError(f"TokenTagger needs labels=[...] without duplicates, got {labels}")
     network = BertTokenClassifier(backbone, len(labels), name="tagger")
     task = TaggingTask(backbone.bert_config, len(labels), preprocessor.sequence_length)
-    super().__init__(network, preprocessor, task, preset_files, **kwargs)
+    super().__init__(network, preprocessor, task, **kwargs)
     # Tokens, not [CLS]'s pooler, feed the head: it gets no gradient (as in run_ner/run_squad).
     backbone.pooler_dense.trainable = False
     self.labels = labels
-    self.tokenizer = tokenization.FullTokenizer(preset_files[1], preset_files[2])
+    self.tokenizer = tokenization.FullTokenizer(preprocessor.vocab_file,
+                                                    preprocessor.lower_case)
 
   @classmethod
   def from_preset(cls, path, labels=None, sequence_length=None, **kwargs):
@@ -85,8 +87,7 @@ class TokenTagger(task_model.TaskModel):
     sequence_length = sequence_length or stored.get("max_seq_length") or 128
     backbone = Backbone.from_bert_config(preset.config, name="encoder")
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
-    model = cls(backbone, preprocessor, labels,
-                preset_files=(preset.config, preset.vocab_file, preset.do_lower_case), **kwargs)
+    model = cls(backbone, preprocessor, labels, **kwargs)
     presets.assign(model.network, preset, require_heads=fine_tuned)
     return model
 
@@ -157,6 +158,9 @@ class TokenTagger(task_model.TaskModel):
     words = [words_with_offsets(t) for t in texts]
     tags = self.predict_tags([[w for w, _, _ in ws] for ws in words], batch_size)
     return [entities_in_text(text, ws, ts) for text, ws, ts in zip(texts, words, tags)]
+
+  def get_config(self):
+    return dict(super().get_config(), labels=self.labels)
 
   def run_settings(self):
     return dict(super().run_settings(), labels=self.labels)

@@ -41,7 +41,7 @@ def tiny_dir(tmp_path_factory):
   keras.utils.set_random_seed(0)
   encoder = BertEncoder.from_bert_config(TINY, name="encoder")
   encoder.build()
-  presets.save(path, encoder, TINY, VOCAB, True, {})
+  presets.save(path, encoder, ob.Preprocessor(VOCAB), {})
   return path
 
 
@@ -249,7 +249,7 @@ def test_masked_lm_fills_masks_like_the_export(tmp_path):
                                  name="pretraining")
   network.build()
   path = str(tmp_path / "pretrained")
-  presets.save(path, network, TINY, VOCAB, True, {})
+  presets.save(path, network, ob.Preprocessor(VOCAB), {})
   mlm = ob.MaskedLM.from_preset(path, sequence_length=16)
   texts = ["the [MASK] sat on the [MASK] .", "no mask here"]
   filled = mlm.fill_mask(texts, top_k=3)
@@ -271,7 +271,7 @@ def _encoder_only(tmp_path):
   encoder = BertEncoder.from_bert_config(TINY, name="encoder")
   encoder.build()
   path = str(tmp_path / "encoder_only")
-  presets.save(path, encoder, TINY, VOCAB, True, {})
+  presets.save(path, encoder, ob.Preprocessor(VOCAB), {})
   return path
 
 
@@ -298,3 +298,37 @@ def test_own_model_on_backbone_and_lora(tiny_dir):
   frozen = [v for v in backbone.weights if "lora" not in v.path]
   for before, variable in zip(original, frozen):
     np.testing.assert_array_equal(variable.numpy(), before)
+
+
+def test_keras_callbacks_formats_and_strategies(tiny_dir, tmp_path):
+  """EarlyStopping on validation data, ModelCheckpoint's .keras files (load_model), and
+  BackupAndRestore work; fit runs in a strategy scope; a pair given to a model trained on
+  single texts is refused before training."""
+  strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+  with strategy.scope():
+    clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
+  checkpoint = str(tmp_path / "best.keras")
+  history = clf.fit(TEXTS, LABELS, batch_size=4, epochs=3, validation_data=(TEXTS, LABELS),
+                    verbose=0, callbacks=[
+                        keras.callbacks.EarlyStopping(monitor="val_loss", patience=1),
+                        keras.callbacks.ModelCheckpoint(checkpoint, monitor="val_loss"),
+                        keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))])
+  assert "val_accuracy" in history.history
+  loaded = keras.saving.load_model(checkpoint)
+  assert isinstance(loaded, ob.TextClassifier) and loaded.labels == ["neg", "pos"]
+  np.testing.assert_allclose(loaded.predict(TEXTS), keras.saving.load_model(
+      checkpoint).predict(TEXTS), atol=1e-6)
+  with pytest.raises(ValueError, match="trained on single texts"):
+    clf.predict((TEXTS, TEXTS))
+
+
+def test_mixed_precision_fit(tiny_dir):
+  keras.mixed_precision.set_global_policy("mixed_float16")
+  try:
+    clf = ob.TextClassifier.from_preset(tiny_dir, num_classes=2, sequence_length=16)
+    history = clf.fit(TEXTS, [0, 1] * 4, batch_size=4, epochs=1, verbose=0)
+  finally:
+    keras.mixed_precision.set_global_policy("float32")
+  assert clf.backbone.compute_dtype == "float16"
+  assert np.isfinite(history.history["loss"][0])
+  assert clf.predict(TEXTS).dtype == np.float32

@@ -185,7 +185,7 @@ def test_python_api_fit_steps_equal_reference_adamw(bias_correction):
   keras.utils.set_random_seed(3)
   vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(35)]
   model = TextClassifier(Backbone.from_bert_config(CONFIG), Preprocessor(vocab, True, SEQ),
-                         num_classes=2, preset_files=(CONFIG, None, True))
+                         num_classes=2)
   model.network.dropout.rate = 0.0
   model.compile(learning_rate=LR, warmup_fraction=SCHEDULE["num_warmup_steps"] / 8,
                 weight_decay=WD, lr_schedule="bert", adam_bias_correction=bias_correction)
