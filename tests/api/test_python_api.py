@@ -332,3 +332,26 @@ def test_mixed_precision_fit(tiny_dir):
   assert clf.backbone.compute_dtype == "float16"
   assert np.isfinite(history.history["loss"][0])
   assert clf.predict(TEXTS).dtype == np.float32
+
+
+def test_saved_folder_serves_the_commands(trained_classifier, tmp_path):
+  """`save(path)` is a command's OUTPUT_DIR: `export --checkpoint=path` needs no other model
+  flag, and `--init_checkpoint=path` (the commands' warm start) loads the same weights."""
+  from official_bert.modeling.finetuning_models import BertClassifier  # pylint: disable=import-outside-toplevel
+  from official_bert.training import checkpointing  # pylint: disable=import-outside-toplevel
+  clf, _ = trained_classifier
+  saved = str(tmp_path / "saved")
+  clf.save(saved)
+  export_dir = str(tmp_path / "export")
+  proc = subprocess.run([sys.executable, "-m", "official_bert.export", f"--checkpoint={saved}",
+                         "--model_type=classifier", f"--export_dir={export_dir}"], cwd=REPO,
+                        capture_output=True, text=True, check=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  served = tf.saved_model.load(export_dir).signatures["serving_default"](text=tf.constant(TEXTS))
+  np.testing.assert_allclose(served["probabilities"].numpy(), clf.predict(TEXTS), atol=1e-5)
+  assert [s.decode() for s in served["predicted_labels"].numpy()] == clf.predict_labels(TEXTS)
+  warm = BertClassifier(BertEncoder.from_bert_config(TINY), 2)
+  warm.build()
+  checkpointing.warm_start(warm, saved)
+  np.testing.assert_array_equal(warm.projection.output_weights.numpy(),
+                                clf.network.projection.output_weights.numpy())
