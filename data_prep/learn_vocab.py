@@ -3,16 +3,10 @@ r"""Learn a BERT WordPiece vocabulary from a corpus.
   python -m data_prep.learn_vocab --input_file=corpus/*.txt --output_file=vocab.txt \
     --vocab_size=8000 --do_lower_case=True [--min_count=2]
 
-1. Words are counted with our own pre-tokenizer (`TextTokenizer.split_words`, the original
-   BERT BasicTokenizer's words), streaming over the files in batches, so the vocab is learned
-   on exactly the words `FullTokenizer` will later look up.
-2. tensorflow-text's WordPiece learner picks the pieces (a binary search over a count
-   threshold for a vocab of at most `vocab_size` tokens, within `slack_ratio` of it).
-3. The vocab is assembled: [PAD] [UNK] [CLS] [SEP] [MASK] (ids 0-4), then the learner's order;
-   every character seen at least `min_char_count` times is present both as `c` and `##c`, so
-   corpus text falls back to characters instead of [UNK]. The learner's result is trimmed
-   (least frequent pieces first) if it is over `vocab_size`.
-The output is deterministic for the same input and flags; it is written atomically.
+Words are counted with the original BasicTokenizer's rules, tensorflow-text's WordPiece
+learner picks the pieces, and [PAD] [UNK] [CLS] [SEP] [MASK] come first (ids 0-4); how, step
+by step: `data_prep/vocab/learn.py`. The output is deterministic for the same input and flags;
+it is written atomically.
 """
 
 from absl import flags

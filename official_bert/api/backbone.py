@@ -17,6 +17,23 @@ from official_bert.modeling.encoder import BertEncoder
 LORA_TARGETS = ("query", "value")
 
 
+class BackboneModelConfig:
+  """Keras config (the `.keras` format) of a model built from `backbone` and `preprocessor`
+  plus its own arguments (a subclass adds them to `get_config`)."""
+
+  def get_config(self):
+    return {"name": self.name, "trainable": self.trainable,
+            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    for key in ("backbone", "preprocessor"):
+      config[key] = keras.saving.deserialize_keras_object(config[key])
+    return cls(**config)
+
+
 @keras.saving.register_keras_serializable(package="official_bert")
 class Backbone(BertEncoder):
   """A `BertEncoder` (same weights, names and outputs) that loads presets and takes LoRA."""

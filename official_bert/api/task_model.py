@@ -19,13 +19,14 @@ import keras
 import tensorflow as tf
 
 from official_bert.api import presets
+from official_bert.api.backbone import BackboneModelConfig
 from official_bert.serving import exporter
 from official_bert.training import optimization
 
 AUTOTUNE = tf.data.AUTOTUNE
 
 
-class TaskModel(keras.Model):
+class TaskModel(BackboneModelConfig, keras.Model):
   """Subclasses set `model_type` and implement `make_dataset` and `_network_outputs`.
 
   Args:
@@ -168,20 +169,6 @@ class TaskModel(keras.Model):
                               verbose=kwargs.pop("verbose", 0), **kwargs)
     # float32 whatever the compute dtype (mixed precision computes logits in float16).
     return tf.nest.map_structure(lambda a: a.astype("float32"), outputs)
-
-  def get_config(self):
-    """The backbone's and preprocessor's configs and the subclass's arguments (Keras'
-    `.keras` format; `save(folder)` writes our model folder)."""
-    return {"name": self.name, "trainable": self.trainable,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    for key in ("backbone", "preprocessor"):
-      config[key] = keras.saving.deserialize_keras_object(config[key])
-    return cls(**config)
 
   # --- files -------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from official_bert.api import presets
 from official_bert.api.backbone import Backbone
+from official_bert.api.backbone import BackboneModelConfig
 from official_bert.api.preprocessor import Preprocessor
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling import sentence_embedding
@@ -27,7 +28,7 @@ POOLINGS = ("mean", "cls", "pooled")
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
-class TextEmbedder(keras.Model):
+class TextEmbedder(BackboneModelConfig, keras.Model):
   """Args: a `Backbone`, a `Preprocessor`, `pooling` (POOLINGS) and `normalize` (unit L2)."""
 
   def __init__(self, backbone, preprocessor, pooling="mean", normalize=True, **kwargs):
@@ -58,17 +59,7 @@ class TextEmbedder(keras.Model):
     return tf.math.l2_normalize(vector, axis=-1) if self.normalize else vector
 
   def get_config(self):
-    return {"name": self.name, "trainable": self.trainable, "pooling": self.pooling,
-            "normalize": self.normalize,
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
-            "preprocessor": keras.saving.serialize_keras_object(self.preprocessor)}
-
-  @classmethod
-  def from_config(cls, config):
-    config = dict(config)
-    for key in ("backbone", "preprocessor"):
-      config[key] = keras.saving.deserialize_keras_object(config[key])
-    return cls(**config)
+    return dict(super().get_config(), pooling=self.pooling, normalize=self.normalize)
 
   def encode(self, texts, batch_size=32):
     """numpy float32 [n, hidden]: one embedding per text."""

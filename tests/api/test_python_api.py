@@ -238,6 +238,9 @@ def test_text_embedder_equals_the_encoder_export(tiny_dir, tmp_path):
   served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
       text=tf.constant(TEXTS))
   np.testing.assert_allclose(served["mean_pooled_output"].numpy(), vectors, atol=1e-5)
+  embedder.save(str(tmp_path / "embedder.keras"))
+  np.testing.assert_allclose(keras.saving.load_model(str(tmp_path / "embedder.keras")).encode(
+      TEXTS), vectors, atol=1e-6)
   cls = ob.TextEmbedder.from_preset(tiny_dir, pooling="cls", normalize=False,
                                     sequence_length=16).encode(TEXTS[:2])
   np.testing.assert_allclose(cls, served["sequence_output"].numpy()[:2, 0], atol=1e-5)
