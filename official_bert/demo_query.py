@@ -6,7 +6,7 @@ r"""Queries an exported pretraining SavedModel with raw text: top tokens at ever
 This is what a serving client sees: it imports only TensorFlow and tensorflow-text (whose
 ops the in-graph tokenizer uses; importing it registers them), never this repository's code,
 and needs no vocabulary file: the SavedModel tokenizes the text and returns the predicted
-tokens as strings (`official_bert.export_signatures` documents the outputs).
+tokens as strings (`official_bert.serving.signatures` documents the outputs).
 """
 
 from absl import app

@@ -1,5 +1,5 @@
 """GLUE splits -> classifier TFRecords (`OUTPUT_DIR/<split>.tf_record`), cached while the
-settings match: for `create_classifier_data` and `official_bert.run_classifier`."""
+settings match: for `create_classifier_data` and `official_bert.tasks.classifier_job`."""
 
 import os
 

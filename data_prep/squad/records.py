@@ -1,4 +1,4 @@
-"""The SQuAD metadata file between `data_prep.create_squad_data` and `official_bert.run_squad`.
+"""The SQuAD metadata file between the writer (`writing`) and `official_bert.tasks.squad_job`.
 
 The TFRecord features are `schema.squad_features`. Next to each TFRecord goes a JSON-lines
 metadata file, `FILE.meta.jsonl` (`metadata_path`). Its first line is a header: the settings,

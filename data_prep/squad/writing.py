@@ -1,6 +1,6 @@
 """SQuAD v1.1 / v2.0 JSON -> the original run_squad.py's TFRecords, plus prediction metadata
-(`FILE.meta.jsonl`, `records`): `run(Settings(...))`, for `create_squad_data` and
-`official_bert.run_squad`'s feature cache.
+(`FILE.meta.jsonl`, `records`): `run(Settings(...))`, for `create_squad_data`,
+`official_bert.tasks.squad_job`'s feature cache and `official_bert.api.question_answerer`.
 
 Paragraphs are read and tokenized here, then cut into windows by worker processes in chunks of
 whole paragraphs (`features.build_chunk`); every file is written under a temporary name and

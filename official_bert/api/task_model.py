@@ -32,7 +32,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
   Args:
     network: a fine-tuning model (`BertClassifier`, ...) whose encoder is a `Backbone`.
     preprocessor: the `Preprocessor` (or tokenizer holder) the task's inputs go through.
-    task: the `tasks.Task` whose `loss_sums`/`loss_normalizers` are the loss.
+    task: the `tasks.base.Task` whose `loss_sums`/`loss_normalizers` are the loss.
   """
 
   model_type = None

@@ -1,4 +1,5 @@
-"""The task abstraction every `run_*.py` composes with the one training loop.
+"""The task abstraction every job (`tasks/*_job.py`, `training/pretraining_runner.py`) composes
+with the one training loop.
 
 A task says how to build its model and inputs, and how to score a batch. Losses are given as
 sums over examples plus the normalizer they are divided by; the loop adds the normalizers over

@@ -1,4 +1,4 @@
-"""Sentence (pair) classification and regression (GLUE, own files) as a `tasks.Task`.
+"""Sentence (pair) classification and regression (GLUE, own files) as a `tasks.base.Task`.
 
 Loss: mean cross-entropy over the real examples (`is_real_example`, 0 for padding examples
 of the original's TPU files), or mean squared error with one output (STS-B). As everywhere,

@@ -2,7 +2,7 @@
 functions.
 
 These need every prediction at once (an F1 or a correlation is not a mean of per-batch
-values), so the run scripts compute them on the host from `training_loop.predict` outputs.
+values), so the jobs (`tasks/*_job.py`) compute them on the host from `evaluation.predict` outputs.
 Definitions follow the GLUE and conlleval conventions:
   - F1: of the positive class (label 1), as GLUE reports it for MRPC and QQP;
   - Matthews correlation (CoLA): 0 when a confusion-matrix margin is empty (sklearn's choice);

@@ -1,4 +1,4 @@
-"""Multiple choice (SWAG) as a `tasks.Task`: softmax over the choices' [CLS] scores.
+"""Multiple choice (SWAG) as a `tasks.base.Task`: softmax over the choices' [CLS] scores.
 
 Records hold each example's choices flattened ([num_choices * seq]); the input pipeline
 reshapes them to [num_choices, seq], and `BertMultipleChoice` encodes every choice as its

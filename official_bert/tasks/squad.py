@@ -1,4 +1,4 @@
-"""SQuAD span prediction as a `tasks.Task`: model, input pipeline, loss and metrics.
+"""SQuAD span prediction as a `tasks.base.Task`: model, input pipeline, loss and metrics.
 
 Loss as the original run_squad.py: per example the mean of the start and end position
 cross-entropies over the whole sequence, (CE(start) + CE(end)) / 2, averaged over the

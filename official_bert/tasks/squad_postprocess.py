@@ -96,7 +96,7 @@ def postprocess(examples, features, results, basic_tokenize, n_best_size=20,
   Args:
     examples: objects with `qas_id`, `doc_tokens`, in example_index order.
     features: windows with `unique_id`, `example_index`, `tokens`, `token_to_orig_map`,
-      `token_is_max_context` (`data_prep.squad_schema.InputFeatures` or the original's).
+      `token_is_max_context` (`data_prep.squad.records.InputFeatures` or the original's).
     results: unique_id -> (start_logits [seq], end_logits [seq]).
     basic_tokenize: list of texts -> list of word lists (the original's BasicTokenizer).
   Returns:

@@ -1,4 +1,4 @@
-"""Token classification (NER) as a `tasks.Task`.
+"""Token classification (NER) as a `tasks.base.Task`.
 
 Only the first WordPiece of each word carries a label (`label_weights` 1.0); the other
 pieces, [CLS], [SEP] and padding weigh 0. The loss is the cross-entropy summed over labeled

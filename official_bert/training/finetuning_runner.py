@@ -7,7 +7,7 @@ predictions.
 
     class Job:
       def prepare(self) -> Data                       # write/reuse TFRecords in output_dir
-      def make_task(self, bert_config) -> tasks.Task  # with `keep_features` for scoring
+      def make_task(self, bert_config) -> tasks.base.Task  # with `keep_features` for scoring
       def score(self, split, outputs) -> dict         # corpus metrics (F1, MCC, ...)
       def write_predictions(self, split, outputs)     # files for --do_predict
       def main_metric(self) -> str                    # --best_metric's default

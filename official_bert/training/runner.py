@@ -1,6 +1,7 @@
 """Training and evaluation runs around a `Trainer`: checkpoints, TensorBoard, SIGTERM, NaN.
 
-Shared by every run_*.py script so none repeats the loop bookkeeping.
+Shared by `pretraining_runner` and `finetuning_runner` so none repeats the loop bookkeeping;
+`launch` starts the run_*.py commands, extract_features and squad_evaluate.
 """
 
 import contextlib
@@ -65,7 +66,7 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
   """The `Trainer` with the original's optimizer and schedule, as the settings say.
 
   It carries `warm_start_adaptation` (--resize_vocab, --extend_positions), which
-  `run_training` and `restore_for_eval` apply to --init_checkpoint, so that every script
+  `run_training` and `restore_for_eval` apply to --init_checkpoint, so that every run
   gets them without passing them along.
   """
   decay = getattr(settings, "layerwise_lr_decay", None)  # fine-tuning settings only

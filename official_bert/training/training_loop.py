@@ -35,7 +35,7 @@ class Trainer:
 
   Args:
     strategy: a tf.distribute.Strategy.
-    task: a `tasks.Task`.
+    task: a `tasks.base.Task`.
     optimizer_fn: () -> Keras optimizer (built here, inside the strategy scope).
     global_batch_size: examples per step over all replicas and micro-batches.
     num_accumulation_steps: micro-batches per step and replica.
