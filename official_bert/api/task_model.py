@@ -44,6 +44,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
     self.task = task
     self._optimizer_settings = None
     self._uses_task_loss = True
+    self._uses_task_metrics = True
+    # The commands' metrics (`Task.metric_sums`: ratios of sums over the whole set).
+    self.task_metrics = [RatioMetric(name=name) for name in task.metric_names()]
 
   @property
   def backbone(self):
@@ -87,19 +90,41 @@ class TaskModel(BackboneModelConfig, keras.Model):
         weight_decay=weight_decay, lr_schedule=lr_schedule,
         adam_bias_correction=adam_bias_correction, clip_norm=clip_norm)
     self._uses_task_loss = loss is None
+    self._uses_task_metrics = loss is None and metrics is None
     self._compile_kwargs = dict(loss=loss, metrics=metrics, **kwargs)
     if optimizer is None:
       optimizer = self._scheduled_optimizer(1)
     self._compile(optimizer)
 
   def _compile(self, optimizer):
-    kwargs = dict(self._compile_kwargs)
-    if kwargs["metrics"] is None:
-      kwargs["metrics"] = self.default_metrics()  # fresh metric objects each compile
-    super().compile(optimizer=optimizer, **kwargs)
+    super().compile(optimizer=optimizer, **self._compile_kwargs)
 
-  def default_metrics(self):
-    return []
+  def get_compile_config(self):
+    if self._optimizer_settings is not None and not any(self._compile_kwargs.values()):
+      return {"bert_optimizer": dict(self._optimizer_settings)}
+    return super().get_compile_config()
+
+  def compile_from_config(self, config):
+    if "bert_optimizer" in config:  # a `.keras` file of a model compiled the default way
+      self.compile(**config["bert_optimizer"])
+    else:
+      super().compile_from_config(config)
+
+  @property
+  def metrics(self):
+    metrics = super().metrics
+    if not self._uses_task_metrics:
+      metrics = [m for m in metrics if all(m is not t for t in self.task_metrics)]
+    return metrics
+
+  def compute_metrics(self, x, y, y_pred, sample_weight=None):
+    if self._uses_task_metrics:
+      features = self.loss_features(x, y, sample_weight)
+      outputs = y_pred if isinstance(y_pred, dict) else {"logits": y_pred}
+      sums = self.task.metric_sums(features, outputs)
+      for metric in self.task_metrics:
+        metric.update_state(*sums[metric.name])
+    return super().compute_metrics(x, y, y_pred, sample_weight)
 
   def _scheduled_optimizer(self, num_train_steps):
     s = self._optimizer_settings
@@ -195,6 +220,22 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def export_arguments(self, options):
     """`exporter.export` keyword arguments (max_seq_length, labels, ...)."""
     return dict(max_seq_length=self.preprocessor.sequence_length, **options)
+
+
+class RatioMetric(keras.metrics.Metric):
+  """sum(numerator) / sum(denominator) over every batch seen (a task's metric sums)."""
+
+  def __init__(self, name, **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.numerator = self.add_variable((), "zeros", name="numerator", aggregation="sum")
+    self.denominator = self.add_variable((), "zeros", name="denominator", aggregation="sum")
+
+  def update_state(self, numerator, denominator):  # pylint: disable=arguments-differ
+    self.numerator.assign_add(tf.cast(numerator, self.dtype))
+    self.denominator.assign_add(tf.cast(denominator, self.dtype))
+
+  def result(self):
+    return self.numerator / tf.maximum(self.denominator, 1e-12)
 
 
 def _x_y(data):

@@ -154,15 +154,6 @@ class TextClassifier(task_model.TaskModel):
     return {"label_ids": y, "is_real_example": ones if sample_weight is None else
             tf.cast(sample_weight, tf.float32)}
 
-  def default_metrics(self):
-    if self.problem_type == "regression":
-      return [keras.metrics.MeanAbsoluteError(name="mean_absolute_error")]
-    if self.problem_type == "multi_label":
-      return [keras.metrics.BinaryAccuracy(name="binary_accuracy", threshold=0.0)]
-    return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-
-  # --- predictions --------------------------------------------------------------------------
-
   def predict(self, x, batch_size=32, **kwargs):
     """Probabilities [n, num_classes] (softmax; sigmoid for multi_label), or [n] scores."""
     logits = self.predict_logits(x, batch_size, **kwargs)

@@ -130,9 +130,6 @@ class TokenTagger(task_model.TaskModel):
   def loss_features(self, x, y, sample_weight):
     return {"label_ids": y, "label_weights": sample_weight}
 
-  def default_metrics(self):
-    return [keras.metrics.SparseCategoricalAccuracy(name="token_accuracy")]
-
   def predict(self, x, batch_size=32, **kwargs):
     """Per-piece probabilities [windows, sequence_length, labels] of the word lists' features
     (one row per window, as run_ner's records)."""

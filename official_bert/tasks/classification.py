@@ -86,6 +86,11 @@ class ClassificationTask(base.Task):
       per_example = losses.sparse_nll(tf.reshape(features["label_ids"], [-1]), logits)  # [b]
     return {self.loss_name: losses.weighted_sum(per_example, self._loss_weights(features))}
 
+  def metric_names(self):
+    """The keys of `metric_sums`."""
+    return {"regression": ("mean_absolute_error",), "multi_label": ("exact_match",)}.get(
+        self.problem_type, ("accuracy",))
+
   def metric_sums(self, features, outputs):
     weights = self._weights(features)
     if self.is_regression:  # never empty: the loop all-reduces this dict, which cannot be {}

@@ -49,6 +49,9 @@ class SquadTask(base.Task):
     end = losses.sparse_nll(features["end_positions"], outputs["end_logits"])  # [b]
     return {"span_loss": losses.weighted_sum((start + end) / 2.0)}
 
+  def metric_names(self):
+    return ("start_accuracy", "end_accuracy", "span_accuracy")
+
   def metric_sums(self, features, outputs):
     if "start_positions" not in features:
       return {}

@@ -48,6 +48,9 @@ class TaggingTask(base.Task):
     nll = losses.sparse_nll(features["label_ids"], outputs["logits"])  # [b, seq]
     return {"tagging_loss": losses.weighted_sum(nll, features["label_weights"])}
 
+  def metric_names(self):
+    return ("token_accuracy",)
+
   def metric_sums(self, features, outputs):
     return {"token_accuracy": losses.accuracy_sums(features["label_ids"], outputs["logits"],
                                                    features["label_weights"])}

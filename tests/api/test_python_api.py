@@ -89,6 +89,9 @@ def test_classifier_fits_saves_and_exports(trained_classifier, tmp_path):
   np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-5)
   assert clf.predict_labels(TEXTS) == [["neg", "pos"][i] for i in probabilities.argmax(-1)]
   assert clf.backbone is clf.network.encoder and clf.preprocessor.sequence_length == 16
+  results = clf.evaluate(TEXTS, LABELS, return_dict=True, verbose=0)  # run_classifier's metric
+  assert results["accuracy"] == pytest.approx(np.mean(
+      probabilities.argmax(-1) == [["neg", "pos"].index(label) for label in LABELS]))
 
   saved = str(tmp_path / "saved")
   clf.save(saved)
@@ -213,6 +216,7 @@ def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path):
   qa.compile(learning_rate=1e-3, warmup_fraction=0.0)
   history = qa.fit(examples, batch_size=4, epochs=3, verbose=0)
   assert history.history["loss"][-1] < history.history["loss"][0]
+  assert 0.0 <= history.history["span_accuracy"][-1] <= 1.0  # run_squad's training metrics
   answer = qa.answer("Where is Normandy?", context)
   assert answer["text"] == context[answer["start"]:answer["end"]]
   assert set(answer) == {"text", "start", "end", "score"}
@@ -319,6 +323,7 @@ def test_keras_callbacks_formats_and_strategies(tiny_dir, tmp_path):
   assert "val_accuracy" in history.history
   loaded = keras.saving.load_model(checkpoint)
   assert isinstance(loaded, ob.TextClassifier) and loaded.labels == ["neg", "pos"]
+  assert loaded.compiled and loaded._optimizer_settings["learning_rate"] == 5e-5  # noqa: SLF001
   np.testing.assert_allclose(loaded.predict(TEXTS), keras.saving.load_model(
       checkpoint).predict(TEXTS), atol=1e-6)
   with pytest.raises(ValueError, match="trained on single texts"):
