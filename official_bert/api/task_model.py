@@ -133,9 +133,36 @@ class TaskModel(BackboneModelConfig, keras.Model):
           "adamw", s["learning_rate"], num_train_steps,
           int(num_train_steps * s["warmup_fraction"]), s["weight_decay"], s["lr_schedule"],
           s["adam_bias_correction"])
-      # The commands' loop clips the summed gradients; Keras clips in apply_gradients.
-      optimizer.global_clipnorm = s["clip_norm"] or None
-    return optimizer
+    return optimizer  # it does not clip: `train_step` does, as the commands' loop
+
+  def train_step(self, data):
+    """With `compile`'s own optimizer, the commands' step (`training_loop.Trainer`): dense
+    gradients, summed over the replicas, clipped at their global norm. (Keras would clip
+    each replica's part before summing, and measure an embedding's sparse gradient with its
+    repeated rows apart; its all-reduce of sparse gradients also fails when the replicas'
+    row counts differ.)"""
+    if self._optimizer_settings is None:
+      return super().train_step(data)
+    clip_norm = self._optimizer_settings["clip_norm"]
+    replicas = self.distribute_strategy.num_replicas_in_sync
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    with tf.GradientTape() as tape:
+      y_pred = self(x, training=True)
+      loss = self.compute_loss(x, y, y_pred, sample_weight, training=True)
+      scaled = self.optimizer.scale_loss(loss)  # mixed precision's loss scale, else loss
+    self._loss_tracker.update_state(loss * replicas, sample_weight=tf.shape(
+        tf.nest.flatten(x)[0])[0])
+    variables = self.trainable_weights
+    grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
+             for g, v in zip(tape.gradient(scaled, variables), variables)]
+    if replicas > 1:
+      grads = tf.distribute.get_replica_context().all_reduce("sum", grads)
+    if clip_norm:
+      scale = getattr(self.optimizer, "dynamic_scale", 1.0)  # clip the unscaled gradient
+      grads, _ = tf.clip_by_global_norm(grads, clip_norm * tf.cast(scale, tf.float32))
+    # apply_gradients sums over the replicas again: give it each replica's share.
+    self.optimizer.apply_gradients(zip([g / replicas for g in grads], variables))
+    return self.compute_metrics(x, y, y_pred, sample_weight)
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
     if not self._uses_task_loss:
@@ -144,12 +171,20 @@ class TaskModel(BackboneModelConfig, keras.Model):
     outputs = y_pred if isinstance(y_pred, dict) else {"logits": y_pred}
     sums = self.task.loss_sums(features, outputs)
     normalizers = self.task.loss_normalizers(features)
-    loss = tf.add_n([sums[name] / tf.maximum(tf.cast(normalizers[name], tf.float32), 1e-12)
-                     for name in sums])
-    for extra in self.losses:
-      loss += tf.cast(extra, tf.float32)
-    # Each replica's share of the global mean, as Keras' compiled losses are scaled.
-    return loss / tf.cast(self.distribute_strategy.num_replicas_in_sync, tf.float32)
+    context = tf.distribute.get_replica_context()
+    several = self.distribute_strategy.num_replicas_in_sync > 1 and context is not None
+    loss = 0.0
+    for name in sums:
+      # This replica's sum over the GLOBAL normalizer (labeled tokens differ per replica):
+      # the replicas' gradients, summed, are the gradient of the whole batch's mean.
+      normalizer = tf.cast(normalizers[name], tf.float32)
+      if several:
+        normalizer = context.all_reduce("sum", normalizer)
+      loss += sums[name] / tf.maximum(normalizer, 1e-12)
+    extra = [tf.cast(value, tf.float32) for value in self.losses]
+    if extra:  # regularization losses, per replica as Keras scales them
+      loss += tf.add_n(extra) / float(self.distribute_strategy.num_replicas_in_sync)
+    return loss
 
   def loss_features(self, x, y, sample_weight):
     """The task's label features from a batch's (x, y, sample_weight)."""
