@@ -95,8 +95,8 @@ def main(argv):
                   FLAGS.model_type, FLAGS.export_dir, value["max_seq_length"],
                   value["num_labels"], value["label_names"], FLAGS.export_format, FLAGS.top_k,
                   FLAGS.allow_random_head, FLAGS.overwrite, FLAGS.head_config_file,
-                  FLAGS.normalize_embeddings,
-                  {name: FLAGS[name].value for name in exporter.SQUAD_FLAGS}, FLAGS.quantize,
+                  value["normalize_embeddings"],
+                  {name: value[name] for name in exporter.SQUAD_FLAGS}, FLAGS.quantize,
                   classifier_options)
   print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
 

@@ -11,6 +11,7 @@ A Keras layer around `serving.text_packing.TextToInputs` (TensorFlow ops, so it 
 
 import os
 import tempfile
+import weakref
 
 import keras
 import numpy as np
@@ -82,6 +83,7 @@ class Preprocessor(keras.layers.Layer):
                                        encoding="utf-8") as f:
         f.write("".join(token + "\n" for token in self.vocabulary))
       self._vocab_file = f.name
+      weakref.finalize(self, os.remove, f.name)  # gone with this layer
     return self._vocab_file
 
   def call(self, inputs):

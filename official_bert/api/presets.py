@@ -13,12 +13,14 @@ import os
 
 import tensorflow as tf
 
+from data_prep import tokenization
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
 from official_bert.interop import weight_loading
 from official_bert.interop import weights_io
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.training import best_checkpoint
+from official_bert.training import case_check
 from official_bert.training import checkpointing
 
 # config: BertConfig; vocab_file; do_lower_case; weights: `weights_io.Weights` (read once);
@@ -50,7 +52,10 @@ def load(path, read_weights=True):
   run_settings = files.run_settings or {}
   do_lower_case = files.do_lower_case
   if do_lower_case is None:
-    do_lower_case = run_settings.get("do_lower_case", True)
+    do_lower_case = run_settings.get("do_lower_case")
+  if do_lower_case is None:  # a TF1 folder says nothing: its vocabulary does (cased_L-12...)
+    cased = case_check.vocabulary_is_cased(tokenization.load_vocab_tokens(files.vocab))
+    do_lower_case = not cased
   labels = run_settings.get("labels") or model_files.labels_beside(files.directory or path)
   weights = weights_io.read_weights(path) if read_weights else None
   return Preset(path, config, files.vocab, bool(do_lower_case), weights, run_settings,

@@ -13,6 +13,7 @@ into the context (end exclusive; -1 when a v2.0 model answers nothing).
 
 import json
 import os
+import shutil
 import tempfile
 
 import keras
@@ -29,6 +30,7 @@ from official_bert.modeling.encoder import INPUT_NAMES
 from official_bert.modeling.finetuning_models import BertSpanLabeler
 from official_bert.serving import squad_answers
 from official_bert.tasks.squad import SquadTask
+from official_bert.training import input_pipeline
 
 # run_squad's and the export's defaults.
 DEFAULT_OPTIONS = dict(doc_stride=128, max_query_length=64, n_best_size=20,
@@ -59,15 +61,16 @@ class QuestionAnswerer(task_model.TaskModel):
 
   model_type = "squad"
 
-  def __init__(self, backbone, preprocessor, version_2_with_negative=False,
-               **options):
+  def __init__(self, backbone, preprocessor, version_2_with_negative=False, **options):
+    kwargs = {k: options.pop(k) for k in ("name", "trainable", "dtype") if k in options}
     unknown = sorted(set(options) - set(DEFAULT_OPTIONS))
     if unknown:
       raise ValueError(f"QuestionAnswerer: unknown option(s) {unknown}; expected "
                        f"{sorted(DEFAULT_OPTIONS)}")
     network = BertSpanLabeler(backbone, name="squad")
     task = SquadTask(backbone.bert_config, preprocessor.sequence_length)
-    super().__init__(network, preprocessor, task)
+    super().__init__(network, preprocessor, task, **kwargs)
+    self._work_dirs = []  # the training windows of the running fit/evaluate
     # Tokens, not [CLS]'s pooler, feed the head: it gets no gradient (as in run_ner/run_squad).
     backbone.pooler_dense.trainable = False
     self.version_2_with_negative = bool(version_2_with_negative)
@@ -105,6 +108,7 @@ class QuestionAnswerer(task_model.TaskModel):
       raise ValueError("QuestionAnswerer.fit takes the answers inside x (SQuAD JSON or "
                        "example dicts), not y")
     folder = tempfile.mkdtemp(prefix="ob_squad_")
+    self._work_dirs.append(folder)
     if isinstance(x, (str, os.PathLike)):
       files = [os.fspath(x)]
     elif x and all(isinstance(f, (str, os.PathLike)) for f in x):
@@ -126,8 +130,9 @@ class QuestionAnswerer(task_model.TaskModel):
     num_windows = sum(tfrecord_io.count_records(r) for r in records)
     if num_windows < batch_size:
       raise ValueError(f"{num_windows} training windows, fewer than batch_size={batch_size}")
-    dataset = self.task.build_dataset(",".join(records), batch_size, is_training=shuffle,
-                                      seed=seed)
+    # The training schema (answer positions) whether shuffled (fit) or not (evaluate).
+    dataset = input_pipeline.dataset(",".join(records), self.task.record_features(True),
+                                     batch_size, is_training=shuffle, seed=seed)
     dataset = dataset.map(lambda f: ({k: f[k] for k in INPUT_NAMES},
                                      (f["start_positions"], f["end_positions"])))
     batches = num_windows // batch_size if shuffle else -(-num_windows // batch_size)
@@ -135,6 +140,24 @@ class QuestionAnswerer(task_model.TaskModel):
 
   def map_batches(self, dataset):
     raise ValueError("QuestionAnswerer.fit takes SQuAD JSON file(s) or example dicts")
+
+  def fit(self, *args, **kwargs):
+    try:
+      return super().fit(*args, **kwargs)
+    finally:
+      self._remove_work_dirs()
+
+  def evaluate(self, *args, **kwargs):
+    if kwargs.get("_use_cached_eval_dataset"):  # fit's validation: fit removes the files
+      return super().evaluate(*args, **kwargs)
+    try:
+      return super().evaluate(*args, **kwargs)
+    finally:
+      self._remove_work_dirs()
+
+  def _remove_work_dirs(self):
+    while self._work_dirs:
+      shutil.rmtree(self._work_dirs.pop(), ignore_errors=True)
 
   def loss_features(self, x, y, sample_weight):
     return {"start_positions": y[0], "end_positions": y[1]}

@@ -27,7 +27,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 
 class TaskModel(BackboneModelConfig, keras.Model):
-  """Subclasses set `model_type` and implement `make_dataset` and `_network_outputs`.
+  """Subclasses set `model_type` and implement `make_dataset` and `loss_features`.
 
   Args:
     network: a fine-tuning model (`BertClassifier`, ...) whose encoder is a `Backbone`.
@@ -39,6 +39,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def __init__(self, network, preprocessor, task, **kwargs):
     super().__init__(**kwargs)
+    check_sequence_length(preprocessor, network.encoder)
     self.network = network
     self.preprocessor = preprocessor
     self.task = task
@@ -255,6 +256,13 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def export_arguments(self, options):
     """`exporter.export` keyword arguments (max_seq_length, labels, ...)."""
     return dict(max_seq_length=self.preprocessor.sequence_length, **options)
+
+
+def check_sequence_length(preprocessor, encoder):
+  """A clear error now rather than a failed gather at the first batch."""
+  if preprocessor.sequence_length > encoder.max_position_embeddings:
+    raise ValueError(f"sequence_length={preprocessor.sequence_length} is more than the "
+                     f"model's max_position_embeddings={encoder.max_position_embeddings}")
 
 
 class RatioMetric(keras.metrics.Metric):

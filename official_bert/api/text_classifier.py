@@ -70,11 +70,17 @@ class TextClassifier(task_model.TaskModel):
     preset = presets.load(path)
     stored = (preset.run_settings
               if preset.run_settings.get("model_type") == "classifier" else {})
-    fine_tuned = bool(stored) and num_classes is None and labels is None
+    if stored and labels is not None and preset.labels and list(map(str, labels)) != list(
+        preset.labels):
+      raise ValueError(f"labels={list(labels)} but {path} was trained with labels "
+                       f"{preset.labels} (in that order): leave labels out to use its head, or "
+                       f"start from the model it was fine-tuned from")
+    fine_tuned = bool(stored) and num_classes is None
     if fine_tuned:
       labels = preset.labels
       num_classes = stored.get("num_labels") if not labels else None
-      problem_type = problem_type or stored.get("problem_type")
+      problem_type = problem_type or classifier_outputs.problem_type_of(
+          stored.get("problem_type"), num_classes, labels)
       kwargs.setdefault("multi_label_threshold", stored.get("multi_label_threshold") or 0.5)
       kwargs.setdefault("text_pairs", stored.get("text_pairs"))
     sequence_length = sequence_length or stored.get("max_seq_length") or 128
@@ -113,7 +119,9 @@ class TextClassifier(task_model.TaskModel):
       hot = np.zeros([n, self.num_classes], np.float32)
       for i, row in enumerate(y):
         row = np.asarray(row)
-        if row.dtype.kind == "f" and row.shape == (self.num_classes,):
+        # A numeric row of num_classes zeros and ones is multi-hot; else label names or ids.
+        if (row.dtype.kind in "iuf" and row.shape == (self.num_classes,)
+            and np.isin(row, (0, 1)).all()):
           hot[i] = row
         else:
           hot[i, [self._label_id(label, i) for label in row.tolist()]] = 1.0
@@ -123,6 +131,8 @@ class TextClassifier(task_model.TaskModel):
   def _label_id(self, label, index):
     if isinstance(label, (bytes, np.bytes_)):
       label = label.decode("utf-8")
+    if self.labels and str(label) in self.labels:  # a label's name, whatever its type
+      return self.labels.index(str(label))
     if isinstance(label, str):
       if not self.labels:
         raise ValueError(f"y[{index}] is the label {label!r}: give labels=[...] to map label "
@@ -130,6 +140,9 @@ class TextClassifier(task_model.TaskModel):
       if label not in self.labels:
         raise ValueError(f"y[{index}]: label {label!r} is not in labels {self.labels}")
       return self.labels.index(label)
+    if isinstance(label, (float, np.floating)) and not float(label).is_integer():
+      raise ValueError(f"y[{index}] is {label}: a single_label classifier takes label ids or "
+                       f"names (problem_type='regression' takes scores)")
     label = int(label)
     if not 0 <= label < self.num_classes:
       raise ValueError(f"y[{index}]: label id {label} is not in [0, {self.num_classes})")

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert.api import presets
+from official_bert.api import task_model
 from official_bert.api.backbone import Backbone
 from official_bert.api.backbone import BackboneModelConfig
 from official_bert.api.preprocessor import Preprocessor
@@ -39,10 +40,17 @@ class TextEmbedder(BackboneModelConfig, keras.Model):
     self.preprocessor = preprocessor
     self.pooling = pooling
     self.normalize = bool(normalize)
+    task_model.check_sequence_length(preprocessor, backbone)
 
   @classmethod
-  def from_preset(cls, path, pooling="mean", normalize=True, sequence_length=128, **kwargs):
+  def from_preset(cls, path, pooling=None, normalize=None, sequence_length=None, **kwargs):
+    """Any model folder; a saved TextEmbedder brings its pooling, normalization and
+    sequence length (defaults: mean, normalized, 128)."""
     preset = presets.load(path)
+    stored = preset.run_settings if preset.run_settings.get("model_type") == "encoder" else {}
+    pooling = pooling or stored.get("pooling") or "mean"
+    normalize = stored.get("normalize_embeddings", True) if normalize is None else normalize
+    sequence_length = sequence_length or stored.get("max_seq_length") or 128
     backbone = Backbone.from_bert_config(preset.config, name="encoder")
     backbone.build()
     presets.assign(backbone, preset)
@@ -83,8 +91,9 @@ class TextEmbedder(BackboneModelConfig, keras.Model):
     return None
 
   def export(self, path, overwrite=False, **options):
-    """The `export --model_type=encoder` SavedModel (raw text in; `mean_pooled_output`
-    normalized as this embedder's)."""
+    """The `export --model_type=encoder` SavedModel (raw text in). Its `mean_pooled_output`
+    is `encode`'s for mean pooling (normalized as this embedder); for "cls" take
+    `sequence_output[:, 0]`, for "pooled" `pooled_output`."""
     with tempfile.TemporaryDirectory() as folder:
       saved = os.path.join(folder, "model")
       self.save(saved)

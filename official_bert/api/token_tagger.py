@@ -36,8 +36,10 @@ def words_with_offsets(text):
   """[(word, start, end)]: the BERT basic tokenizer's words with code-point offsets."""
   words, start = [], None
   for i, char in enumerate(text + " "):
+    if unicode_classes.is_control(char):
+      continue  # deleted by the tokenizer (a soft hyphen joins, it does not split)
     own = unicode_classes.is_punctuation(char) or chinese_words.is_cjk(char)
-    if unicode_classes.is_whitespace(char) or own or unicode_classes.is_control(char):
+    if unicode_classes.is_whitespace(char) or own:
       if start is not None:
         words.append((text[start:i], start, i))
         start = None
@@ -82,7 +84,11 @@ class TokenTagger(task_model.TaskModel):
     and loads its head."""
     preset = presets.load(path)
     stored = preset.run_settings if preset.run_settings.get("model_type") == "tagger" else {}
-    fine_tuned = bool(stored) and labels is None
+    if stored and labels is not None and list(map(str, labels)) != list(preset.labels or []):
+      raise ValueError(f"labels={list(labels)} but {path} was trained with labels "
+                       f"{preset.labels} (in that order): leave labels out to use its head, or "
+                       f"start from the model it was fine-tuned from")
+    fine_tuned = bool(stored)
     labels = preset.labels if fine_tuned else labels
     sequence_length = sequence_length or stored.get("max_seq_length") or 128
     backbone = Backbone.from_bert_config(preset.config, name="encoder")

@@ -28,6 +28,14 @@ Options = collections.namedtuple("Options", ["problem_type", "threshold", "separ
                                  defaults=["single_label", 0.5, ",", 0])
 
 
+def problem_type_of(stored_problem_type, num_labels, label_names):
+  """A trained classifier's problem type: the one recorded, else regression for one
+  unnamed output (run_classifier on STS-B records none), else single_label."""
+  if stored_problem_type:
+    return stored_problem_type
+  return "regression" if num_labels == 1 and not label_names else "single_label"
+
+
 def check_problem_type(problem_type, num_labels):
   if problem_type not in PROBLEM_TYPES:
     raise ValueError(f"--problem_type={problem_type} must be one of {', '.join(PROBLEM_TYPES)}")

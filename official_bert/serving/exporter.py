@@ -46,7 +46,8 @@ SQUAD_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_leng
                "version_2_with_negative", "null_score_diff_threshold")
 # The flags a fine-tuning run's run_settings.json supplies when not given.
 FROM_RUN_SETTINGS = ("max_seq_length", "label_names", "num_labels", "problem_type",
-                     "multi_label_threshold", "label_separator", "doc_stride")
+                     "multi_label_threshold", "label_separator", "normalize_embeddings"
+                     ) + SQUAD_FLAGS
 
 
 def _display_vocab(vocab, vocab_size, vocab_file):
@@ -294,8 +295,9 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
 
 def run_settings_defaults(checkpoint, given):
   """{flag: value} from a fine-tuning output's run_settings.json beside `checkpoint`, for
-  the flags not `given`: max_seq_length, label_names, num_labels and a classifier's
-  problem_type, multi_label_threshold, label_separator and doc_stride (training's values)."""
+  the flags not `given`: max_seq_length, label_names, num_labels, a classifier's
+  problem_type, multi_label_threshold, label_separator and doc_stride, a squad model's answer
+  options, an embedder's normalize_embeddings (training's values)."""
   stored = model_files.beside(checkpoint).run_settings or {}
   defaults = {name: stored.get(name) for name in FROM_RUN_SETTINGS}
   defaults["label_names"] = stored.get("labels")
@@ -319,8 +321,8 @@ def trained_settings(checkpoint, model_type, flag_values, given):
     return value, None
   # --doc_stride's default (128) is squad's: a classifier windows only when asked or trained so.
   doc_stride = value["doc_stride"] if "doc_stride" in set(given) | set(defaults) else 0
-  problem_type = value["problem_type"] or (
-      "regression" if value["num_labels"] == 1 and not value["label_names"] else "single_label")
+  problem_type = classifier_outputs.problem_type_of(value["problem_type"], value["num_labels"],
+                                                   value["label_names"])
   return value, classifier_outputs.Options(
       problem_type, 0.5 if value["multi_label_threshold"] is None
       else value["multi_label_threshold"], value["label_separator"] or ",", doc_stride or 0)

@@ -155,7 +155,10 @@ class SquadJob:
   def run_record(self):
     return {"task": "SQuAD", "model_type": "squad", "doc_stride": self.settings.doc_stride,
             "max_query_length": self.settings.max_query_length,
-            "version_2_with_negative": self.settings.version_2_with_negative}
+            "version_2_with_negative": self.settings.version_2_with_negative,
+            "n_best_size": self.settings.n_best_size,
+            "max_answer_length": self.settings.max_answer_length,
+            "null_score_diff_threshold": self.settings.null_score_diff_threshold}
 
   def _answers(self, predictions):
     """(predictions, nbest, null_odds) of the original's write_predictions for the logits."""

@@ -111,6 +111,47 @@ def test_classifier_fits_saves_and_exports(trained_classifier, tmp_path):
   assert [s.decode() for s in served["predicted_labels"].numpy()] == clf.predict_labels(TEXTS)
 
 
+def _in_new_process(code):
+  """json of `out` after running `code` (with `ob` imported) in a fresh Python."""
+  script = f"import json, official_bert as ob\n{code}\nprint(json.dumps(out))"
+  proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                        text=True, check=False, env=dict(os.environ, PYTHONPATH=REPO))
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_labels_are_read_as_meant(tiny_dir, tmp_path):
+  clf = ob.TextClassifier.from_preset(tiny_dir, labels=[1, 0], sequence_length=8)
+  assert clf.encode_labels([1, 0, "0"], 3).tolist() == [0, 1, 1]  # names, not ids
+  with pytest.raises(ValueError, match=r"y\[0\] is 0.5"):
+    ob.TextClassifier.from_preset(tiny_dir, num_classes=2, sequence_length=8).encode_labels(
+        [0.5], 1)
+  multi = ob.TextClassifier.from_preset(tiny_dir, labels=["a", "b", "c"],
+                                        problem_type="multi_label", sequence_length=8)
+  assert multi.encode_labels([[1, 0, 1], ["b"], [2]], 3).tolist() == [
+      [1, 0, 1], [0, 1, 0], [0, 0, 1]]
+  # run_classifier on STS-B records one unnamed output and no problem type: regression.
+  stsb = str(tmp_path / "stsb")
+  presets.save(stsb, ob.TextClassifier.from_preset(tiny_dir, problem_type="regression",
+                                                   sequence_length=8).network,
+               ob.Preprocessor(VOCAB), {"model_type": "classifier", "num_labels": 1})
+  assert ob.TextClassifier.from_preset(stsb).problem_type == "regression"
+  with pytest.raises(ValueError, match="sequence_length=600 is more than the model's "
+                     "max_position_embeddings=128"):
+    ob.TextClassifier.from_preset(tiny_dir, num_classes=2, sequence_length=600)
+
+
+def test_a_tf1_folder_without_case_settings_reads_its_vocabulary(tmp_path):
+  cased_vocab = os.path.join(DATA, "vocab", "cased_vocab.txt")
+  encoder = BertEncoder.from_bert_config(TINY, name="encoder")
+  encoder.build()
+  path = str(tmp_path / "cased")
+  presets.save(path, encoder, ob.Preprocessor(cased_vocab, lower_case=False), {})
+  for name in ("tokenizer_config.json", "run_settings.json"):  # as google's TF1 folders
+    os.remove(os.path.join(path, name))
+  assert ob.Preprocessor.from_preset(path).lower_case is False
+
+
 def test_classifier_errors_name_the_thing(tiny_dir):
   clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
   with pytest.raises(ValueError, match=r"y\[1\]: label 'meh' is not in labels"):
@@ -193,9 +234,14 @@ def test_tagger_fits_predicts_entities_saves_and_exports(tiny_dir, tmp_path):
     tagger.fit([["a"]], [["B-ORG"]], verbose=0)
 
   tagger.save(str(tmp_path / "tagger"))
-  again = ob.TokenTagger.from_preset(str(tmp_path / "tagger"))
-  assert again.labels == labels
-  np.testing.assert_array_equal(again.predict(x[:4]), tagger.predict(x[:4]))
+  assert _in_new_process(f"m = ob.TokenTagger.from_preset({str(tmp_path / 'tagger')!r}); "
+                         f"out = [m.labels, m.predict({x[:4]!r}).tolist()]") == [
+                             labels, tagger.predict(x[:4]).tolist()]
+  with pytest.raises(ValueError, match="was trained with labels"):
+    ob.TokenTagger.from_preset(str(tmp_path / "tagger"), labels=labels[::-1])
+  tagger.save(str(tmp_path / "tagger.keras"))
+  np.testing.assert_array_equal(keras.saving.load_model(str(tmp_path / "tagger.keras")).predict(
+      x[:4]), tagger.predict(x[:4]))
   tagger.export(str(tmp_path / "export"))
   served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
       text=tf.constant([" ".join(words) for words in x[:4]]))
@@ -221,10 +267,14 @@ def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path):
   assert answer["text"] == context[answer["start"]:answer["end"]]
   assert set(answer) == {"text", "start", "end", "score"}
 
+  assert "loss" in qa.evaluate(examples[:4], batch_size=2, return_dict=True, verbose=0)
   qa.save(str(tmp_path / "qa"))
-  again = ob.QuestionAnswerer.from_preset(str(tmp_path / "qa"))
-  assert again.options["doc_stride"] == 16 and again.answer("Where is Normandy?",
-                                                            context) == answer
+  assert _in_new_process(f"m = ob.QuestionAnswerer.from_preset({str(tmp_path / 'qa')!r}); "
+                         f"out = [m.options['doc_stride'], m.answer('Where is Normandy?', "
+                         f"{context!r})]") == [16, answer]
+  qa.save(str(tmp_path / "qa.keras"))
+  assert keras.saving.load_model(str(tmp_path / "qa.keras")).answer("Where is Normandy?",
+                                                                    context) == answer
   qa.export(str(tmp_path / "export"))
   served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
       question=tf.constant(["Where is Normandy?"]), context=tf.constant([context]))
@@ -324,8 +374,8 @@ def test_keras_callbacks_formats_and_strategies(tiny_dir, tmp_path):
   loaded = keras.saving.load_model(checkpoint)
   assert isinstance(loaded, ob.TextClassifier) and loaded.labels == ["neg", "pos"]
   assert loaded.compiled and loaded._optimizer_settings["learning_rate"] == 5e-5  # noqa: SLF001
-  np.testing.assert_allclose(loaded.predict(TEXTS), keras.saving.load_model(
-      checkpoint).predict(TEXTS), atol=1e-6)
+  # The last epoch's file: the weights fit ended with.
+  np.testing.assert_allclose(loaded.predict(TEXTS), clf.predict(TEXTS), atol=1e-6)
   with pytest.raises(ValueError, match="trained on single texts"):
     clf.predict((TEXTS, TEXTS))
 
