@@ -56,19 +56,21 @@ class MaskedLM(keras.Model):
   def call(self, inputs, training=None):
     return self.network(inputs, training=training)
 
-  def fill_mask(self, texts, top_k=5):
+  def fill_mask(self, texts, top_k=5, batch_size=32):
     """Per text, per `[MASK]` in order, the `top_k` (token, probability) pairs."""
     single = isinstance(texts, str)
-    inputs = self.preprocessor(as_string_tensor(texts, "texts"))
-    out = signatures.model_outputs(self.network, "pretraining", inputs,
-                                   self.preprocessor.text_to_inputs.mask_id, self._vocab,
-                                   top_k)
-    positions = out["masked_lm_positions"].numpy()
-    tokens = out["masked_lm_top_tokens"].numpy()
-    probabilities = out["masked_lm_top_probabilities"].numpy()
+    texts = as_string_tensor(texts, "texts")
     result = []
-    for row in range(positions.shape[0]):
-      result.append([[(t.decode("utf-8"), float(p)) for t, p in zip(tokens[row, m],
-                                                                   probabilities[row, m])]
-                     for m in range(positions.shape[1]) if positions[row, m] >= 0])
+    for start in range(0, int(texts.shape[0]), batch_size):
+      inputs = self.preprocessor(texts[start:start + batch_size])
+      out = signatures.model_outputs(self.network, "pretraining", inputs,
+                                     self.preprocessor.text_to_inputs.mask_id, self._vocab,
+                                     top_k)
+      positions = out["masked_lm_positions"].numpy()
+      tokens = out["masked_lm_top_tokens"].numpy()
+      probabilities = out["masked_lm_top_probabilities"].numpy()
+      for row in range(positions.shape[0]):
+        result.append([[(t.decode("utf-8"), float(p))
+                        for t, p in zip(tokens[row, m], probabilities[row, m])]
+                       for m in range(positions.shape[1]) if positions[row, m] >= 0])
     return result[0] if single else result
