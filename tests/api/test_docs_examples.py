@@ -34,6 +34,7 @@ def test_the_docs_have_examples():
 @pytest.mark.parametrize("path,index", EXAMPLES, ids=[f"{p}#{i}" for p, i in EXAMPLES])
 def test_example_runs(path, index, tmp_path, capsys):
   code = python_blocks(path)[index]
-  code = code.replace(PLACEHOLDER, minilm_dir()).replace('"/tmp/', f'"{tmp_path}/')
+  # /tmp/ first: the MiniLM folder may itself be under /tmp (a clone there).
+  code = code.replace('"/tmp/', f'"{tmp_path}/').replace(PLACEHOLDER, minilm_dir())
   exec(compile(code, f"{path} example {index}", "exec"), {"__name__": "__example__"})  # pylint: disable=exec-used
   assert capsys.readouterr().out.strip()  # every example prints what it shows
