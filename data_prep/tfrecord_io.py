@@ -13,6 +13,7 @@ never leaves a complete-looking file. Examples are serialized by `example_encode
 """
 
 import errno
+import glob as _glob
 import gzip
 import io
 import os
@@ -140,6 +141,22 @@ def glob(pattern):
   hidden_ok = os.path.basename(pattern).startswith(".")
   return sorted(m for m in gfile().glob(pattern)
                 if hidden_ok or not os.path.basename(m).startswith("."))
+
+
+def expand_patterns(patterns, error=ValueError):
+  """Comma-separated paths/globs -> files: each pattern's matches sorted (`glob`: hidden
+  files only when asked for), directories left out, de-duplicated in order. A pattern that
+  matches no file, or no pattern at all, raises `error` naming it."""
+  files = []
+  for pattern in [p.strip() for p in (patterns or "").split(",") if p.strip()]:
+    matches = glob(pattern) if _glob.has_magic(pattern) else [pattern]
+    matches = [m for m in matches if is_file(m)]
+    if not matches:
+      raise error(f"input file not found: {pattern!r} matches no file")
+    files.extend(m for m in matches if m not in files)
+  if not files:
+    raise error(f"no input files given ({patterns!r})")
+  return files
 
 
 def is_file(path):

@@ -12,7 +12,6 @@ to the first of the next when a file lacks a trailing blank line).
 """
 
 import array
-import glob
 
 from data_prep import tfrecord_io
 
@@ -22,17 +21,8 @@ class CorpusError(ValueError):
 
 
 def expand_input_patterns(patterns):
-  """Comma-separated paths/globs -> sorted, de-duplicated files; each pattern must match."""
-  files = []
-  for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-    matches = tfrecord_io.glob(pattern) if glob.has_magic(pattern) else [pattern]
-    matches = [m for m in matches if tfrecord_io.is_file(m)]
-    if not matches:
-      raise CorpusError(f"input file not found: {pattern!r} matches no file")
-    files.extend(m for m in matches if m not in files)
-  if not files:
-    raise CorpusError("no input files given")
-  return files
+  """Comma-separated paths/globs -> files (`tfrecord_io.expand_patterns`); CorpusError."""
+  return tfrecord_io.expand_patterns(patterns, CorpusError)
 
 
 class DocumentIndex:

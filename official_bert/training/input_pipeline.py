@@ -21,20 +21,13 @@ every file to the end and names the damaged ones.
 import tensorflow as tf
 
 from data_prep import schema
+from data_prep import tfrecord_io
 
 
 def expand_patterns(input_patterns):
-  """Comma-separated paths/globs -> sorted, de-duplicated file list."""
-  paths = set()
-  patterns = [p.strip() for p in (input_patterns or "").split(",") if p.strip()]
-  if not patterns:
-    raise ValueError(f"no input files: empty pattern {input_patterns!r}")
-  for pattern in patterns:
-    matches = tf.io.gfile.glob(pattern)
-    if not matches:
-      raise ValueError(f"input pattern {pattern!r} matches no file")
-    paths.update(matches)
-  return sorted(paths)
+  """Comma-separated paths/globs -> sorted, de-duplicated file list, by the writers' rules
+  (`tfrecord_io.expand_patterns`: `out/*` never reads a writer's hidden temporary file)."""
+  return sorted(tfrecord_io.expand_patterns(input_patterns))
 
 
 def _first_example(path, compression):

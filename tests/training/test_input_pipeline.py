@@ -70,6 +70,21 @@ def test_expand_patterns(data):
   assert ip.expand_patterns(f"{paths[2]}, {paths[0]},{paths[2]}") == [paths[0], paths[2]]
 
 
+def test_expand_patterns_skips_hidden_temporary_files_and_folders(tmp_path):
+  """`out/*` is what a writer wrote, never its unfinished `.NAME.tmp-PID` (one rule with the
+  writers: `tfrecord_io.expand_patterns`)."""
+  for name in ("b.tfrecord", "a.tfrecord", ".b.tfrecord.tmp-123"):
+    (tmp_path / name).write_bytes(b"")
+  (tmp_path / "sub").mkdir()
+  assert ip.expand_patterns(str(tmp_path / "*")) == [str(tmp_path / "a.tfrecord"),
+                                                     str(tmp_path / "b.tfrecord")]
+  assert ip.expand_patterns(str(tmp_path / ".*")) == [str(tmp_path / ".b.tfrecord.tmp-123")]
+  with pytest.raises(ValueError, match=r"'/nonexistent/\*' matches no file"):
+    ip.expand_patterns("/nonexistent/*")
+  with pytest.raises(ValueError, match="no input files"):
+    ip.expand_patterns(" , ")
+
+
 def test_training_batches_shapes_dtypes_keys(data):
   ds = ip.pretraining_dataset(",".join(data["plain"]), L, P, batch_size=8, seed=1)
   # drop_remainder defaults to True in training: the batch dimension is static.
