@@ -11,6 +11,7 @@ the loss is `run_squad`'s; `answer` runs the squad export's in-graph windows and
 into the context (end exclusive; -1 when a v2.0 model answers nothing).
 """
 
+import inspect
 import json
 import os
 import shutil
@@ -32,9 +33,12 @@ from official_bert.serving import squad_answers
 from official_bert.tasks.squad import SquadTask
 from official_bert.training import input_pipeline
 
-# run_squad's and the export's defaults.
-DEFAULT_OPTIONS = dict(doc_stride=128, max_query_length=64, n_best_size=20,
-                       max_answer_length=30, null_score_diff_threshold=0.0)
+# The answer options and their defaults: `SquadAnswerer`'s (the export's and run_squad's).
+DEFAULT_OPTIONS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(squad_answers.SquadAnswerer).parameters.items()
+    if name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+                "null_score_diff_threshold")}
 
 
 def examples_to_squad_json(examples, path, version_2_with_negative=False):

@@ -118,11 +118,14 @@ class TaskModel(BackboneModelConfig, keras.Model):
       metrics = [m for m in metrics if all(m is not t for t in self.task_metrics)]
     return metrics
 
+  def _task_batch(self, x, y, y_pred, sample_weight):
+    """(features, outputs) as the task's loss and metric sums take them."""
+    outputs = y_pred if isinstance(y_pred, dict) else {"logits": y_pred}
+    return self.loss_features(x, y, sample_weight), outputs
+
   def compute_metrics(self, x, y, y_pred, sample_weight=None):
     if self._uses_task_metrics:
-      features = self.loss_features(x, y, sample_weight)
-      outputs = y_pred if isinstance(y_pred, dict) else {"logits": y_pred}
-      sums = self.task.metric_sums(features, outputs)
+      sums = self.task.metric_sums(*self._task_batch(x, y, y_pred, sample_weight))
       for metric in self.task_metrics:
         metric.update_state(*sums[metric.name])
     return super().compute_metrics(x, y, y_pred, sample_weight)
@@ -154,13 +157,13 @@ class TaskModel(BackboneModelConfig, keras.Model):
     self._loss_tracker.update_state(loss * replicas, sample_weight=tf.shape(
         tf.nest.flatten(x)[0])[0])
     variables = self.trainable_weights
-    grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
-             for g, v in zip(tape.gradient(scaled, variables), variables)]
+    grads = optimization.dense_gradients(tape.gradient(scaled, variables), variables)
     if replicas > 1:
       grads = tf.distribute.get_replica_context().all_reduce("sum", grads)
     if clip_norm:
       scale = getattr(self.optimizer, "dynamic_scale", 1.0)  # clip the unscaled gradient
-      grads, _ = tf.clip_by_global_norm(grads, clip_norm * tf.cast(scale, tf.float32))
+      grads, _ = optimization.clip_by_global_norm(grads,
+                                                  clip_norm * tf.cast(scale, tf.float32))
     # apply_gradients sums over the replicas again: give it each replica's share.
     self.optimizer.apply_gradients(zip([g / replicas for g in grads], variables))
     return self.compute_metrics(x, y, y_pred, sample_weight)
@@ -168,8 +171,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
     if not self._uses_task_loss:
       return super().compute_loss(x, y, y_pred, sample_weight, training=training)
-    features = self.loss_features(x, y, sample_weight)
-    outputs = y_pred if isinstance(y_pred, dict) else {"logits": y_pred}
+    features, outputs = self._task_batch(x, y, y_pred, sample_weight)
     sums = self.task.loss_sums(features, outputs)
     normalizers = self.task.loss_normalizers(features)
     context = tf.distribute.get_replica_context()
@@ -181,7 +183,8 @@ class TaskModel(BackboneModelConfig, keras.Model):
       normalizer = tf.cast(normalizers[name], tf.float32)
       if several:
         normalizer = context.all_reduce("sum", normalizer)
-      loss += sums[name] / tf.maximum(normalizer, 1e-12)
+      epsilon = self.task.loss_epsilons.get(name, 0.0)  # as the commands' loop
+      loss += sums[name] / tf.maximum(normalizer + epsilon, 1e-12)
     extra = [tf.cast(value, tf.float32) for value in self.losses]
     if extra:  # regularization losses, per replica as Keras scales them
       loss += tf.add_n(extra) / float(self.distribute_strategy.num_replicas_in_sync)
@@ -247,15 +250,21 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def export(self, path, overwrite=False, **options):
     """Writes the raw-text SavedModel the `export` command writes for this model."""
-    with tempfile.TemporaryDirectory() as folder:
-      saved = os.path.join(folder, "model")
-      self.save(saved)
-      return exporter.export(None, saved, None, None, self.model_type, os.fspath(path),
-                             overwrite=overwrite, **self.export_arguments(options))
+    return export_saved(self, self.model_type, path, overwrite, self.export_arguments(options))
 
   def export_arguments(self, options):
     """`exporter.export` keyword arguments (max_seq_length, labels, ...)."""
     return dict(max_seq_length=self.preprocessor.sequence_length, **options)
+
+
+def export_saved(model, model_type, path, overwrite, arguments):
+  """`model.save`s a model folder, then exports it with the export library, as the `export`
+  command exports a command's OUTPUT_DIR."""
+  with tempfile.TemporaryDirectory() as folder:
+    saved = os.path.join(folder, "model")
+    model.save(saved)
+    return exporter.export(None, saved, None, None, model_type, os.fspath(path),
+                           overwrite=overwrite, **arguments)
 
 
 def check_sequence_length(preprocessor, encoder):
@@ -282,7 +291,7 @@ class RatioMetric(keras.metrics.Metric):
 
 
 def _x_y(data):
-  """validation_data: (x, y), (x, y, sample_weight) or a Dataset."""
+  """validation_data: (x, y) or a Dataset of raw (x, y) batches."""
   if isinstance(data, tf.data.Dataset):
     return data, None
   if isinstance(data, (tuple, list)) and len(data) == 2:

@@ -94,14 +94,18 @@ class TextClassifier(task_model.TaskModel):
 
   # --- data ---------------------------------------------------------------------------------
 
-  def _texts(self, x):
+  def _check_pairs(self, x):
+    """Whether `x` is a (first, second) pair, refused when training's kind was the other."""
     pairs = isinstance(x, tuple) and len(x) == 2
     if self.text_pairs is not None and pairs != self.text_pairs:
       raise ValueError(
           "x is a (first, second) pair of text lists, but this classifier was trained on "
           "single texts" if pairs else "x is one list of texts, but this classifier was "
           "trained on (first, second) pairs: pass x=(first_texts, second_texts)")
-    if pairs:
+    return pairs
+
+  def _texts(self, x):
+    if self._check_pairs(x):
       first, second = as_string_tensor(x[0], "x[0]"), as_string_tensor(x[1], "x[1]")
       if first.shape[0] != second.shape[0]:
         raise ValueError(f"x: {first.shape[0]} first texts but {second.shape[0]} second texts")
@@ -158,8 +162,7 @@ class TextClassifier(task_model.TaskModel):
 
   def fit(self, x=None, y=None, *args, **kwargs):
     if not isinstance(x, tf.data.Dataset):
-      self._texts(x)  # the same kind of input as an earlier fit, if any
-      self.text_pairs = isinstance(x, tuple) and len(x) == 2
+      self.text_pairs = self._check_pairs(x)  # the same kind as an earlier fit, if any
     return super().fit(x, y, *args, **kwargs)
 
   def loss_features(self, x, y, sample_weight):

@@ -10,7 +10,6 @@ tanh pooler over [CLS]).
 """
 
 import os
-import tempfile
 
 import keras
 import numpy as np
@@ -23,7 +22,6 @@ from official_bert.api.backbone import BackboneModelConfig
 from official_bert.api.preprocessor import Preprocessor
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling import sentence_embedding
-from official_bert.serving import exporter
 
 POOLINGS = ("mean", "cls", "pooled")
 
@@ -94,10 +92,6 @@ class TextEmbedder(BackboneModelConfig, keras.Model):
     """The `export --model_type=encoder` SavedModel (raw text in). Its `mean_pooled_output`
     is `encode`'s for mean pooling (normalized as this embedder); for "cls" take
     `sequence_output[:, 0]`, for "pooled" `pooled_output`."""
-    with tempfile.TemporaryDirectory() as folder:
-      saved = os.path.join(folder, "model")
-      self.save(saved)
-      options.setdefault("normalize_embeddings", self.normalize and self.pooling == "mean")
-      return exporter.export(None, saved, None, None, "encoder", os.fspath(path),
-                             max_seq_length=self.preprocessor.sequence_length,
-                             overwrite=overwrite, **options)
+    options.setdefault("normalize_embeddings", self.normalize and self.pooling == "mean")
+    return task_model.export_saved(self, "encoder", path, overwrite, dict(
+        options, max_seq_length=self.preprocessor.sequence_length))

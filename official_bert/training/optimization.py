@@ -390,6 +390,13 @@ def scheduled_optimizer(name, learning_rate, num_train_steps, num_warmup_steps,
   return create_optimizer(name, schedule, weight_decay=weight_decay, **kwargs)
 
 
+def dense_gradients(grads, variables):
+  """Every gradient as a dense tensor (zeros for a variable the loss does not reach): what
+  the training steps sum over replicas and micro-batches, and clip."""
+  return [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
+          for g, v in zip(grads, variables)]
+
+
 def clip_by_global_norm(grads, clip_norm=1.0):
   """Scales grads so their joint L2 norm is <= clip_norm (as BERT's loop).
 

@@ -106,8 +106,7 @@ class Trainer:
     with tf.GradientTape() as tape:
       loss, parts, metrics = self._scores(features, normalizers, training=True)
       scaled = self.optimizer.scale_loss(loss) if self.float16 else loss
-    grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
-             for g, v in zip(tape.gradient(scaled, variables), variables)]
+    grads = optimization.dense_gradients(tape.gradient(scaled, variables), variables)
     return grads, parts, metrics
 
   def _replica_train_step(self, features):
