@@ -9,6 +9,8 @@ command module.
 import ast
 import glob
 import os
+import re
+import tokenize
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_COMMAND_LINES = 150
@@ -62,3 +64,59 @@ def test_data_prep_never_imports_official_bert():
   for name, (path, tree) in _modules().items():
     if name.startswith("data_prep"):
       assert not any(n.split(".")[0] == "official_bert" for n in _imports(tree)), path
+
+
+_DOTTED = re.compile(r"\b((?:official_bert|data_prep)(?:\.\w+)+)(\*?)")
+
+
+def _prose(path, tree):
+  """The docstrings and comments of a module."""
+  texts = [ast.get_docstring(node, clean=False) for node in ast.walk(tree)
+           if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))]
+  with open(path, "rb") as f:
+    texts += [t.string for t in tokenize.tokenize(f.readline) if t.type == tokenize.COMMENT]
+  return [t for t in texts if t]
+
+
+def _names(body):
+  """The names a module or class body defines (functions, classes, assignments, imports)."""
+  names = set()
+  for node in body:
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+      names.add(node.name)
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+      targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+      names.update(t.id for t in targets if isinstance(t, ast.Name))
+    elif isinstance(node, (ast.Import, ast.ImportFrom)):
+      names.update((a.asname or a.name).split(".")[0] for a in node.names)
+  return names
+
+
+def _resolves(dotted, modules):
+  """Whether `official_bert.x.y.Name.member` names a module, then a name it defines, then a
+  member of that class (deeper parts are not checked)."""
+  parts = dotted.split(".")
+  for end in range(len(parts), 0, -1):
+    module = ".".join(parts[:end])
+    if module in modules:
+      break
+  else:
+    return False
+  rest, body = parts[end:], modules[module][1].body
+  for part in rest[:2]:
+    if part not in _names(body):
+      return False
+    body = next((n.body for n in body if isinstance(n, ast.ClassDef) and n.name == part), [])
+  return True
+
+
+def test_docstrings_and_comments_name_existing_code():
+  """A module or name that moved or was renamed leaves no stale `official_bert.x` behind."""
+  modules = _modules()
+  stale = []
+  for name, (path, tree) in sorted(modules.items()):
+    for text in _prose(path, tree):
+      for dotted, glob_star in _DOTTED.findall(text):
+        if not glob_star and not _resolves(dotted, modules):
+          stale.append(f"{os.path.relpath(path, REPO)}: {dotted}")
+  assert not stale, "\n".join(sorted(set(stale)))

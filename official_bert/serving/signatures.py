@@ -24,8 +24,8 @@ create_squad_data does, answers as run_squad --do_predict writes them):
     (the lowest [CLS] score of any window) and null_score_diff (null - best span).
   serve_ids as above: start_logits, end_logits of given windows.
 
-The text signatures tokenize in the graph (`text_to_inputs`; "[MASK]" in the text is the
-mask token), pack to `max_seq_length` and also return the packed `input_word_ids`,
+The text signatures tokenize in the graph (`text_packing.TextToInputs`; "[MASK]" in the text
+is the mask token), pack to `max_seq_length` and also return the packed `input_word_ids`,
 `input_mask`, `input_type_ids` and the WordPiece strings `tokens` [batch, seq], so that a
 client can map a SQuAD span or a tag back to text. Outputs per model type (both kinds):
   encoder      sequence_output [b, s, hidden], pooled_output [b, hidden],
@@ -59,7 +59,7 @@ import tensorflow as tf
 
 from official_bert.modeling import sentence_embedding
 from official_bert.serving import classifier_outputs
-from official_bert.serving import text_packing as text_to_inputs_lib
+from official_bert.serving import text_packing
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -153,7 +153,7 @@ class ServingModule(tf.Module):
   Args:
     model: the built Keras model of `model_type` (weights loaded).
     model_type: one of `model_types.MODEL_TYPES`.
-    preprocessor: a `text_to_inputs.TextToInputs`.
+    preprocessor: a `text_packing.TextToInputs`.
     vocab: token list (for `tokens` and `masked_lm_top_tokens`).
     top_k: predictions per [MASK] (pretraining).
     label_names: optional label strings (classifier, tagger).
@@ -201,7 +201,7 @@ class ServingModule(tf.Module):
     segment_b = None if text_b is None else pre.tokenize(text_b)
     inputs, owner = classifier_outputs.window_inputs(
         pre.tokenize(text), segment_b, pre.seq_length, st.classifier.doc_stride, pre.cls_id,
-        pre.sep_id, text_to_inputs_lib.pack_inputs)
+        pre.sep_id, text_packing.pack_inputs)
     batch = tf.shape(text, out_type=tf.int64)[0]
     options = st.classifier
     outputs = classifier_outputs.average_windows(self._outputs(inputs), owner, batch,
@@ -328,4 +328,4 @@ class HubEncoder(tf.Module):
 
 
 def make_preprocessor(tokenizer, vocab, seq_length):
-  return text_to_inputs_lib.TextToInputs(tokenizer, vocab, seq_length)
+  return text_packing.TextToInputs(tokenizer, vocab, seq_length)
