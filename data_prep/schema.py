@@ -1,7 +1,7 @@
 """The TFRecord feature contract between our writers (`data_prep`) and readers (`official_bert`).
 
 Every record schema lives here, once: pretraining, SQuAD, classifier (GLUE; multi-label for
-own files), NER and SWAG.
+own files), NER, SWAG and sentence-embedding pairs.
 Names, shapes and dtypes are those of google-research/bert's writers where one exists, so
 files are interchangeable with the original `run_pretraining.py`/`run_squad.py`/
 `run_classifier.py` and the TF Model Garden loaders. This module imports no TensorFlow at
@@ -109,6 +109,17 @@ def ner_features(max_seq_length):
 def swag_features(max_seq_length, num_choices=SWAG_NUM_CHOICES):
   """Multiple choice: inputs of num_choices * L, choice-major (reshape to [choices, L])."""
   return _inputs(num_choices * max_seq_length) + (Feature("label_ids", INT64, 1),)
+
+
+def embedding_pair_features(max_seq_length):
+  """Sentence-embedding training (run_embeddings): two texts, each packed on its own as
+  `[CLS] text [SEP]` ([2 * L], text-major: reshape to [2, L]), and their gold similarity.
+
+  `scores` is NaN where the file has no score (pairs of a query and its positive): a loss that
+  needs scores skips those pairs.
+  """
+  return _inputs(2 * max_seq_length) + (Feature("scores", FLOAT32, 1),
+                                         Feature("is_real_example", INT64, 1))
 
 
 def tf_feature_spec(features, v2_names=False):

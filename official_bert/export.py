@@ -4,7 +4,7 @@ r"""Exports a BERT model as a SavedModel that serves raw text (TensorFlow Servin
     --do_lower_case=BOOL --model_type=encoder|pretraining|classifier|squad|tagger|feature_tagger \
     --export_dir=DIR [--max_seq_length=128] [--num_labels=N] [--label_names=a,b,c] \
     [--export_format=single|hub_pair|tflite] [--quantize=none|dynamic|float16] [--top_k=5] \
-    [--normalize_embeddings]
+    [--normalize_embeddings] [--pooling=mean|cls|pooled]
   python -m official_bert.export --checkpoint=HF_MODEL_DIR --model_type=encoder --export_dir=DIR
 
 --checkpoint is ours, a google-research TF1 checkpoint (prefix or directory) or a Hugging Face
@@ -13,14 +13,16 @@ do_lower_case, so --bert_config_file and --vocab_file may be left out; a fine-tu
 run_settings.json supplies the flags not given (max_seq_length, labels, a classifier's
 settings). single: one SavedModel (`serving_default`, `serving_pair`, `serve_ids`); hub_pair:
 DIR/preprocessor and DIR/encoder; tflite: DIR/model.tflite. `--normalize_embeddings` makes an
-encoder's mean_pooled_output unit length (sentence-transformers models). The work is
-`serving.exporter`'s.
+encoder's mean_pooled_output and sentence_embedding unit length (sentence-transformers
+models); `--pooling` picks sentence_embedding's pooling (a run_embeddings OUTPUT_DIR brings
+both). The work is `serving.exporter`'s.
 """
 
 from absl import flags
 
 from data_prep import cli
 from official_bert.modeling import model_types
+from official_bert.modeling import sentence_embedding
 from official_bert.serving import classifier_outputs
 from official_bert.serving import exporter
 from official_bert.serving import tflite_export
@@ -77,7 +79,11 @@ def define_flags():
   flags.DEFINE_float("null_score_diff_threshold", 0.0,
                      "squad v2.0: answer nothing when null score - best span > this.")
   flags.DEFINE_bool("normalize_embeddings", False,
-                    "encoder: L2-normalize mean_pooled_output (sentence-transformers models).")
+                    "encoder: L2-normalize mean_pooled_output and sentence_embedding "
+                    "(sentence-transformers models).")
+  flags.DEFINE_enum("pooling", "mean", list(sentence_embedding.POOLINGS),
+                    "encoder: how sentence_embedding pools the tokens (default: a "
+                    "run_embeddings model's own, else mean).")
 
 
 FLAGS = flags.FLAGS
@@ -97,7 +103,7 @@ def main(argv):
                   FLAGS.allow_random_head, FLAGS.overwrite, FLAGS.head_config_file,
                   value["normalize_embeddings"],
                   {name: value[name] for name in exporter.SQUAD_FLAGS}, FLAGS.quantize,
-                  classifier_options)
+                  classifier_options, value["pooling"])
   print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
 
 

@@ -25,6 +25,9 @@ Several --layers give each layer's mean side by side, in --layers order ([lines,
 normalized as one vector). Output: JSON lines {"linex_index": 0, "embedding": [0.1, ...]}
 (6 decimals), or .npz arrays `embeddings` [lines, hidden] (float32) and `layers`. The values
 are the encoder export's `mean_pooled_output` (`modeling.sentence_embedding`).
+`--pooling=cls` / `pooled`: the last layer's [CLS] vector / BERT's tanh pooler instead. A
+run_embeddings OUTPUT_DIR as --init_checkpoint brings its pooling and normalization (the
+export's `sentence_embedding`) unless --pooling / --normalize_embeddings are given.
 """
 
 from official_bert.serving import feature_extraction
@@ -33,8 +36,9 @@ from official_bert.training import runner
 
 
 def main(flag_values):
-  return feature_extraction.run(
-      common_flags.settings_from_flags(feature_extraction.ExtractSettings, flag_values))
+  settings = common_flags.settings_from_flags(feature_extraction.ExtractSettings, flag_values)
+  given = {name for name in ("pooling", "normalize_embeddings") if flag_values[name].present}
+  return feature_extraction.run(feature_extraction.embedder_settings(settings, given))
 
 
 def console_main():

@@ -1,15 +1,24 @@
-"""`TextEmbedder`: one vector per text, as the encoder export's `mean_pooled_output`.
+"""`TextEmbedder`: one vector per text, as the encoder export's `sentence_embedding`; trained
+on text pairs as `run_embeddings` (Sentence-BERT).
 
   embedder = ob.TextEmbedder.from_preset(minilm_path)             # mean pooling, unit length
   vectors = embedder.encode(["a sentence", ...], batch_size=32)   # numpy [n, hidden]
   scores = vectors @ vectors.T                                    # cosine similarities
 
+  embedder.fit((queries, answers), epochs=1, batch_size=32)      # in-batch negatives
+  embedder.compile(loss="cosine", learning_rate=2e-5)            # scored pairs instead
+  embedder.fit((first, second), scores, batch_size=16)
+  embedder.evaluate_similarity((first, second), scores)          # {"pearson", "spearman"}
+  embedder.evaluate_retrieval((queries, answers))                # {"recall@1", ..., "mrr@10"}
+
 pooling: "mean" (the mean over real tokens: sentence-transformers' definition,
 `modeling.sentence_embedding`), "cls" (the last layer's [CLS] vector) or "pooled" (BERT's
-tanh pooler over [CLS]).
+tanh pooler over [CLS]). The losses (`compile(loss=...)`) are `tasks.embedding`'s, the
+commands': multiple_negatives (scale, symmetric), cosine (score_range: default 0 to the
+highest score of the fit) and contrastive (margin).
 """
 
-import os
+import math
 
 import keras
 import numpy as np
@@ -18,32 +27,36 @@ import tensorflow as tf
 from official_bert.api import presets
 from official_bert.api import task_model
 from official_bert.api.backbone import Backbone
-from official_bert.api.backbone import BackboneModelConfig
 from official_bert.api.preprocessor import Preprocessor
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling import sentence_embedding
+from official_bert.modeling.sentence_embedding import SentenceEmbedder
+from official_bert.tasks import embedding_losses
+from official_bert.tasks import metrics
+from official_bert.tasks.embedding import EmbeddingTask
 
-POOLINGS = ("mean", "cls", "pooled")
+POOLINGS = sentence_embedding.POOLINGS
+_LOSS_DEFAULTS = {"loss": "multiple_negatives", "scale": 20.0, "symmetric": False,
+                  "margin": 0.5, "score_range": None}
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
-class TextEmbedder(BackboneModelConfig, keras.Model):
+class TextEmbedder(task_model.TaskModel):
   """Args: a `Backbone`, a `Preprocessor`, `pooling` (POOLINGS) and `normalize` (unit L2)."""
 
+  model_type = "encoder"
+
   def __init__(self, backbone, preprocessor, pooling="mean", normalize=True, **kwargs):
-    super().__init__(**kwargs)
-    if pooling not in POOLINGS:
-      raise ValueError(f"pooling={pooling!r} must be one of {', '.join(POOLINGS)}")
-    self.backbone = backbone
-    self.preprocessor = preprocessor
+    network = SentenceEmbedder(backbone, pooling, normalize, name="embedder")
+    super().__init__(network, preprocessor, _task(_LOSS_DEFAULTS), **kwargs)
+    self._loss_options = dict(_LOSS_DEFAULTS)
     self.pooling = pooling
     self.normalize = bool(normalize)
-    task_model.check_sequence_length(preprocessor, backbone)
 
   @classmethod
   def from_preset(cls, path, pooling=None, normalize=None, sequence_length=None, **kwargs):
-    """Any model folder; a saved TextEmbedder brings its pooling, normalization and
-    sequence length (defaults: mean, normalized, 128)."""
+    """Any model folder; a saved TextEmbedder or a run_embeddings OUTPUT_DIR brings its
+    pooling, normalization and sequence length (defaults: mean, normalized, 128)."""
     preset = presets.load(path)
     stored = preset.run_settings if preset.run_settings.get("model_type") == "encoder" else {}
     pooling = pooling or stored.get("pooling") or "mean"
@@ -55,43 +68,151 @@ class TextEmbedder(BackboneModelConfig, keras.Model):
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
     return cls(backbone, preprocessor, pooling, normalize, **kwargs)
 
+  # --- Keras ----------------------------------------------------------------------------------
+
   def call(self, inputs, training=None):
-    out = self.backbone(inputs, training=training)
-    if self.pooling == "mean":
-      return sentence_embedding.mean_pool(out["sequence_output"], inputs["input_mask"],
-                                          self.normalize)
-    vector = out["pooled_output"] if self.pooling == "pooled" else out["sequence_output"][:, 0]
-    vector = tf.cast(vector, tf.float32)
-    return tf.math.l2_normalize(vector, axis=-1) if self.normalize else vector
+    return self.network(inputs, training=training)["embeddings"]
+
+  def compile(self, optimizer=None, loss="multiple_negatives", metrics=None, scale=20.0,
+              symmetric=False, margin=0.5, score_range=None, **kwargs):
+    """`TaskModel.compile` (learning_rate=..., warmup_fraction=...) with one of the
+    commands' losses by name (`embedding_losses.LOSSES`); a Keras loss object is Keras'."""
+    if isinstance(loss, str) and loss in embedding_losses.LOSSES:
+      self._loss_options = dict(loss=loss, scale=float(scale), symmetric=bool(symmetric),
+                                margin=float(margin),
+                                score_range=tuple(score_range) if score_range else None)
+      self.task = _task(self._loss_options)
+      loss = None
+    super().compile(optimizer, loss, metrics, **kwargs)
+
+  def get_compile_config(self):
+    config = super().get_compile_config()
+    if config and "bert_optimizer" in config:
+      config = dict(config, embedding_loss=dict(self._loss_options))
+    return config
+
+  def compile_from_config(self, config):
+    if "bert_optimizer" in config:
+      self.compile(**config["bert_optimizer"], **config.get("embedding_loss", {}))
+    else:
+      super().compile_from_config(config)
+
+  def _task_batch(self, x, y, y_pred, sample_weight):
+    return self.loss_features(x, y, sample_weight), {"embeddings": y_pred}
 
   def get_config(self):
     return dict(super().get_config(), pooling=self.pooling, normalize=self.normalize)
 
+  # --- data -------------------------------------------------------------------------------
+
+  def _pair_texts(self, x):
+    if not (isinstance(x, tuple) and len(x) == 2):
+      raise ValueError("x must be a (first_texts, second_texts) pair of text lists: "
+                       "(query, positive) pairs, or pairs with scores in y")
+    first, second = as_string_tensor(x[0], "x[0]"), as_string_tensor(x[1], "x[1]")
+    if first.shape[0] != second.shape[0]:
+      raise ValueError(f"x: {first.shape[0]} first texts but {second.shape[0]} second texts")
+    return first, second
+
+  def _scores(self, y, n):
+    loss = self._loss_options["loss"]
+    if y is None:
+      if loss != "multiple_negatives":
+        raise ValueError(f"loss={loss!r} needs a score per pair: fit(x, y=scores)")
+      return np.full([n], math.nan, np.float32)
+    y = np.asarray(list(y.to_numpy()) if hasattr(y, "to_numpy") else list(y), np.float32)
+    if y.shape != (n,):
+      raise ValueError(f"y has {y.size} scores for {n} pairs")
+    if not np.isfinite(y).all():
+      raise ValueError(f"y[{int(np.argmin(np.isfinite(y)))}] is not a number")
+    if loss == "contrastive" and not np.isin(y, (0.0, 1.0)).all():
+      bad = int(np.argmin(np.isin(y, (0.0, 1.0))))
+      raise ValueError(f"y[{bad}] = {y[bad]:g}: the contrastive loss takes 1 (similar) or 0 "
+                       "(dissimilar)")
+    return y
+
+  def _pairs(self, texts):
+    """(first, second) [b] strings -> features [b, 2, seq], each text packed on its own."""
+    first, second = self.preprocessor(texts[0]), self.preprocessor(texts[1])
+    return {name: tf.stack([first[name], second[name]], axis=1) for name in first}
+
+  def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
+    if not isinstance(x, tuple):  # texts to encode
+      texts = as_string_tensor(x)
+      return self.map_batches(task_model.batches((texts,), batch_size, False, None))
+    texts = self._pair_texts(x)
+    scores = self._scores(y, int(texts[0].shape[0]))
+    dataset = task_model.batches((texts, scores), batch_size, shuffle, seed)
+    return dataset.map(lambda t, s: (self._pairs(t), s), num_parallel_calls=task_model.AUTOTUNE)
+
+  def map_batches(self, dataset):
+    """A dataset of raw (texts,) batches, or ((first, second)[, scores]) batches."""
+    def features(x, *rest):
+      return (self._pairs(x) if isinstance(x, tuple) else self.preprocessor(x),) + rest
+    return dataset.map(features, num_parallel_calls=task_model.AUTOTUNE)
+
+  def loss_features(self, x, y, sample_weight):
+    n = tf.shape(x["input_word_ids"])[:1]
+    scores = tf.fill(n, math.nan) if y is None else tf.cast(y, tf.float32)
+    real = tf.ones(n, tf.float32) if sample_weight is None else tf.cast(sample_weight,
+                                                                        tf.float32)
+    return {"scores": scores, "is_real_example": real}
+
+  def fit(self, x=None, y=None, *args, **kwargs):
+    """Trains on (first, second) text pairs, with scores `y` for the cosine and contrastive
+    losses; the loss is `compile`'s (default: multiple_negatives)."""
+    if not self.compiled:
+      self.compile()
+    o = self._loss_options
+    if o["loss"] == "cosine" and not o["score_range"] and y is not None:
+      high = float(np.max(np.asarray(list(y), np.float32)))
+      if not high > 0.0:
+        raise ValueError(f"the highest score of y is {high:g}: give compile(score_range="
+                         "(low, high))")
+      self.task = _task(o, (0.0, high))  # as run_embeddings' --max_score default
+    return super().fit(x, y, *args, **kwargs)
+
+  # --- embeddings and their scores ------------------------------------------------------------
+
   def encode(self, texts, batch_size=32):
     """numpy float32 [n, hidden]: one embedding per text."""
     texts = as_string_tensor(texts, "texts")
-    dataset = tf.data.Dataset.from_tensor_slices(texts).batch(batch_size).map(
-        lambda t: (self.preprocessor(t),), num_parallel_calls=tf.data.AUTOTUNE)
     if int(texts.shape[0]) == 0:
       return np.zeros([0, self.backbone.hidden_size], np.float32)
-    return self.predict(dataset, verbose=0)
+    return np.asarray(self.predict_logits(texts, batch_size), np.float32)
 
-  def save(self, path, overwrite=True, **kwargs):
-    """A model folder `from_preset` and `export --checkpoint` read (the encoder); a path
-    ending in `.keras` is Keras' format."""
-    path = os.fspath(path)
-    if path.endswith(".keras"):
-      return super().save(path, overwrite=overwrite, **kwargs)
-    presets.save(path, self.backbone, self.preprocessor, {
-        "task": "encoder", "model_type": "encoder",
-        "max_seq_length": self.preprocessor.sequence_length, "pooling": self.pooling,
-        "normalize_embeddings": self.normalize})
-    return None
+  def evaluate_similarity(self, x, y, batch_size=32):
+    """STS: Pearson and Spearman correlation of the pairs' cosine similarity with `y`."""
+    first, second = self._pair_texts(x)
+    return metrics.similarity_scores(self.encode(first, batch_size),
+                                     self.encode(second, batch_size),
+                                     np.asarray(list(y), np.float64))
 
-  def export(self, path, overwrite=False, **options):
-    """The `export --model_type=encoder` SavedModel (raw text in). Its `mean_pooled_output`
-    is `encode`'s for mean pooling (normalized as this embedder); for "cls" take
-    `sequence_output[:, 0]`, for "pooled" `pooled_output`."""
-    options.setdefault("normalize_embeddings", self.normalize and self.pooling == "mean")
-    return task_model.export_saved(self, "encoder", path, overwrite, dict(
-        options, max_seq_length=self.preprocessor.sequence_length))
+  def evaluate_retrieval(self, x, batch_size=32):
+    """Retrieval: recall@1, recall@10 and MRR@10 of each first text's second text among all
+    the distinct second texts (as run_embeddings' dev file without scores)."""
+    first, second = self._pair_texts(x)
+    return metrics.pair_retrieval_scores(self.encode(first, batch_size),
+                                         self.encode(second, batch_size),
+                                         [t.decode("utf-8") for t in second.numpy()])
+
+  # --- files -------------------------------------------------------------------------------
+
+  def run_settings(self):
+    return dict(super().run_settings(), pooling=self.pooling,
+                normalize_embeddings=self.normalize)
+
+  def export_arguments(self, options):
+    """The `export --model_type=encoder` SavedModel (raw text in): its `sentence_embedding`
+    is `encode`'s; `mean_pooled_output` is normalized as this embedder."""
+    options = dict(options)
+    options.setdefault("normalize_embeddings", self.normalize)
+    options.setdefault("pooling", self.pooling)
+    return super().export_arguments(options)
+
+
+def _task(options, score_range=None):
+  """The loss of `compile`'s options (the model is the embedder's: no config needed)."""
+  return EmbeddingTask(None, 1, options["loss"], scale=options["scale"],
+                       symmetric=options["symmetric"], margin=options["margin"],
+                       score_range=score_range or options["score_range"] or (0.0, 1.0))

@@ -3,9 +3,11 @@
 This is how sentence-transformers models (all-MiniLM-L6-v2, ...) are trained and meant to be
 used: mean pooling, then (most of them) L2 normalization, so that cosine similarity is a dot
 product. The one implementation: the export's `mean_pooled_output` and
-`extract_features --pooling=mean` both call `mean_pool`.
+`extract_features --pooling=mean` both call `mean_pool`; `pool` adds [CLS] pooling, and
+`SentenceEmbedder` is the model `run_embeddings` and `ob.TextEmbedder` train.
 """
 
+import keras
 import tensorflow as tf
 
 
@@ -22,3 +24,70 @@ def mean_pool(sequence_output, input_mask, normalize=False):
   count = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
   pooled = tf.reduce_sum(values * mask, axis=1) / count
   return tf.math.l2_normalize(pooled, axis=-1) if normalize else pooled
+
+
+POOLINGS = ("mean", "cls", "pooled")
+
+
+def pool(encoder_outputs, input_mask, pooling="mean", normalize=False):
+  """One vector per sequence from the encoder's outputs: [batch, hidden] float32.
+
+  pooling: "mean" (`mean_pool`), "cls" (the last layer's [CLS] vector, as a sentence
+  encoder trained with CLS pooling) or "pooled" (BERT's tanh pooler over [CLS]).
+  """
+  if pooling == "mean":
+    return mean_pool(encoder_outputs["sequence_output"], input_mask, normalize)
+  if pooling == "cls":
+    vector = encoder_outputs["sequence_output"][:, 0]
+  elif pooling == "pooled":
+    vector = encoder_outputs["pooled_output"]
+  else:
+    raise ValueError(f"pooling={pooling!r} must be one of {', '.join(POOLINGS)}")
+  vector = tf.cast(vector, tf.float32)
+  return tf.math.l2_normalize(vector, axis=-1) if normalize else vector
+
+
+@keras.saving.register_keras_serializable(package="official_bert")
+class SentenceEmbedder(keras.Model):
+  """An encoder and a pooling: texts in, one vector each; no weights of its own.
+
+  Inputs are [batch, seq] (one text each) or [batch, texts, seq] (pairs for training, every
+  text encoded on its own); returns {"embeddings": [batch, (texts,) hidden]} float32.
+  """
+
+  def __init__(self, encoder, pooling="mean", normalize=False, **kwargs):
+    super().__init__(**kwargs)
+    if pooling not in POOLINGS:
+      raise ValueError(f"pooling={pooling!r} must be one of {', '.join(POOLINGS)}")
+    self.encoder = encoder
+    self.pooling = pooling
+    self.normalize = bool(normalize)
+
+  def build(self, input_shape=None):
+    self.encoder.build()
+    self.built = True
+
+  def call(self, inputs, training=None):
+    word_ids = inputs["input_word_ids"]
+    leading = tf.shape(word_ids)[:-1]  # [batch] or [batch, texts]
+    flat = {k: tf.reshape(inputs[k], [-1, tf.shape(word_ids)[-1]])
+            for k in ("input_word_ids", "input_mask", "input_type_ids")}  # [b*texts, seq]
+    outputs = self.encoder(flat, training=training)
+    vectors = pool(outputs, flat["input_mask"], self.pooling, self.normalize)  # [b*texts, h]
+    return {"embeddings": tf.reshape(vectors, tf.concat([leading, [-1]], 0))}
+
+  def tf1_weight_pairs(self):
+    """The encoder's canonical names: an embedder is a plain encoder in every file."""
+    from official_bert.interop import weight_names  # pylint: disable=g-import-not-at-top
+    yield from weight_names.encoder_weight_pairs(self.encoder)
+
+  def get_config(self):
+    return {"name": self.name, "trainable": self.trainable,
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "pooling": self.pooling, "normalize": self.normalize}
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+    return cls(**config)

@@ -36,6 +36,7 @@ from official_bert.interop import model_files
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
+from official_bert.modeling import sentence_embedding
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import classifier_outputs
 from official_bert.serving import signatures as export_signatures
@@ -46,8 +47,8 @@ SQUAD_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_leng
                "version_2_with_negative", "null_score_diff_threshold")
 # The flags a fine-tuning run's run_settings.json supplies when not given.
 FROM_RUN_SETTINGS = ("max_seq_length", "label_names", "num_labels", "problem_type",
-                     "multi_label_threshold", "label_separator", "normalize_embeddings"
-                     ) + SQUAD_FLAGS
+                     "multi_label_threshold", "label_separator", "normalize_embeddings",
+                     "pooling") + SQUAD_FLAGS
 
 
 def _display_vocab(vocab, vocab_size, vocab_file):
@@ -146,13 +147,15 @@ def export(bert_config_file,
            normalize_embeddings=False,
            squad_options=None,
            quantize="none",
-           classifier_options=None):
+           classifier_options=None,
+           pooling="mean"):
   """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks).
 
   `bert_config_file`, `vocab_file` and `do_lower_case` may be None for a Hugging Face
   `checkpoint` (`resolve_model_files`). `squad_options`: `squad_answers.SquadAnswerer`'s
   keyword arguments (doc_stride, max_query_length, n_best_size, ...) for a squad export.
   `classifier_options`: a `classifier_outputs.Options` for a classifier export.
+  `pooling`: an encoder's `sentence_embedding` output (`sentence_embedding.POOLINGS`).
   """
   config, vocab_file, do_lower_case = resolve_model_files(bert_config_file, checkpoint,
                                                           vocab_file, do_lower_case)
@@ -187,6 +190,13 @@ def export(bert_config_file,
   if normalize_embeddings and model_type != "encoder":
     raise ValueError("--normalize_embeddings applies to an encoder's mean_pooled_output: use "
                      "--model_type=encoder")
+  pooling = pooling or "mean"
+  if pooling not in sentence_embedding.POOLINGS:
+    raise ValueError(f"--pooling={pooling} must be one of "
+                     f"{', '.join(sentence_embedding.POOLINGS)}")
+  if pooling != "mean" and model_type != "encoder":
+    raise ValueError("--pooling applies to an encoder's sentence_embedding: use "
+                     "--model_type=encoder")
   tfrecord_io.make_dirs(os.path.dirname(export_dir.rstrip("/")), "the parent of --export_dir")
   if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
     raise ValueError(f"--export_dir={export_dir} is a file")
@@ -200,7 +210,7 @@ def export(bert_config_file,
     result = _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, building,
                     max_seq_length, num_labels, label_names, export_format, top_k,
                     allow_random_head, head_config, normalize_embeddings, squad_options,
-                    quantize, classifier_options)
+                    quantize, classifier_options, pooling)
   except BaseException:
     if tf.io.gfile.exists(building):
       tf.io.gfile.rmtree(building)
@@ -230,7 +240,7 @@ def _swap_in(building, export_dir, replacing):
 def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
            max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head,
            head_config=None, normalize_embeddings=False, squad_options=None, quantize="none",
-           classifier_options=None):
+           classifier_options=None, pooling="mean"):
   """Writes the SavedModel(s) to `export_dir` (a fresh directory)."""
   weights = weights_io.read_weights(checkpoint)
   # A masked-LM-only checkpoint (run_pretraining --next_sentence=False) exports without the
@@ -256,6 +266,7 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
       "export_format": export_format,
       "head_config": head_config,
       "normalize_embeddings": bool(normalize_embeddings),
+      "pooling": pooling if model_type == "encoder" else None,
       "squad_options": squad_options if model_type == "squad" else None,
       "classifier_options": (classifier_options._asdict()
                              if model_type == "classifier" and classifier_options else None),
@@ -278,7 +289,8 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
                                              label_names=label_names,
                                              normalize_embeddings=normalize_embeddings,
                                              squad_answerer=answerer,
-                                             classifier=classifier_options)
+                                             classifier=classifier_options,
+                                             pooling=pooling)
     if export_format == "tflite":
       tflite_export.write(module, model_type, export_dir, max_seq_length, quantize, vocab_file,
                           extra)
@@ -286,7 +298,7 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
     _save(module, export_dir, module.signatures(), vocab_file, extra)
     return module
   hub_pre = export_signatures.HubPreprocessor(preprocessor)
-  hub_encoder = export_signatures.HubEncoder(model, normalize_embeddings)
+  hub_encoder = export_signatures.HubEncoder(model, normalize_embeddings, pooling)
   _save(hub_pre, os.path.join(export_dir, "preprocessor"), hub_pre.signatures(), vocab_file, extra)
   _save(hub_encoder, os.path.join(export_dir, "encoder"), hub_encoder.signatures(), vocab_file,
         extra)
@@ -314,6 +326,9 @@ def trained_settings(checkpoint, model_type, flag_values, given):
   win over training's run_settings.json beside `checkpoint` (`run_settings_defaults`).
   """
   defaults = run_settings_defaults(checkpoint, given)
+  if model_type != "encoder":  # an embedder's settings: not for its encoder's other uses
+    defaults = {k: v for k, v in defaults.items()
+                if k not in ("pooling", "normalize_embeddings")}
   if defaults:
     logging.info("From %s beside --checkpoint: %s", model_files.RUN_SETTINGS_FILE, defaults)
   value = {name: defaults.get(name, flag_values[name]) for name in FROM_RUN_SETTINGS}

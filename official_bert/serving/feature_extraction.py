@@ -13,11 +13,13 @@ import json
 import re
 from typing import Optional
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
+from official_bert.interop import model_files
 from official_bert.interop import weight_loading
 from official_bert.modeling import layer_selection
 from official_bert.modeling import sentence_embedding
@@ -36,9 +38,13 @@ class ExtractSettings(settings_lib.Checked):
   layers: Optional[tuple] = option(None, "Layers to output: -1 = last, 'embeddings', 'all' "
                                    "(default: -1,-2,-3,-4; -1 with --pooling=mean).")
   pooling: str = option("none", "Keep the layers apart, concatenate them, or add them "
-                        "(weighted); mean: one vector per line, the mean over its tokens.",
-                        choices=("none", "concat", "sum", "mean"))
-  normalize_embeddings: bool = option(False, "--pooling=mean: L2-normalize each vector.")
+                        "(weighted); mean: one vector per line, the mean over its tokens; "
+                        "cls / pooled: the last layer's [CLS] vector / BERT's tanh pooler. "
+                        "Default: a run_embeddings --init_checkpoint's own pooling, else none.",
+                        choices=("none", "concat", "sum") + sentence_embedding.POOLINGS)
+  normalize_embeddings: bool = option(
+      False, "--pooling=mean/cls/pooled: L2-normalize each vector (default: a run_embeddings "
+      "--init_checkpoint's own setting).")
   layer_weights: Optional[tuple] = option(None, "Weights of --pooling=sum (default: all 1).")
   bert_config_file: Optional[str] = option(None, "bert_config.json (or the HF config.json).")
   init_checkpoint: Optional[str] = option(None, "Weights: ours, TF1 or a Hugging Face folder.")
@@ -125,7 +131,8 @@ def pool(values, pooling, weights=None):
 
 
 def write_embeddings(path, embeddings, names):
-  """--pooling=mean's output: JSON lines {"linex_index", "embedding"} or .npz `embeddings`."""
+  """--pooling=mean/cls/pooled's output: JSON lines {"linex_index", "embedding"} or .npz
+  `embeddings`."""
   if path.endswith(".npz"):
     _write_npz(path, embeddings=embeddings, layers=np.array(names))
     return
@@ -186,14 +193,53 @@ def layer_names(values, num_layers):
   return names
 
 
+def embedder_settings(settings, given):
+  """`settings` with a run_embeddings --init_checkpoint's pooling and normalize_embeddings
+  (its run_settings.json) where those flags are not `given`: its vectors are the export's."""
+  if not settings.init_checkpoint:
+    return settings
+  stored = model_files.beside(settings.init_checkpoint).run_settings or {}
+  if stored.get("model_type") != "encoder" or "pooling" not in stored:
+    return settings
+  trained = {"pooling": stored["pooling"],
+             "normalize_embeddings": bool(stored.get("normalize_embeddings"))}
+  trained = {k: v for k, v in trained.items() if k not in given}
+  if "pooling" in given and settings.pooling not in sentence_embedding.POOLINGS:
+    trained.pop("normalize_embeddings", None)  # per-token features: nothing to normalize
+  if trained:
+    logging.info("From %s's run settings: %s", settings.init_checkpoint, trained)
+  return dataclasses.replace(settings, **trained)
+
+
+def sentence_vectors(encoder, input_ids, input_mask, segment_ids, pooling, batch_size,
+                     normalize):
+  """--pooling=cls/pooled: [n, hidden], one vector per line (`sentence_embedding.pool`)."""
+
+  @tf.function
+  def forward(ids, mask, types):
+    outputs = encoder({"input_word_ids": ids, "input_mask": mask, "input_type_ids": types},
+                      training=False)
+    return sentence_embedding.pool(outputs, mask, pooling, normalize)
+
+  return np.concatenate([
+      forward(*[tf.constant(x[start:start + batch_size], tf.int32)
+                for x in (input_ids, input_mask, segment_ids)]).numpy().astype(np.float32)
+      for start in range(0, len(input_ids), batch_size)])
+
+
 def run(settings):
   """Extracts and writes `settings.output_file`; returns the values written."""
   if not settings.init_checkpoint and not settings.allow_random_weights:
     raise ValueError("--init_checkpoint is required: features of random weights mean nothing "
                      "(pass --allow_random_weights to extract them anyway)")
   mean = settings.pooling == "mean"
-  if settings.normalize_embeddings and not mean:
-    raise ValueError("--normalize_embeddings applies to --pooling=mean (sentence embeddings)")
+  one_vector = settings.pooling in ("cls", "pooled")
+  if settings.normalize_embeddings and not (mean or one_vector):
+    raise ValueError("--normalize_embeddings applies to --pooling=mean, cls or pooled "
+                     "(sentence embeddings)")
+  if one_vector and (settings.layers or settings.layer_weights):
+    raise ValueError(f"--pooling={settings.pooling} is one vector of the last layer: "
+                     "--layers and --layer_weights do not apply")
   if settings.layer_weights and mean:
     raise ValueError("--layer_weights applies to --pooling=sum; --pooling=mean gives each "
                      "chosen layer's mean side by side")
@@ -216,6 +262,11 @@ def run(settings):
   if settings.init_checkpoint:
     checkpointing.warm_start(encoder, settings.init_checkpoint, weight_loading.Adaptation(
         settings.resize_vocab, settings.extend_positions))
+  if one_vector:
+    embeddings = sentence_vectors(encoder, ids, mask, segments, settings.pooling,
+                                  settings.batch_size, settings.normalize_embeddings)
+    write_embeddings(settings.output_file, embeddings, [settings.pooling])
+    return embeddings
   if mean:
     embeddings = layer_activations(encoder, ids, mask, segments, layers, settings.batch_size,
                                    mean=True, normalize=settings.normalize_embeddings)

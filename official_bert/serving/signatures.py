@@ -31,7 +31,9 @@ client can map a SQuAD span or a tag back to text. Outputs per model type (both 
   encoder      sequence_output [b, s, hidden], pooled_output [b, hidden],
                mean_pooled_output [b, hidden]: the mean of sequence_output over the real
                  tokens (input_mask 1), a sentence embedding; unit length when exported with
-                 --normalize_embeddings (`modeling.sentence_embedding`)
+                 --normalize_embeddings (`modeling.sentence_embedding`);
+               sentence_embedding [b, hidden]: the embedder's vector, by --pooling (mean,
+                 cls or pooled; a run_embeddings model's own), normalized as above
   pretraining  masked_lm_positions [b, M] int32: the positions of the [MASK] tokens of each
                  example in order, -1 padded; M = most [MASK]s of an example in the batch;
                masked_lm_top_ids [b, M, k] int32, masked_lm_top_tokens [b, M, k] string,
@@ -110,16 +112,14 @@ def _masked_lm_predictions(model, sequence_output, word_ids, mask_id, vocab, top
 
 
 def model_outputs(model, model_type, inputs, mask_id, vocab, top_k=5, label_names=None,
-                  all_mlm_logits=False, normalize_embeddings=False, classifier=None):
+                  all_mlm_logits=False, normalize_embeddings=False, classifier=None,
+                  pooling="mean"):
   """The named outputs of `model_type` (module doc) for packed int32 inputs.
 
   classifier: a `classifier_outputs.Options` (problem type and threshold) for a classifier.
   """
   if model_type == "encoder":
-    out = model(inputs, training=False)
-    return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"],
-            "mean_pooled_output": sentence_embedding.mean_pool(
-                out["sequence_output"], inputs["input_mask"], normalize_embeddings)}
+    return _encoder_outputs(model, inputs, normalize_embeddings, pooling)
   if model_type == "pretraining":
     out = model.encoder(inputs, training=False)
     result = _masked_lm_predictions(model, out["sequence_output"], inputs["input_word_ids"],
@@ -147,6 +147,17 @@ def model_outputs(model, model_type, inputs, mask_id, vocab, top_k=5, label_name
   return classifier_outputs.with_label_names(result, label_names)
 
 
+def _encoder_outputs(encoder, inputs, normalize_embeddings, pooling, out=None):
+  """An encoder's outputs plus its sentence embeddings (`sentence_embedding.pool`)."""
+  out = out or encoder(inputs, training=False)
+  mask = inputs["input_mask"]
+  return {"sequence_output": out["sequence_output"], "pooled_output": out["pooled_output"],
+          "mean_pooled_output": sentence_embedding.mean_pool(out["sequence_output"], mask,
+                                                             normalize_embeddings),
+          "sentence_embedding": sentence_embedding.pool(out, mask, pooling,
+                                                        normalize_embeddings)}
+
+
 class ServingModule(tf.Module):
   """A whole model behind text and id signatures (`signatures()`).
 
@@ -163,12 +174,13 @@ class ServingModule(tf.Module):
   """
 
   def __init__(self, model, model_type, preprocessor, vocab, top_k=5, label_names=None,
-               normalize_embeddings=False, squad_answerer=None, classifier=None):
+               normalize_embeddings=False, squad_answerer=None, classifier=None,
+               pooling="mean"):
     super().__init__(name=f"bert_{model_type}")
     self._static = _Untracked(model=model, model_type=model_type, vocab=list(vocab),
                               top_k=min(int(top_k), len(vocab)),
                               label_names=list(label_names) if label_names else None,
-                              normalize_embeddings=bool(normalize_embeddings),
+                              normalize_embeddings=bool(normalize_embeddings), pooling=pooling,
                               squad_answerer=squad_answerer,
                               classifier=classifier or classifier_outputs.Options())
     # The variables the traced functions read must be tracked to be saved.
@@ -180,7 +192,7 @@ class ServingModule(tf.Module):
     return model_outputs(st.model, st.model_type, inputs, self.preprocessor.mask_id,
                          tf.constant(st.vocab), st.top_k, st.label_names, all_mlm_logits,
                          normalize_embeddings=st.normalize_embeddings,
-                         classifier=st.classifier)
+                         classifier=st.classifier, pooling=st.pooling)
 
   def _from_text(self, inputs):
     outputs = self._outputs(inputs)
@@ -295,25 +307,25 @@ class HubPreprocessor(tf.Module):
 class HubEncoder(tf.Module):
   """TF-Hub-style encoder: `__call__(dict of input_word_ids, input_mask, input_type_ids)` ->
   dict of `pooled_output`, `sequence_output`, `encoder_outputs` (a list, one per layer) and
-  `mean_pooled_output` (as the single export's).
+  `mean_pooled_output` and `sentence_embedding` (as the single export's).
 
   Its `serving_default` signature takes the three int32 inputs by name and returns
   `encoder_outputs` stacked as [batch, num_layers, seq, hidden] (signatures cannot return
   lists; batch first so TF Serving can split the batch).
   """
 
-  def __init__(self, encoder, normalize_embeddings=False):
+  def __init__(self, encoder, normalize_embeddings=False, pooling="mean"):
     super().__init__(name="bert_encoder")
-    self._static = _Untracked(model=encoder, normalize_embeddings=bool(normalize_embeddings))
+    self._static = _Untracked(model=encoder, normalize_embeddings=bool(normalize_embeddings),
+                              pooling=pooling)
     self.model_variables = [getattr(v, "value", v) for v in encoder.variables]
 
   @tf.function(input_signature=[dict(_IDS)], autograph=False)
   def __call__(self, inputs):
-    out = self._static.model(inputs, training=False)
-    return {"pooled_output": out["pooled_output"], "sequence_output": out["sequence_output"],
-            "encoder_outputs": list(out["encoder_outputs"]),
-            "mean_pooled_output": sentence_embedding.mean_pool(
-                out["sequence_output"], inputs["input_mask"], self._static.normalize_embeddings)}
+    st = self._static
+    out = st.model(inputs, training=False)
+    return dict(_encoder_outputs(st.model, inputs, st.normalize_embeddings, st.pooling, out),
+                encoder_outputs=list(out["encoder_outputs"]))
 
   @tf.function(input_signature=[_IDS["input_word_ids"], _IDS["input_mask"],
                                 _IDS["input_type_ids"]], autograph=False)

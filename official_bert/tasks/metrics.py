@@ -195,3 +195,51 @@ def entity_scores(true_sequences, predicted_sequences):
       k: dict(prf({e for e in gold if e[1] == k}, {e for e in found if e[1] == k}),
               support=sum(e[1] == k for e in gold)) for k in types}
   return scores
+
+
+def retrieval_scores(queries, candidates, gold, ks=(1, 10), chunk=1024):
+  """Recall@k for each k and MRR@max(k) of ranking `candidates` [m, h] for each query [n, h]
+  by cosine similarity; `gold` [n] is the index of each query's right candidate.
+
+  A candidate scoring the same as the right one counts as ranked above it (no lucky ties).
+  Queries are scored `chunk` at a time, so n x m never sits in memory at once.
+  """
+  unit = lambda x: x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+  queries, candidates = unit(np.asarray(queries, np.float64)), unit(np.asarray(candidates,
+                                                                               np.float64))
+  gold = np.asarray(gold)
+  ranks = []  # 1 = first
+  for start in range(0, len(queries), chunk):
+    similarity = queries[start:start + chunk] @ candidates.T  # [chunk, m]
+    right = similarity[np.arange(len(similarity)), gold[start:start + chunk]]
+    ranks.append(np.sum(similarity >= right[:, None], axis=1))  # the right one counts too
+  ranks = np.concatenate(ranks) if ranks else np.zeros([0])
+  top = max(ks)
+  scores = {f"recall@{k}": float(np.mean(ranks <= k)) if ranks.size else 0.0 for k in ks}
+  reciprocal = np.where(ranks <= top, 1.0 / ranks, 0.0)
+  scores[f"mrr@{top}"] = float(np.mean(reciprocal)) if ranks.size else 0.0
+  return scores
+
+
+def pair_cosines(first, second):
+  """cos(first_i, second_i): [n, h], [n, h] -> [n] float64."""
+  first, second = np.asarray(first, np.float64), np.asarray(second, np.float64)
+  return np.sum(first * second, -1) / np.maximum(
+      np.linalg.norm(first, axis=-1) * np.linalg.norm(second, axis=-1), 1e-12)
+
+
+def similarity_scores(first, second, gold):
+  """STS-style: Pearson and Spearman correlation of cos(first_i, second_i) with gold scores."""
+  cos = pair_cosines(first, second)
+  return {"pearson": pearson(cos, gold), "spearman": spearman(cos, gold)}
+
+
+def pair_retrieval_scores(first, second, second_texts, ks=(1, 10)):
+  """`retrieval_scores` of query/positive pairs: each first text's own second text among all
+  the distinct second texts (a text repeated across pairs is one candidate)."""
+  index = {}
+  gold = [index.setdefault(text, len(index)) for text in second_texts]
+  second = np.asarray(second)
+  candidates = np.zeros([len(index), second.shape[-1]], second.dtype)
+  candidates[gold] = second
+  return retrieval_scores(first, candidates, gold, ks)
