@@ -18,7 +18,6 @@ from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
-from official_bert.modeling.bert_config import BertConfig
 from official_bert.training import checkpointing
 
 FORMATS = ("tf1", "hf", "ours")
@@ -30,11 +29,6 @@ _FORMAT_NAMES = {
 }
 
 
-def _read_config(path):
-  with tf.io.gfile.GFile(path, "r") as f:
-    return BertConfig.from_json_string(f.read(), source=path)
-
-
 def read_input(path, input_format, bert_config_file=None):
   """Returns (weights_io.Weights, BertConfig): what --input holds, checked against its format."""
   weights = weights_io.read_weights(path)
@@ -42,7 +36,7 @@ def read_input(path, input_format, bert_config_file=None):
     raise ValueError(f"{weights.source} is {_FORMAT_NAMES[weights.format]}, but "
                      f"--input_format={input_format}")
   if bert_config_file:
-    return weights, _read_config(bert_config_file)
+    return weights, model_files.read_config(bert_config_file)
   files = model_files.beside(weights.source)
   if input_format == "hf":
     if not files.hf_config:
@@ -52,7 +46,7 @@ def read_input(path, input_format, bert_config_file=None):
   if not files.bert_config:
     raise FileNotFoundError(f"no {model_files.CONFIG_FILE} next to {path}; pass "
                             "--bert_config_file")
-  return weights, _read_config(files.bert_config)
+  return weights, model_files.read_config(files.bert_config)
 
 
 def hf_config_dict(bert_config, model_type):
@@ -98,8 +92,8 @@ def convert(input_path,
             hf_prefix=None):
   """The whole conversion; returns (model_type, path written)."""
   weights, config = read_input(input_path, input_format, bert_config_file)
-  model_type = model_type or model_types.infer_model_type(weights.tensors)
-  num_labels = num_labels or model_types.num_labels_in(weights.tensors, model_type)
+  model_type = model_type or weight_names.infer_model_type(weights.tensors)
+  num_labels = num_labels or weight_names.num_labels_in(weights.tensors, model_type)
   logging.info("Converting a %s model (%d layers, hidden %d, %s)", model_type,
                config.num_hidden_layers, config.hidden_size, config.hidden_act)
   model = model_types.build_model(

@@ -15,8 +15,9 @@ A fine-tuning OUTPUT_DIR (and its best/) gets them from `write` and the jobs, wh
 `--init_checkpoint=OUTPUT_DIR` and `from_preset` read an HF folder and our folders alike
 (`beside`), with no config, vocabulary, case or label flags.
 
-Nothing here imports the rest of the package: every layer (interop, training, serving, tasks)
-may read these files without an import cycle.
+Nothing here imports the rest of the package but the config class (`modeling.bert_config`,
+which imports nothing of ours): every layer (interop, training, serving, tasks) may read these
+files without an import cycle.
 """
 
 import collections
@@ -27,6 +28,7 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import tfrecord_io
+from official_bert.modeling.bert_config import BertConfig
 
 HF_WEIGHTS_FILE = "model.safetensors"  # an HF folder's weights (`weights_io` reads them)
 CONFIG_FILE = "bert_config.json"
@@ -105,7 +107,7 @@ def write(output_dir, config, vocab_file, do_lower_case, record):
   `JOB_FILES`, copied where present)."""
   paths = model_file_paths(output_dir)
   config_path, vocab_path, tokenizer_path, settings_path = paths[:4]
-  tfrecord_io.write_text(config_path, config.to_json_string())
+  write_config_file(config_path, config)
   if tfrecord_io.absolute(vocab_file) != tfrecord_io.absolute(vocab_path):
     tf.io.gfile.copy(vocab_file, vocab_path, overwrite=True)  # byte for byte
   tfrecord_io.write_text(tokenizer_path,
@@ -116,10 +118,22 @@ def write(output_dir, config, vocab_file, do_lower_case, record):
   return paths
 
 
+def read_config(path):
+  """A bert_config.json (any tf.io.gfile path) as a `BertConfig`; errors name the file."""
+  path = str(path)
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(f"{path}: no such BERT config file")
+  return BertConfig.from_json_string(tfrecord_io.read_text(path), source=path)
+
+
+def write_config_file(path, config):
+  """`config` (a `BertConfig`) in our format at `path`, written atomically."""
+  tfrecord_io.write_text(str(path), config.to_json_string())
+
+
 def write_config(directory, config):
-  """`directory`/bert_config.json: `config` (a `BertConfig`) in our format."""
-  with tf.io.gfile.GFile(os.path.join(directory, CONFIG_FILE), "w") as f:
-    f.write(config.to_json_string())
+  """`directory`/bert_config.json: `config` in our format."""
+  write_config_file(os.path.join(directory, CONFIG_FILE), config)
 
 
 def write_hf_config(directory, hf_config):

@@ -1,4 +1,5 @@
-"""Canonical (TF1 `bert_model.ckpt`) names of our variables, and HF names.
+"""Canonical (TF1 `bert_model.ckpt`) names of our variables, and HF names: the one owner of
+foreign names. The models know none; the names are mapped onto them here.
 
 Every converter goes through the canonical names of google-research BERT's
 TF1 checkpoints, e.g. `bert/encoder/layer_0/attention/self/query/kernel`:
@@ -8,6 +9,15 @@ TF1 checkpoints, e.g. `bert/encoder/layer_0/attention/self/query/kernel`:
 Our variables have exactly the TF1 shapes (kernels are [in, out], the NSP
 weights are [2, hidden]), so TF1 <-> ours is a plain copy. PyTorch `Linear`
 weights are [out, in], so every TF1 `kernel` is transposed for HF.
+
+  model type (`model_types`)  its weights
+  encoder          bert/*
+  pretraining      bert/*, cls/predictions/*, cls/seq_relationship/* (none: masked LM only)
+  classifier       bert/*, output_weights, output_bias              (run_classifier.py)
+  squad            bert/*, cls/squad/{output_weights,output_bias}   (run_squad.py)
+  tagger           bert/*, cls/token_classifier/...                 (not in the original)
+  multiple_choice  bert/*, cls/multiple_choice/...                  (not in the original)
+  feature_tagger   bert/*, cls/feature_tagger/... (`feature_tagger_head_pairs`)
 """
 
 import re
@@ -34,6 +44,15 @@ _LAYER_WEIGHTS = (
 
 MLM_SCOPE = "cls/predictions/"
 NSP_SCOPE = "cls/seq_relationship/"
+# The scope of each fine-tuning head, by model type, in the order `infer_model_type` tries
+# them; run_classifier.py's head is unscoped.
+HEAD_SCOPES = {
+    "squad": "cls/squad/",
+    "feature_tagger": "cls/feature_tagger/",
+    "tagger": "cls/token_classifier/",
+    "multiple_choice": "cls/multiple_choice/",
+    "classifier": "",
+}
 
 
 def is_masked_lm_only(tensor_names):
@@ -107,18 +126,76 @@ def pretraining_weight_pairs(model):
     yield from next_sentence_head_weight_pairs(model.next_sentence_head)
 
 
-def model_weight_pairs(model):
-  """Dispatches on the model type; builds it first so variables exist.
+def projection_head_pairs(model, scope):
+  """(name, variable) of a fine-tuning head (`finetuning_models`): its `OutputProjection`,
+  stored as the original's `output_weights` [num_outputs, hidden] and `output_bias`."""
+  yield scope + "output_weights", model.projection.output_weights
+  yield scope + "output_bias", model.projection.output_bias
 
-  A fine-tuning model declares its own names with a `tf1_weight_pairs()` method (its encoder's
-  pairs plus its head's, e.g. `cls/squad/output_weights`).
+
+def feature_tagger_head_pairs(model, scope=HEAD_SCOPES["feature_tagger"]):
+  """(name, variable) of everything of a `BertFeatureTagger` but its encoder:
+    layer_weights [k], layer_scale []           (combine="weighted" only)
+    lstm_{i}/fw/{kernel,recurrent_kernel,bias}  forward LSTM of BiLSTM layer i
+    lstm_{i}/bw/{kernel,recurrent_kernel,bias}  backward LSTM
+    output_weights [num_labels, 2 * lstm_units], output_bias [num_labels]
+  """
+  if model.mix is not None:
+    yield scope + "layer_weights", model.mix.layer_weights
+    yield scope + "layer_scale", model.mix.layer_scale
+  for i, bilstm in enumerate(model.bilstms):
+    for direction, lstm in (("fw", bilstm.forward_layer), ("bw", bilstm.backward_layer)):
+      cell = lstm.cell
+      for name, variable in (("kernel", cell.kernel), ("recurrent_kernel",
+                                                       cell.recurrent_kernel),
+                             ("bias", cell.bias)):
+        yield f"{scope}lstm_{i}/{direction}/{name}", variable
+  yield from projection_head_pairs(model, scope)
+
+
+def model_weight_pairs(model):
+  """[(canonical TF1 name, variable)] of `model`, built first so variables exist.
+
+  Every model type of `model_types` is named as the table above says; another model that
+  wraps an encoder (`model.encoder`, e.g. a sentence embedder) gets its encoder's names, and
+  its other variables none.
   """
   model.build()
-  if hasattr(model, "tf1_weight_pairs"):
-    return list(model.tf1_weight_pairs())
-  if hasattr(model, "masked_lm_head"):
+  # Imported here: finetuning_models still imports this module (issue 25), and a top-level
+  # import of the models would close that cycle.
+  from official_bert.modeling import model_types  # pylint: disable=g-import-not-at-top
+  model_type = model_types.model_type_of(model)
+  if model_type == "pretraining" or (model_type is None and hasattr(model, "masked_lm_head")):
     return list(pretraining_weight_pairs(model))
-  return list(encoder_weight_pairs(model))
+  if model_type in (None, "encoder"):
+    return list(encoder_weight_pairs(getattr(model, "encoder", model)))
+  pairs = list(encoder_weight_pairs(model.encoder))
+  if model_type == "feature_tagger":
+    return pairs + list(feature_tagger_head_pairs(model))
+  return pairs + list(projection_head_pairs(model, HEAD_SCOPES[model_type]))
+
+
+def infer_model_type(tensor_names):
+  """The model type a checkpoint's tensor names fit best (for `--model_type` left unset)."""
+  names = set(tensor_names)
+  if any(n.startswith(MLM_SCOPE) for n in names):
+    return "pretraining"
+  for model_type, scope in HEAD_SCOPES.items():
+    if scope and any(n.startswith(scope) for n in names):
+      return model_type
+  if "output_weights" in names:
+    return "classifier"
+  return "encoder"
+
+
+def num_labels_in(tensors, model_type):
+  """The number of labels of a classifier/tagger head stored in `tensors`, or None (another
+  model type, or no such head)."""
+  from official_bert.modeling import model_types  # pylint: disable=g-import-not-at-top
+  if model_type not in model_types.NEEDS_NUM_LABELS:
+    return None
+  name = HEAD_SCOPES[model_type] + "output_bias"
+  return int(tensors[name].shape[0]) if name in tensors else None
 
 
 def tf1_to_hf_name(tf1_name, prefix=""):

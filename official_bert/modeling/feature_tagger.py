@@ -5,23 +5,14 @@ BERT's weights never change (the encoder is not trainable and runs without dropo
 activations are fixed features of each sentence; only the layer mix, the BiLSTM and the
 classifier learn. The BiLSTM reads every WordPiece position (padding masked out); as in
 fine-tuning, the loss and predictions use the first piece of each word.
-
-TF1-style names of the head's weights (scope `cls/feature_tagger/`):
-  layer_weights [k], layer_scale []           (--combine=weighted only)
-  lstm_{i}/fw/{kernel,recurrent_kernel,bias}  forward LSTM of BiLSTM layer i
-  lstm_{i}/bw/{kernel,recurrent_kernel,bias}  backward LSTM
-  output_weights [num_labels, 2 * lstm_units], output_bias [num_labels]
 """
 
 import keras
 from keras import ops
 
-from official_bert.interop import weight_names
 from official_bert.modeling import layer_selection
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.finetuning_models import OutputProjection
-
-TF1_SCOPE = "cls/feature_tagger/"
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -143,25 +134,6 @@ class BertFeatureTagger(keras.Model):
     for bilstm in self.bilstms:
       x = bilstm(x, mask=mask, training=training)  # [b, s, 2 * units]
     return {"logits": self.projection(self.head_dropout(x, training=training))}
-
-  def head_weight_pairs(self):
-    """(TF1-style name, variable) of everything but the encoder."""
-    if self.mix is not None:
-      yield TF1_SCOPE + "layer_weights", self.mix.layer_weights
-      yield TF1_SCOPE + "layer_scale", self.mix.layer_scale
-    for i, bilstm in enumerate(self.bilstms):
-      for direction, lstm in (("fw", bilstm.forward_layer), ("bw", bilstm.backward_layer)):
-        cell = lstm.cell
-        for name, variable in (("kernel", cell.kernel), ("recurrent_kernel",
-                                                         cell.recurrent_kernel),
-                               ("bias", cell.bias)):
-          yield f"{TF1_SCOPE}lstm_{i}/{direction}/{name}", variable
-    yield TF1_SCOPE + "output_weights", self.projection.output_weights
-    yield TF1_SCOPE + "output_bias", self.projection.output_bias
-
-  def tf1_weight_pairs(self):
-    yield from weight_names.encoder_weight_pairs(self.encoder)
-    yield from self.head_weight_pairs()
 
   def head_config(self):
     """What `model_types.build_model` needs besides the BERT config and num_labels."""

@@ -1,17 +1,18 @@
-"""`--model_type` names -> Keras models, shared by the converter and the exporter.
+"""`--model_type` names <-> Keras models, shared by the converter and the exporter.
 
-  type          model                            TF1 names of its weights
-  encoder       BertEncoder                      bert/*
-  pretraining   BertPretrainingModel (MLM + NSP) bert/*, cls/predictions/*, cls/seq_relationship/*
-  classifier    BertClassifier(num_labels)       bert/*, output_weights, output_bias
-  squad         BertSpanLabeler                  bert/*, cls/squad/*
-  tagger        BertTokenClassifier(num_labels)  bert/*, cls/token_classifier/*
-  multiple_choice  BertMultipleChoice (SWAG)     bert/*, cls/multiple_choice/*
+  type             model
+  encoder          BertEncoder
+  pretraining      BertPretrainingModel (MLM + NSP, or MLM only)
+  classifier       BertClassifier(num_labels)
+  squad            BertSpanLabeler
+  tagger           BertTokenClassifier(num_labels)
+  multiple_choice  BertMultipleChoice (SWAG)
   feature_tagger   BertFeatureTagger(num_labels, frozen encoder + BiLSTM; its `head_config`)
-                                                 bert/*, cls/feature_tagger/*
+
+The names of each type's weights in checkpoint files, and the type a file holds, are the
+interop side's (`interop.weight_names`): a model knows no file format.
 """
 
-from official_bert.interop import model_files
 from official_bert.modeling import feature_tagger
 from official_bert.modeling import finetuning_models
 from official_bert.modeling.encoder import BertEncoder
@@ -45,8 +46,9 @@ def build_model(model_type, bert_config, num_labels=None, head_config=None, next
     model = finetuning_models.BertMultipleChoice(encoder, name="multiple_choice")
   elif model_type == "feature_tagger":
     if not head_config:
-      raise ValueError(f"--model_type=feature_tagger needs the head's configuration "
-                       f"({model_files.HEAD_CONFIG_FILE}, written by run_ner --feature_based)")
+      raise ValueError("--model_type=feature_tagger needs the head's configuration (its "
+                       "layers, combine, lstm_units and lstm_layers, which run_ner "
+                       "--feature_based writes beside its checkpoints)")
     model = feature_tagger.BertFeatureTagger(encoder, num_labels, name="feature_tagger",
                                              **head_config)
   else:
@@ -55,26 +57,22 @@ def build_model(model_type, bert_config, num_labels=None, head_config=None, next
   return model
 
 
+def model_type_of(model):
+  """The `MODEL_TYPES` name of a model `build_model` builds, by its class; None for another."""
+  for model_type, cls in (("pretraining", BertPretrainingModel),
+                          ("feature_tagger", feature_tagger.BertFeatureTagger),
+                          ("classifier", finetuning_models.BertClassifier),
+                          ("squad", finetuning_models.BertSpanLabeler),
+                          ("tagger", finetuning_models.BertTokenClassifier),
+                          ("multiple_choice", finetuning_models.BertMultipleChoice),
+                          ("encoder", BertEncoder)):
+    if isinstance(model, cls):
+      return model_type
+  return None
+
+
 def infer_model_type(tensor_names):
-  """The model type a checkpoint's tensor names fit best (for `--model_type` left unset)."""
-  names = set(tensor_names)
-  if any(n.startswith("cls/predictions/") for n in names):
-    return "pretraining"
-  if any(n.startswith("cls/squad/") for n in names):
-    return "squad"
-  if any(n.startswith(feature_tagger.TF1_SCOPE) for n in names):
-    return "feature_tagger"
-  if any(n.startswith("cls/token_classifier/") for n in names):
-    return "tagger"
-  if any(n.startswith("cls/multiple_choice/") for n in names):
-    return "multiple_choice"
-  if "output_weights" in names:
-    return "classifier"
-  return "encoder"
-
-
-def num_labels_in(tensors, model_type):
-  """The number of labels of a classifier/tagger head stored in `tensors`, or None."""
-  name = {"classifier": "output_bias", "tagger": "cls/token_classifier/output_bias",
-          "feature_tagger": feature_tagger.TF1_SCOPE + "output_bias"}.get(model_type)
-  return int(tensors[name].shape[0]) if name in tensors else None
+  """Moved to `interop.weight_names.infer_model_type`; kept until tests/serving/test_export.py
+  calls it there (issue 25)."""
+  from official_bert.interop import weight_names  # pylint: disable=g-import-not-at-top
+  return weight_names.infer_model_type(tensor_names)

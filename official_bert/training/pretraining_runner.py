@@ -6,7 +6,7 @@ import dataclasses
 from typing import Optional
 
 from data_prep import tfrecord_io
-from official_bert.modeling import bert_config as bert_config_lib
+from official_bert.interop import model_files
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import dynamic_masking
 from official_bert.training import runner
@@ -62,7 +62,7 @@ def run(settings, record=None):
     raise ValueError("at least one of --do_train and --do_eval must be set")
   tfrecord_io.make_dirs(s.output_dir, "--output_dir")
   strategy = runner.setup_runtime(s)
-  config = bert_config_lib.BertConfig.from_json_file(s.bert_config_file)
+  config = model_files.read_config(s.bert_config_file)
   runner.check_sequence_length(s.max_seq_length, config, s.bert_config_file)
   task = PretrainingTask(config, s.max_seq_length, s.max_predictions_per_seq, s.shuffle_buffer_size,
                          next_sentence=s.next_sentence, masking=masking_options(s, config))

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from data_prep import tokenization
 from official_bert.interop import conversion
+from official_bert.interop import model_files
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
@@ -150,7 +151,7 @@ def _model_outputs(model, inputs, positions):
 def test_ours_to_tf1_to_ours_is_exact(tmp_path):
   model = model_types.build_model("pretraining", TINY)
   ours = checkpointing.model_checkpoint(model).write(str(tmp_path / "ours" / "ckpt-7"))
-  TINY.to_json_file(str(tmp_path / "ours" / "bert_config.json"))
+  model_files.write_config(str(tmp_path / "ours"), TINY)
   conversion.convert(ours, "ours", str(tmp_path / "tf1") + "/", "tf1")  # a prefix
   conversion.convert(str(tmp_path / "tf1"), "tf1", str(tmp_path / "back") + "/", "ours")
 
@@ -173,13 +174,13 @@ def test_ours_to_tf1_to_ours_is_exact(tmp_path):
       for name in ("bert/encoder/layer_1/attention/self/key/kernel",
                    "cls/seq_relationship/output_weights"):
         np.testing.assert_array_equal(session.run(variables[name]), expected[name])
-  assert BertConfig.from_json_file(str(tmp_path / "tf1" / "bert_config.json")) == TINY
+  assert model_files.read_config(str(tmp_path / "tf1" / "bert_config.json")) == TINY
 
 
 def test_original_tf1_checkpoint_matches_numpy_reference(tmp_path):
   weights = _random_weights(TINY)
   prefix = write_original_tf1_checkpoint(str(tmp_path / "orig" / "bert_model.ckpt"), weights)
-  TINY.to_json_file(str(tmp_path / "orig" / "bert_config.json"))
+  model_files.write_config(str(tmp_path / "orig"), TINY)
   assert "global_step" in dict(tf.train.list_variables(prefix))
 
   model_type, written = conversion.convert(prefix, "tf1", str(tmp_path / "ours") + "/",
@@ -221,7 +222,7 @@ def test_minilm_round_trips_hf_ours_tf1_hf(tmp_path):
     assert value.dtype == original[name].dtype
     np.testing.assert_array_equal(value, original[name], err_msg=name)
 
-  config = BertConfig.from_json_file(str(tmp_path / "ours" / "bert_config.json"))
+  config = model_files.read_config(str(tmp_path / "ours" / "bert_config.json"))
   assert config.hidden_act == "gelu_exact"  # HF "gelu" is the erf form
   hf_config = json.load(open(tmp_path / "hf" / "config.json", encoding="utf-8"))
   assert hf_config["hidden_act"] == "gelu" and hf_config["architectures"] == ["BertModel"]
@@ -265,7 +266,7 @@ def test_cli_reports_missing_misshaped_and_extra_tensors(tmp_path):
   procs = {}
   for name, tensors in (("bad", bad), ("extra", extra)):
     prefix = tf1_checkpoint.write_tf1_checkpoint(tensors, str(tmp_path / name / "model.ckpt"))
-    TINY.to_json_file(str(tmp_path / name / "bert_config.json"))
+    model_files.write_config(str(tmp_path / name), TINY)
     procs[name] = _cli([f"--input={prefix}", "--input_format=tf1", "--output_format=ours",
                         f"--output={tmp_path / name / 'out'}/"])
   results = {}

@@ -26,7 +26,7 @@ def test_written_files_are_found_beside_a_checkpoint(tmp_path):
     assert files.vocab == str(out / model_files.VOCAB_FILE) and files.do_lower_case is False
     assert files.run_settings == {"task": "MRPC", "labels": ["0"], "do_lower_case": False}
     assert model_files.labels_beside(path) == ["b", "a"]
-  assert BertConfig.from_json_file(files.bert_config) == TINY
+  assert model_files.read_config(files.bert_config) == TINY
   assert model_files.read_run_settings(str(out)) == files.run_settings
   assert model_files.read_run_settings(str(tmp_path)) == {}
   assert model_files.labels_beside(str(tmp_path)) is None

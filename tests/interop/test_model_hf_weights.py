@@ -3,6 +3,7 @@
 import json
 import logging
 
+import keras
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
@@ -11,6 +12,8 @@ from safetensors.numpy import save_file
 from official_bert.interop import hf_weights
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
+from official_bert.modeling import model_types
+from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.pretraining_model import BertPretrainingModel
 
@@ -34,6 +37,41 @@ def test_canonical_names_cover_every_variable_once():
   assert len({n for n, _ in pairs}) == len(pairs) == len(model.weights)
   assert {id(v) for _, v in pairs} == {id(v) for v in model.weights}
   assert all(weight_names.is_canonical_name(n) for n, _ in pairs)
+
+
+@pytest.mark.parametrize("model_type", model_types.MODEL_TYPES)
+def test_every_model_type_is_named_here_and_recognized_from_its_names(model_type):
+  """The names are mapped onto each model from this side: every variable once, the head under
+  its scope, and the names alone give back the model type and its number of labels."""
+  head_config = {"layers": [-1], "combine": "last", "lstm_units": 4, "lstm_layers": 1}
+  model = model_types.build_model(model_type, BertConfig(**TINY), 3, head_config)
+  assert model_types.model_type_of(model) == model_type
+  pairs = weight_names.model_weight_pairs(model)
+  assert len({n for n, _ in pairs}) == len(pairs)
+  assert {id(v) for _, v in pairs} == {id(v) for v in model.weights}
+  names = [n for n, _ in pairs]
+  scope = weight_names.HEAD_SCOPES.get(model_type)
+  if scope:
+    assert names[-1] == scope + "output_bias"
+  assert weight_names.infer_model_type(names) == model_type
+  tensors = {n: v.numpy() for n, v in pairs}
+  expected = 3 if model_type in model_types.NEEDS_NUM_LABELS else None
+  assert weight_names.num_labels_in(tensors, model_type) == expected
+
+
+def test_a_model_wrapping_an_encoder_gets_its_encoders_names():
+  class Wrapper(keras.Model):  # e.g. a sentence embedder: no head of its own
+    def __init__(self, encoder):
+      super().__init__()
+      self.encoder = encoder
+
+    def build(self, input_shape=None):
+      self.encoder.build()
+      self.built = True
+
+  encoder = BertEncoder(**TINY)
+  expected = [(n, id(v)) for n, v in weight_names.model_weight_pairs(encoder)]
+  assert [(n, id(v)) for n, v in weight_names.model_weight_pairs(Wrapper(encoder))] == expected
 
 
 def test_hf_and_tf1_names_round_trip():

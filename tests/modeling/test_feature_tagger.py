@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from official_bert.interop import weight_names
 from official_bert.modeling import layer_selection
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
@@ -91,12 +92,13 @@ def test_encoder_is_frozen_and_names_cover_every_weight():
   model.build()
   encoder_ids = {id(v) for v in model.encoder.weights}
   assert not encoder_ids & {id(v) for v in model.trainable_weights}
-  pairs = list(model.tf1_weight_pairs())
+  pairs = weight_names.model_weight_pairs(model)
   names = [n for n, _ in pairs]
   assert len(names) == len(set(names))
   assert {id(v) for _, v in pairs} == {id(v) for v in model.weights}
   assert "cls/feature_tagger/lstm_1/bw/recurrent_kernel" in names
-  assert model_types.infer_model_type(names) == "feature_tagger"
+  assert weight_names.infer_model_type(names) == "feature_tagger"
+  assert model_types.model_type_of(model) == "feature_tagger"
 
 
 def test_config_round_trip_and_build_model():
@@ -106,10 +108,11 @@ def test_config_round_trip_and_build_model():
       "layers": [1, 2, 3], "combine": "concat", "lstm_units": 6, "lstm_layers": 1}
   built = model_types.build_model("feature_tagger", CONFIG, 4, model.head_config())
   clone.build()
-  assert [(n, tuple(v.shape)) for n, v in built.tf1_weight_pairs()] == [
-      (n, tuple(v.shape)) for n, v in clone.tf1_weight_pairs()]
-  assert built.head_weight_pairs().__next__()[1].shape == (CONFIG.hidden_size * 3, 4 * 6)
-  with pytest.raises(ValueError, match="head_config.json"):
+  assert [(n, tuple(v.shape)) for n, v in weight_names.model_weight_pairs(built)] == [
+      (n, tuple(v.shape)) for n, v in weight_names.model_weight_pairs(clone)]
+  first_head_weight = next(weight_names.feature_tagger_head_pairs(built))[1]
+  assert first_head_weight.shape == (CONFIG.hidden_size * 3, 4 * 6)
+  with pytest.raises(ValueError, match="head's configuration"):
     model_types.build_model("feature_tagger", CONFIG, 4)
   with pytest.raises(ValueError, match="more than once"):
     _tagger([-1, 3], "concat")

@@ -19,9 +19,9 @@ import tensorflow as tf
 
 from data_prep import tokenization
 from data_prep.pretraining import writer
+from official_bert.interop import model_files
 from official_bert.interop import weight_loading
 from official_bert.interop import weights_io
-from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import checkpointing
 from official_bert.training import input_stream
@@ -91,7 +91,7 @@ def data(tmp_path_factory):
 
 def _warm_started(settings):
   """A phase-2 trainer as `run_pretraining` builds it, after the warm start (step 0)."""
-  config = bert_config_lib.BertConfig.from_json_file(settings.bert_config_file)
+  config = model_files.read_config(settings.bert_config_file)
   task = PretrainingTask(config, settings.max_seq_length, settings.max_predictions_per_seq)
   trainer = runner.make_trainer(settings, tf.distribute.OneDeviceStrategy("/cpu:0"), task,
                                 settings.num_train_steps, settings.num_warmup_steps)

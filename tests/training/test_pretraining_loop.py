@@ -22,7 +22,7 @@ import pytest
 import tensorflow as tf
 
 from data_prep.pretraining import writer
-from official_bert.modeling import bert_config as bert_config_lib
+from official_bert.interop import model_files
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import distribution
 from official_bert.training import evaluation
@@ -101,7 +101,7 @@ def test_mirrored_on_two_cpus_equals_one_device(data, tmp_path):
 
 def _trainer(config, batch, accumulation, dtype="float32", task_cls=PretrainingTask):
   keras.utils.set_random_seed(1)
-  task = task_cls(bert_config_lib.BertConfig.from_json_file(config), SEQ, PREDS)
+  task = task_cls(model_files.read_config(config), SEQ, PREDS)
   schedule = optimization.WarmupLinearDecay(1e-3, 2, 10)
   return training_loop.Trainer(tf.distribute.OneDeviceStrategy("/cpu:0"), task,
                                lambda: optimization.create_optimizer("adamw", schedule),

@@ -24,8 +24,8 @@ import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 from data_prep import schema
 from data_prep.pretraining import instances
 from data_prep.pretraining import writer
+from official_bert.interop import model_files
 from official_bert.interop import weights_io
-from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.serving import exporter
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import dynamic_masking
@@ -276,7 +276,7 @@ def test_mlm_only_trains_without_nsp_and_warm_starts_run_classifier(data, tmp_pa
 
 
 def test_mlm_only_on_offline_records_has_no_nsp_head_loss_or_metric(data):
-  config = bert_config_lib.BertConfig.from_json_file(data["config"])
+  config = model_files.read_config(data["config"])
   task = PretrainingTask(config, SEQ, PREDS, next_sentence=False)
   trainer = training_loop.Trainer(
       tf.distribute.OneDeviceStrategy("/cpu:0"), task,
@@ -311,7 +311,7 @@ def test_record_kind_and_flag_errors(data, records, extra, message):
   settings = pretraining_runner.PretrainingSettings(**dict(
       dict(bert_config_file=data["config"], input_file=data[records], max_seq_length=SEQ,
            max_predictions_per_seq=PREDS, vocab_file=UNCASED_VOCAB), **extra))
-  config = bert_config_lib.BertConfig.from_json_file(data["config"])
+  config = model_files.read_config(data["config"])
   with pytest.raises(ValueError, match=re.escape(message)):
     task = PretrainingTask(config, SEQ, PREDS,
                            masking=pretraining_runner.masking_options(settings, config))
