@@ -15,7 +15,7 @@ num_choices dynamic too.
 --quantize: none (float32), dynamic (int8 weights, dynamic-range: float activations, int8
 kernels where the activations are quantized on the fly), float16 (float16 weights, computed
 in float32). The text signatures are not converted: the tokenizer's ops are not TFLite
-builtins (README, "On-device models").
+builtins (docs/export.md, "On-device models").
 """
 
 import json

