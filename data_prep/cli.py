@@ -52,11 +52,13 @@ def _raise_interrupted(signum, frame):
   raise Interrupted(signum)
 
 
-def define_tokenizer_flags(max_seq_length=128, vocab_help="The WordPiece vocabulary file."):
+def define_tokenizer_flags(max_seq_length=128, vocab_help="The WordPiece vocabulary file.",
+                           do_lower_case=True):
   """--vocab_file, --do_lower_case and --max_seq_length: how every writer tokenizes and packs,
-  with google-research/bert's names and meaning."""
+  with google-research/bert's names and meaning (defaults: the writer's settings')."""
   flags.DEFINE_string("vocab_file", None, vocab_help)
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+  flags.DEFINE_bool("do_lower_case", do_lower_case,
+                    "Lower-case and strip accents (uncased models).")
   flags.DEFINE_integer("max_seq_length", max_seq_length,
                        "Tokens per sequence, [CLS] and [SEP]s included.")
 

@@ -42,45 +42,55 @@ from data_prep.pretraining import writer
 
 FLAGS = flags.FLAGS
 REQUIRED_FLAGS = ("input_file", "output_file", "vocab_file")
+# The library's defaults (`pretraining.settings.Settings`) are the flags': declared once, there.
+DEFAULTS = writer.Settings._field_defaults
 
 
 def define_flags():
   """Called only when run as a program (see `data_prep.cli`)."""
+  d = DEFAULTS
   flags.DEFINE_string("input_file", None, "Input raw text file(s): comma-separated, globs allowed.")
   flags.DEFINE_string("output_file", None, "Output TFRecord file(s), comma-separated.")
-  cli.define_tokenizer_flags(max_seq_length=128)
-  flags.DEFINE_bool("do_whole_word_mask", False, "Mask whole words instead of word pieces.")
-  flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
-  flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-  flags.DEFINE_integer("dupe_factor", 10, "Passes over the data (with different masks).")
-  flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-  flags.DEFINE_float("short_seq_prob", 0.1, "Probability of a shorter than maximum target length.")
-  flags.DEFINE_integer("num_workers", None, "Worker processes (default: all cores); with "
-                       "--runner, passed to Beam (Dataflow's initial number of workers).")
-  flags.DEFINE_integer("num_output_shards", 1,
+  cli.define_tokenizer_flags(d["max_seq_length"], do_lower_case=d["do_lower_case"])
+  flags.DEFINE_bool("do_whole_word_mask", d["do_whole_word_mask"],
+                    "Mask whole words instead of word pieces.")
+  flags.DEFINE_integer("max_predictions_per_seq", d["max_predictions_per_seq"],
+                       "Maximum masked LM predictions per sequence.")
+  flags.DEFINE_integer("random_seed", d["random_seed"], "Random seed for data generation.")
+  flags.DEFINE_integer("dupe_factor", d["dupe_factor"],
+                       "Passes over the data (with different masks).")
+  flags.DEFINE_float("masked_lm_prob", d["masked_lm_prob"], "Masked LM probability.")
+  flags.DEFINE_float("short_seq_prob", d["short_seq_prob"],
+                     "Probability of a shorter than maximum target length.")
+  flags.DEFINE_integer("num_workers", d["num_workers"], "Worker processes (default: all "
+                       "cores); with --runner, passed to Beam (Dataflow's initial number of "
+                       "workers).")
+  flags.DEFINE_integer("num_output_shards", d["num_output_shards"],
                        "With one --output_file, write OUTPUT-00000-of-0000N ... shards.")
-  flags.DEFINE_bool("gzip_compress", False, "Write GZIP-compressed TFRecord files.")
-  flags.DEFINE_bool("use_v2_feature_names", False,
+  flags.DEFINE_bool("gzip_compress", d["gzip_compress"], "Write GZIP-compressed TFRecord files.")
+  flags.DEFINE_bool("use_v2_feature_names", d["use_v2_feature_names"],
                     "Name features input_word_ids/input_type_ids (Model Garden v2 names).")
-  flags.DEFINE_enum("errors", "strict", ["strict", "replace"],
+  flags.DEFINE_enum("errors", d["errors"], ["strict", "replace"],
                     "Non-UTF-8 input: stop with the file and line (strict), or use U+FFFD.")
-  flags.DEFINE_float("chunk_size_mb", 1.0, "Text per chunk; bounds memory per worker.")
-  flags.DEFINE_integer("min_docs_per_chunk", 32,
+  flags.DEFINE_float("chunk_size_mb", d["chunk_size_mb"],
+                     "Text per chunk; bounds memory per worker.")
+  flags.DEFINE_integer("min_docs_per_chunk", d["min_docs_per_chunk"],
                        "Documents per chunk on average at least, so random next sentences "
                        "have a choice.")
-  flags.DEFINE_float("read_range_mb", 64.0,
+  flags.DEFINE_float("read_range_mb", d["read_range_mb"],
                      "With --runner: input files are read in byte ranges of this size, in "
                      "parallel (a range owns the documents that start in it).")
-  flags.DEFINE_bool("next_sentence", True,
+  flags.DEFINE_bool("next_sentence", d["next_sentence"],
                     "Sentence pairs for next-sentence prediction (the original). False: "
                     "contiguous sentences packed into one segment, labels written as 0.")
-  flags.DEFINE_bool("cross_document", False,
+  flags.DEFINE_bool("cross_document", d["cross_document"],
                     "With --next_sentence=False: a sequence may run on into the next "
                     "document, with a [SEP] between the two (RoBERTa's FULL-SENTENCES).")
-  flags.DEFINE_enum("masking", "offline", list(instances_lib.MASKING),
+  flags.DEFINE_enum("masking", d["masking"], list(instances_lib.MASKING),
                     "offline: mask now (the original); none: write the unmasked ids and "
                     "word_starts, for run_pretraining --dynamic_masking.")
-  flags.DEFINE_enum("chinese_word_segmenter", "none", list(chinese_words.SEGMENTERS),
+  flags.DEFINE_enum("chinese_word_segmenter", d["chinese_word_segmenter"],
+                    list(chinese_words.SEGMENTERS),
                     "jieba: whole-word masking (and word_starts) group the characters of "
                     "each Chinese word (Chinese-BERT-wwm).")
 

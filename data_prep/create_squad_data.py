@@ -18,30 +18,36 @@ from absl import flags
 from data_prep import cli
 from data_prep.squad import writing
 
+# The library's defaults (`writing.Settings`) are the flags': declared once, there.
+DEFAULTS = writing.Settings._field_defaults
+
 
 def define_flags():
   """Called only when run as a program (see `data_prep.cli`)."""
   flags.DEFINE_string("input_file", None, "SQuAD JSON file (v1.1, or v2.0 with "
                       "--version_2_with_negative).")
   flags.DEFINE_string("output_file", None, "TFRecord to write; FILE.meta.jsonl goes next to it.")
-  cli.define_tokenizer_flags(max_seq_length=384)
-  flags.DEFINE_integer("doc_stride", 128, "Paragraph tokens between window starts.")
-  flags.DEFINE_integer("max_query_length", 64, "Question tokens kept (longer ones are cut).")
-  flags.DEFINE_bool("version_2_with_negative", False, "SQuAD 2.0: unanswerable questions.")
+  cli.define_tokenizer_flags(DEFAULTS["max_seq_length"], do_lower_case=DEFAULTS["do_lower_case"])
+  flags.DEFINE_integer("doc_stride", DEFAULTS["doc_stride"],
+                       "Paragraph tokens between window starts.")
+  flags.DEFINE_integer("max_query_length", DEFAULTS["max_query_length"],
+                       "Question tokens kept (longer ones are cut).")
+  flags.DEFINE_bool("version_2_with_negative", DEFAULTS["version_2_with_negative"],
+                    "SQuAD 2.0: unanswerable questions.")
   flags.DEFINE_bool(
-      "is_training", True, "Training features (answer positions) or prediction "
-      "features (plus metadata to map predictions back to the text).")
+      "is_training", DEFAULTS["is_training"], "Training features (answer positions) or "
+      "prediction features (plus metadata to map predictions back to the text).")
   flags.DEFINE_integer(
-      "num_workers", None, "Worker processes (default: all cores for "
+      "num_workers", DEFAULTS["num_workers"], "Worker processes (default: all cores for "
       "inputs of 10 MB or more, else 1).")
   flags.DEFINE_string(
-      "articles", "", "Only these articles, as a Python slice: \"0:40\", "
+      "articles", DEFAULTS["articles"], "Only these articles, as a Python slice: \"0:40\", "
       "\"40:\" (default: all).")
   flags.DEFINE_string(
-      "output_json_file", None, "Also write the selected articles as a SQuAD "
-      "JSON file (to score predictions on a slice with the official scripts).")
-  flags.DEFINE_integer("examples_per_chunk", 256, "Questions per unit of work (whole "
-                       "paragraphs).")
+      "output_json_file", DEFAULTS["output_json_file"], "Also write the selected articles as "
+      "a SQuAD JSON file (to score predictions on a slice with the official scripts).")
+  flags.DEFINE_integer("examples_per_chunk", DEFAULTS["examples_per_chunk"],
+                       "Questions per unit of work (whole paragraphs).")
 
 
 def main(argv):

@@ -11,15 +11,18 @@ from absl import logging
 from data_prep.pretraining import chinese_words
 from data_prep.pretraining import instances as instances_lib
 
-Settings = collections.namedtuple("Settings", [
-    "input_file", "output_file", "vocab_file", "do_lower_case", "do_whole_word_mask",
-    "max_seq_length", "max_predictions_per_seq", "random_seed", "dupe_factor",
-    "masked_lm_prob", "short_seq_prob", "num_workers", "num_output_shards", "gzip_compress",
-    "use_v2_feature_names", "errors", "chunk_size_mb", "min_docs_per_chunk", "read_range_mb",
-    "next_sentence", "cross_document", "masking", "chinese_word_segmenter"])
-Settings.__new__.__defaults__ = (  # everything after vocab_file, as the command's flags
-    True, False, 128, 20, 12345, 10, 0.15, 0.1, 1, 1, False, False, "strict", 1.0, 32, 64.0,
-    True, False, "offline", "none")
+# The one declaration of the defaults: the command's flags take theirs from here.
+_DEFAULTS = {
+    "do_lower_case": True, "do_whole_word_mask": False, "max_seq_length": 128,
+    "max_predictions_per_seq": 20, "random_seed": 12345, "dupe_factor": 10,
+    "masked_lm_prob": 0.15, "short_seq_prob": 0.1,
+    "num_workers": None,  # all cores
+    "num_output_shards": 1, "gzip_compress": False, "use_v2_feature_names": False,
+    "errors": "strict", "chunk_size_mb": 1.0, "min_docs_per_chunk": 32, "read_range_mb": 64.0,
+    "next_sentence": True, "cross_document": False, "masking": "offline",
+    "chinese_word_segmenter": "none"}
+Settings = collections.namedtuple("Settings", ["input_file", "output_file", "vocab_file",
+                                               *_DEFAULTS], defaults=tuple(_DEFAULTS.values()))
 
 
 def instance_options(settings, tokenizer):

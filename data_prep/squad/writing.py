@@ -21,11 +21,14 @@ from data_prep.squad import features as features_lib
 from data_prep.squad import reader as squad_reader
 from data_prep.squad import records as squad_schema
 
-Settings = collections.namedtuple("Settings", [
-    "input_file", "output_file", "vocab_file", "do_lower_case", "max_seq_length", "doc_stride",
-    "max_query_length", "version_2_with_negative", "is_training", "num_workers", "articles",
-    "output_json_file", "examples_per_chunk"])
-Settings.__new__.__defaults__ = (True, 384, 128, 64, False, True, 1, "", None, 256)
+# The one declaration of the defaults: the command's flags take theirs from here.
+_DEFAULTS = {
+    "do_lower_case": True, "max_seq_length": 384, "doc_stride": 128, "max_query_length": 64,
+    "version_2_with_negative": False, "is_training": True,
+    "num_workers": None,  # `_start_pool`: all cores for big inputs, else this process
+    "articles": "", "output_json_file": None, "examples_per_chunk": 256}
+Settings = collections.namedtuple("Settings", ["input_file", "output_file", "vocab_file",
+                                               *_DEFAULTS], defaults=tuple(_DEFAULTS.values()))
 REQUIRED_FLAGS = ("input_file", "output_file", "vocab_file")
 
 

@@ -52,3 +52,19 @@ def test_unexpected_positional_argument_is_a_usage_error(tmp_path):
   proc = _run(["data_prep.demo_corpus", f"--output_file={tmp_path / 'c.txt'}", "extra"])
   assert proc.returncode == 1
   assert "got ['extra']" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_writers_flags_take_their_defaults_from_the_settings():
+  """A writer's defaults are declared once, in its library Settings; the command's flags (one
+  per field) show the same (--num_workers unset: the library decides, all cores for big
+  inputs)."""
+  for program, settings in (("create_pretraining_data", "data_prep.pretraining.settings"),
+                            ("create_squad_data", "data_prep.squad.writing")):
+    code = (f"from absl import flags\nfrom data_prep import {program}\nimport {settings} as s\n"
+            f"{program}.define_flags()\n"
+            "wrong = {n: (flags.FLAGS[n].default, v) for n, v in s.Settings._field_defaults"
+            ".items() if flags.FLAGS[n].default != v}\n"
+            "assert not wrong, wrong\n"
+            "assert s.Settings('in', 'out', 'vocab').num_workers is None\n")
+    proc = _run(None, code)
+    assert proc.returncode == 0, f"{program}: {proc.stderr[-2000:]}"
