@@ -50,15 +50,24 @@ class Task(abc.ABC):
     del is_training
     return self.features
 
+  def batch_transform(self, input_context=None):
+    """None (batches as parsed), or the function `build_dataset` applies to every batch:
+    (parsed batch, element indices) -> batch (`input_pipeline.dataset`'s batch_transform),
+    e.g. pretraining's masking on the fly. input_context: the pipeline's, so that randomness
+    can be keyed by it."""
+    del input_context
+    return None
+
   def build_dataset(self, input_patterns, per_replica_batch_size, is_training,
                     input_context=None, seed=None, skip_examples=0):
     """A tf.data.Dataset of feature dicts with per-replica batches, after skipping
-    `skip_examples` examples of this input pipeline's (seeded, repeated) stream."""
+    `skip_examples` examples of this input pipeline's (seeded, repeated) stream; every task's
+    through `input_pipeline.dataset`, with its `batch_transform`."""
     return input_pipeline.dataset(
         input_patterns, self.record_features(is_training), per_replica_batch_size,
         is_training=is_training, input_context=input_context, seed=seed,
         skip_examples=skip_examples, shuffle_buffer_size=self.shuffle_buffer_size,
-        shapes=self.shapes)
+        shapes=self.shapes, batch_transform=self.batch_transform(input_context))
 
   @abc.abstractmethod
   def loss_normalizers(self, features):

@@ -47,21 +47,20 @@ class PretrainingTask(base.Task):
 
   def build_dataset(self, input_patterns, per_replica_batch_size, is_training,
                     input_context=None, seed=None, skip_examples=0):
-    """`Task.build_dataset`, after checking the records are of the kind the flags expect;
-    with dynamic masking, each batch is masked as a function of (seed, pipeline, element
-    index in the stream), so a resumed run masks exactly as the uninterrupted one."""
+    """`Task.build_dataset`, after checking the records are of the kind the flags expect."""
     dynamic_masking.check_record_kind(input_pipeline.expand_patterns(input_patterns),
                                       self.masking is not None)
+    return super().build_dataset(input_patterns, per_replica_batch_size, is_training,
+                                 input_context=input_context, seed=seed,
+                                 skip_examples=skip_examples)
+
+  def batch_transform(self, input_context=None):
+    """With dynamic masking, each batch is masked as a function of (seed, pipeline, element
+    index in the stream), so a resumed run masks exactly as the uninterrupted one."""
     if self.masking is None:
-      return super().build_dataset(input_patterns, per_replica_batch_size, is_training,
-                                   input_context=input_context, seed=seed,
-                                   skip_examples=skip_examples)
+      return None
     pipeline_id = input_context.input_pipeline_id if input_context else 0
-    return input_pipeline.dataset(
-        input_patterns, self.features, per_replica_batch_size, is_training=is_training,
-        input_context=input_context, seed=seed, skip_examples=skip_examples,
-        shuffle_buffer_size=self.shuffle_buffer_size,
-        batch_transform=dynamic_masking.batch_masker(self.masking, pipeline_id))
+    return dynamic_masking.batch_masker(self.masking, pipeline_id)
 
   def input_id_limits(self):
     return dict(super().input_id_limits(),

@@ -27,6 +27,7 @@ from data_prep.pretraining import writer
 from official_bert.interop import model_files
 from official_bert.interop import weights_io
 from official_bert.serving import exporter
+from official_bert.tasks import base
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import dynamic_masking
 from official_bert.training import input_pipeline
@@ -206,6 +207,36 @@ def test_masks_are_deterministic_new_each_epoch_and_the_same_after_a_skip(data):
   same = np.all(rows["masked_lm_positions"][:n] == rows["masked_lm_positions"][
       num_records:num_records + n], axis=1)
   assert same.mean() < 0.3, same.mean()
+
+
+def test_the_task_masks_through_the_one_dataset_builder(data, monkeypatch):
+  """PretrainingTask plugs its masking into `Task.build_dataset` (its batch_transform hook):
+  one call of the one builder, whose batches are the masker's; records masked offline get
+  no transform."""
+  config = model_files.read_config(data["config"])
+  options = _options(whole_word=True)
+  expected = _stream(data, options, 1, batch_size=16)[0][0]
+  builders, transforms = [], []
+  base_build, dataset = base.Task.build_dataset, input_pipeline.dataset
+
+  def spy_build(self, *args, **kwargs):
+    builders.append(type(self).__name__)
+    return base_build(self, *args, **kwargs)
+
+  def spy_dataset(*args, **kwargs):
+    transforms.append(kwargs.get("batch_transform"))
+    return dataset(*args, **kwargs)
+
+  monkeypatch.setattr(base.Task, "build_dataset", spy_build)
+  monkeypatch.setattr(input_pipeline, "dataset", spy_dataset)
+  task = PretrainingTask(config, SEQ, PREDS, shuffle_buffer_size=1, masking=options)
+  got = next(task.build_dataset(data["none"], 16, True, seed=3).as_numpy_iterator())
+  assert builders == ["PretrainingTask"] and len(transforms) == 1 and transforms[0]
+  assert sorted(got) == sorted(expected)
+  for k in expected:
+    np.testing.assert_array_equal(got[k], expected[k], err_msg=k)
+  PretrainingTask(config, SEQ, PREDS).build_dataset(data["offline"], 8, True)
+  assert len(builders) == 2 and transforms[1] is None
 
 
 # ---- through run_pretraining ----------------------------------------------------------------
