@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_prep import cli
+from data_prep import tfrecord_io
 from data_prep import tokenization
 from data_prep.pretraining import records_view
 
@@ -45,9 +46,7 @@ def _read(path):
 def write_config(base_config, vocab_file, path):
   config = json.loads(_read(base_config))
   config["vocab_size"] = len(tokenization.load_vocab_tokens(vocab_file))
-  tf.io.gfile.makedirs(os.path.dirname(path) or ".")
-  with tf.io.gfile.GFile(path, "w") as f:
-    json.dump(config, f, indent=2, sort_keys=True)
+  tfrecord_io.write_text(path, json.dumps(config, indent=2, sort_keys=True))
   print(f"model config: {path} ({config['num_hidden_layers']} layers, hidden "
         f"{config['hidden_size']}, vocab {config['vocab_size']})")
 

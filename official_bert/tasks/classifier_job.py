@@ -10,8 +10,8 @@ import os
 from typing import Optional
 
 import numpy as np
-import tensorflow as tf
 
+from data_prep import tfrecord_io
 from data_prep.classification import glue_processors
 from data_prep.classification import glue_records
 from data_prep.classification import own_files
@@ -105,14 +105,14 @@ class ClassifierJob:
     out = self.settings.output_dir
     rows = logits if self.processor.is_regression else finetuning_runner.softmax(logits)
     results = os.path.join(out, "test_results.tsv" if split == "test" else f"{split}_results.tsv")
-    with tf.io.gfile.GFile(results, "w") as f:
-      f.write("".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in rows))
-    submission = os.path.join(out, self.processor.submission_name(split) + ".tsv")
-    with tf.io.gfile.GFile(submission, "w") as f:
-      f.write("index\tprediction\n")
-      for guid, value in zip(guids, self._predicted(logits)):
-        label = f"{value:.3f}" if self.processor.is_regression else self.processor.labels[value]
-        f.write(f"{guid.rsplit('-', 1)[1]}\t{label}\n")
+    tfrecord_io.write_text(results,
+                           "".join("\t".join(f"{p:.6f}" for p in row) + "\n" for row in rows))
+    lines = ["index\tprediction\n"]
+    for guid, value in zip(guids, self._predicted(logits)):
+      label = f"{value:.3f}" if self.processor.is_regression else self.processor.labels[value]
+      lines.append(f"{guid.rsplit('-', 1)[1]}\t{label}\n")
+    tfrecord_io.write_text(
+        os.path.join(out, self.processor.submission_name(split) + ".tsv"), "".join(lines))
 
 
 def make_job(settings):

@@ -12,6 +12,7 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import schema
+from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
@@ -189,15 +190,16 @@ class NerJob:
 
   def write_predictions(self, split, predictions):
     tags = self._tags(split, predictions)
-    path = os.path.join(self.settings.output_dir, f"{split}_predictions.txt")
-    with tf.io.gfile.GFile(path, "w") as f:
-      for sentence, predicted in zip(self.sentences[split], tags):
-        if sentence.tags is None:  # `word predicted`
-          f.write("".join(f"{w} {p}\n" for w, p in zip(sentence.words, predicted)))
-        else:  # `word gold predicted`: conlleval's input
-          f.write("".join(
-              f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags, predicted)))
-        f.write("\n")
+    lines = []
+    for sentence, predicted in zip(self.sentences[split], tags):
+      if sentence.tags is None:  # `word predicted`
+        lines.extend(f"{w} {p}\n" for w, p in zip(sentence.words, predicted))
+      else:  # `word gold predicted`: conlleval's input
+        lines.extend(
+            f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags, predicted))
+      lines.append("\n")
+    tfrecord_io.write_text(os.path.join(self.settings.output_dir, f"{split}_predictions.txt"),
+                           "".join(lines))
     evaluation.write_results(self.settings.output_dir,
                              split,
                              self.score(split, predictions),

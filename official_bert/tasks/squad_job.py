@@ -197,8 +197,8 @@ class SquadJob:
       logging.info("No --predict_file to score against (the features are an article slice)")
       return
     version, scores = _score(gold, preds, nbest, null_odds)
-    with tf.io.gfile.GFile(os.path.join(out, "squad_eval_results.json"), "w") as f:
-      json.dump(scores, f, indent=2)
+    tfrecord_io.write_text(os.path.join(out, "squad_eval_results.json"),
+                           json.dumps(scores, indent=2))
     logging.info("Official SQuAD %s scores of predictions.json against %s: %s", version, gold,
                  json.dumps(scores))
     if version != "1.1":

@@ -23,6 +23,8 @@ import math
 
 import numpy as np
 
+from data_prep import tfrecord_io
+
 NbestEntry = collections.namedtuple("NbestEntry", ["text", "start_logit", "end_logit"])
 
 
@@ -192,6 +194,5 @@ def _nbest(examples, ranked, basic_tokenize, n_best_size):
 
 
 def write_json(obj, path):
-  """Like the original's output files (indent 4)."""
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(json.dumps(obj, indent=4) + "\n")
+  """Like the original's output files (indent 4); atomically."""
+  tfrecord_io.write_text(path, json.dumps(obj, indent=4) + "\n")

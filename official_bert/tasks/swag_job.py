@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_prep import schema
+from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from data_prep.multiple_choice import swag
 from official_bert.tasks.multiple_choice import MultipleChoiceTask
@@ -76,9 +77,10 @@ class SwagJob:
 
   def write_predictions(self, split, predictions):
     probabilities = finetuning_runner.softmax(predictions["logits"])  # [n, choices]
-    with tf.io.gfile.GFile(os.path.join(self.settings.output_dir, f"{split}_results.tsv"),
-                           "w") as f:
-      f.write("id\t" + "\t".join(f"ending{i}" for i in range(probabilities.shape[1])) +
-              "\tprediction\n")
-      for swag_id, row in zip(self.ids[split], probabilities):
-        f.write(f"{swag_id}\t" + "\t".join(f"{p:.6f}" for p in row) + f"\t{int(np.argmax(row))}\n")
+    lines = ["id\t" + "\t".join(f"ending{i}" for i in range(probabilities.shape[1])) +
+             "\tprediction\n"]
+    for swag_id, row in zip(self.ids[split], probabilities):
+      lines.append(f"{swag_id}\t" + "\t".join(f"{p:.6f}" for p in row) +
+                   f"\t{int(np.argmax(row))}\n")
+    tfrecord_io.write_text(os.path.join(self.settings.output_dir, f"{split}_results.tsv"),
+                           "".join(lines))

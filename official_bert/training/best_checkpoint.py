@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from data_prep import tfrecord_io
 from official_bert.training import checkpointing
+from official_bert.training import evaluation
 
 BEST_DIR = "best"
 STATE_FILE = "state.json"
@@ -146,8 +147,7 @@ class BestKeeper:
       results = {k: v for k, v in scores.items() if isinstance(v, (int, float, str))}
       tfrecord_io.write_text(os.path.join(building, RESULTS_FILE),
                              json.dumps(dict(results, global_step=step), indent=2) + "\n")
-      tfrecord_io.write_text(os.path.join(building, "eval_results.txt"),
-                             "".join(f"{k} = {results[k]}\n" for k in sorted(results)))
+      evaluation.write_results_file(os.path.join(building, "eval_results.txt"), results)
       copy_present(self.companions, building)
       self._write_state(building)
     write_dir_atomically(self.directory, fill)

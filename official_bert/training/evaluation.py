@@ -15,6 +15,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from data_prep import tfrecord_io
+
 SUM = tf.distribute.ReduceOp.SUM
 
 
@@ -88,11 +90,14 @@ def ratios(totals, loss_epsilons):
   for key, value in totals.items():
     kind, name = key.split("/", 1)
     if kind == "loss":
-      scores[name] = value / (totals["norm/" + name] + loss_epsilons.get(name, 0.0))
+      normalizer = totals["norm/" + name] + loss_epsilons.get(name, 0.0)
+      if normalizer == 0:  # nothing it applies to (a loss of scores, a file without them)
+        continue
+      scores[name] = value / normalizer
     elif kind == "num":
       scores[name] = value / max(totals["den/" + name], 1e-12)
   if any(key.startswith("loss/") for key in totals):
-    scores["loss"] = sum(scores[key.split("/", 1)[1]] for key in totals
+    scores["loss"] = sum(scores.get(key.split("/", 1)[1], 0.0) for key in totals
                          if key.startswith("loss/"))
   return scores
 
@@ -122,12 +127,15 @@ def results_name(split):
   return split.replace("dev", "eval", 1) if split.startswith("dev") else split
 
 
+def write_results_file(path, results):
+  """One `key = value` a line, sorted, as the original's eval_results.txt; atomically."""
+  tfrecord_io.write_text(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)))
+
+
 def write_results(output_dir, name, results, step):
-  """`{name}_results.txt` (one `key = value` a line, as the original) and TensorBoard."""
+  """`{name}_results.txt` (`write_results_file`) and TensorBoard."""
   logging.info("%s results: %s", name, results)
-  tf.io.gfile.makedirs(output_dir)
-  with tf.io.gfile.GFile(os.path.join(output_dir, f"{name}_results.txt"), "w") as f:
-    f.write("".join(f"{key} = {results[key]}\n" for key in sorted(results)))
+  write_results_file(os.path.join(output_dir, f"{name}_results.txt"), results)
   writer = tf.summary.create_file_writer(os.path.join(output_dir, name))
   with writer.as_default(step=step):
     for key, value in results.items():
