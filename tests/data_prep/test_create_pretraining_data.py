@@ -386,8 +386,26 @@ def test_killed_run_never_leaves_a_complete_looking_file(tmp_path):
   time.sleep(0.5)
   proc.send_signal(signal.SIGKILL)
   proc.wait()
-  assert glob.glob(str(tmp_path / ".o.tfrecord.tmp-*")), "the run never started writing"
+  left = glob.glob(str(tmp_path / ".o.tfrecord.tmp-*"))
+  assert left, "the run never started writing"
   assert not out.exists()
+  # The next run of the writer removes what the killed one left, and only that: a temporary
+  # file of a live process (a run writing the same output now) and another output's stay.
+  live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+  try:
+    kept = [tmp_path / f".o.tfrecord.tmp-{live.pid}", tmp_path / f".x.tfrecord.tmp-{proc.pid}",
+            tmp_path / ".o.tfrecord.tmp-notapid", tmp_path / ".o.tfrecord.tmp-0"]
+    for path in kept:
+      path.write_bytes(b"")
+    small = tmp_path / "small.txt"
+    small.write_text(corpus_text(20_000), encoding="utf-8")
+    writer.run(_settings(small, out))
+    assert all(p.exists() for p in kept) and not any(os.path.exists(p) for p in left)
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["c.txt", "small.txt", "o.tfrecord"] + [p.name for p in kept])
+  finally:
+    live.kill()
+    live.wait()
 
 
 def test_signals_remove_partial_shards_and_a_rerun_equals_an_uninterrupted_run(tmp_path):
