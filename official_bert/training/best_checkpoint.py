@@ -3,7 +3,7 @@
 After each evaluation during training (`--eval_every_steps`), `BestKeeper.update` compares
 the chosen metric with the best so far. An improvement writes OUTPUT_DIR/best afresh: the
 model weights and step (an object-based checkpoint that `export`, `--init_checkpoint` and
-`--do_predict` read), `best_results.json` / `eval_results.txt` (the scores) and the files
+`--do_predict` read, and the run's own final evaluation and predictions: `restore_if_earlier`), `best_results.json` / `eval_results.txt` (the scores) and the files
 that make the folder self-contained (bert_config.json, vocab.txt, ...). The folder is built
 beside the old one and swapped in when complete, so an interruption never leaves half of it.
 
@@ -130,6 +130,23 @@ class BestKeeper:
       else:
         self._write_state(self.directory)
     return improved
+
+  def restore_if_earlier(self, model, step):
+    """Loads best/'s weights into `model` and its step into the `step` variable if the best
+    evaluation came before `step` (at `step` itself, best/ holds the same weights); returns
+    whether it did."""
+    best_step = self.state["best_step"]
+    if best_step is None or best_step >= int(step.numpy()):
+      return False
+    # The chief wrote best/ when it evaluated best_step; training went on after that, so
+    # every worker finds it complete.
+    path = tf.train.latest_checkpoint(self.directory)
+    if path is None:
+      logging.warning("No checkpoint in %s: keeping the last step's weights", self.directory)
+      return False
+    with checkpointing.damaged_checkpoint_errors(path):
+      checkpointing.model_checkpoint(model, step=step).read(path).expect_partial()
+    return True
 
   def _write_state(self, directory):
     tfrecord_io.write_text(os.path.join(directory, STATE_FILE),

@@ -132,10 +132,13 @@ def write_results_file(path, results):
   tfrecord_io.write_text(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)))
 
 
-def write_results(output_dir, name, results, step):
-  """`{name}_results.txt` (`write_results_file`) and TensorBoard."""
+def write_results(output_dir, name, results, step, summaries=True):
+  """`{name}_results.txt` (`write_results_file`) and, with `summaries`, TensorBoard (not for
+  scores of an earlier step, whose events are there already)."""
   logging.info("%s results: %s", name, results)
   write_results_file(os.path.join(output_dir, f"{name}_results.txt"), results)
+  if not summaries:
+    return
   writer = tf.summary.create_file_writer(os.path.join(output_dir, name))
   with writer.as_default(step=step):
     for key, value in results.items():

@@ -166,7 +166,8 @@ def run(settings, job, record=None):
   trainer = runner.make_trainer(settings, strategy, task, steps, warmup)
   init = settings.init_checkpoint  # any format: the loop's warm start reads them all
   chief = distribution.is_chief(strategy)
-  results, evaluated = {}, {}
+  results = {}
+  evaluated = {}  # step -> {split: scores} of the evaluations during training
   if settings.do_train:
     companions = []
     if chief:  # the output directory exports and predicts without the model flags
@@ -174,13 +175,13 @@ def run(settings, job, record=None):
                          max_seq_length=settings.max_seq_length)
       companions = model_files.write(output_dir, config, vocab, settings.do_lower_case,
                                      task_record)
-    on_evaluation = None
+    on_evaluation = keeper = None
     if tracking:
       if not data.eval_files:
         raise ValueError("--eval_every_steps/--best_metric/--early_stopping_patience: this "
                          "script has no dev data to evaluate during training")
-      on_evaluation = periodic_evaluation(settings, job, task, trainer, data, companions,
-                                          evaluated)
+      on_evaluation, keeper = periodic_evaluation(settings, job, task, trainer, data,
+                                                  companions, evaluated)
     logging.info("Training: %d examples, %d steps (%d warmup), batch %d",
                  data.num_train_examples, steps, warmup, settings.train_batch_size)
     run_config = {"bert_config": config.to_dict(), "flags": record or {}}
@@ -191,6 +192,8 @@ def run(settings, job, record=None):
           output_dir, steps, settings.steps_per_loop, settings.save_checkpoints_steps, init,
           settings.keep_checkpoint_max, run_config,
           eval_every_steps=settings.eval_every_steps or steps, on_evaluation=on_evaluation)
+    if keeper:
+      use_best(settings, job, task, trainer, data, keeper, evaluated)
   else:
     runner.restore_for_eval(trainer, output_dir, init)  # raises if there is nothing
   results.update(evaluate_and_predict(settings, job, task, trainer, data, evaluated))
@@ -212,9 +215,10 @@ def check_training_controls(settings):
 
 def periodic_evaluation(settings, job, task, trainer, data, companions, evaluated):
   """`run_training`'s `on_evaluation`: scores the dev splits (the one evaluation path, as at
-  the end), keeps the best in OUTPUT_DIR/best, says whether patience ran out.
+  the end), keeps the best in OUTPUT_DIR/best, says whether patience ran out. Returns it and
+  the `best_checkpoint.BestKeeper`.
 
-  `evaluated` receives the last evaluation's {split: scores}, so the final one is not
+  `evaluated` receives each evaluation's {split: scores} under its step, so that none is
   repeated after training.
   """
   metric = settings.best_metric or getattr(job, "main_metric", lambda: "loss")()
@@ -230,11 +234,40 @@ def periodic_evaluation(settings, job, task, trainer, data, companions, evaluate
     if keeper.last_evaluated_step == step:  # a resumed run: this step was scored already
       return keeper.should_stop
     scores = evaluate_splits(settings, job, task, trainer, data.eval_files)
-    evaluated.clear()
-    evaluated.update(scores)
+    evaluated[step] = scores
     keeper.update(next(iter(scores.values())), trainer.model, step)  # MNLI: the matched set
     return keeper.should_stop
-  return on_evaluation
+  return on_evaluation, keeper
+
+
+def use_best(settings, job, task, trainer, data, keeper, evaluated):
+  """After training that kept a better checkpoint than its last step: loads OUTPUT_DIR/best's
+  weights, so that the run's final --do_eval scores and its --do_predict predictions are the
+  best checkpoint's.
+
+  A run with --best_metric means the best evaluation's model as its result, as --num_restarts
+  does (`restarts`): OUTPUT_DIR/eval_results.txt (and MNLI's eval_mismatched_results.txt)
+  and the returned scores become the best step's (the scores this process computed at that
+  evaluation; after a resume, best/ scored again), the predictions are best/'s. What stays of
+  the last step: its TensorBoard events (no event is written again) and OUTPUT_DIR's latest
+  checkpoint, which a resumed run continues from and which a later run with only --do_eval or
+  --do_predict on OUTPUT_DIR reads (give it --output_dir=OUTPUT_DIR/best for the best).
+  """
+  final_step = int(trainer.step.numpy())
+  if not keeper.restore_if_earlier(trainer.model, trainer.step):
+    return
+  best_step = int(trainer.step.numpy())
+  logging.info("Evaluating and predicting with the best checkpoint (%s, step %d: %s = %s), "
+               "not the last step's weights (step %d)", keeper.directory, best_step,
+               keeper.metric, keeper.state["best_value"], final_step)
+  scores = evaluated.get(best_step)
+  if scores is None:  # kept before a resume
+    scores = evaluate_splits(settings, job, task, trainer, data.eval_files, summaries=False)
+  elif distribution.is_chief(trainer.strategy):
+    for split, split_scores in scores.items():  # the last evaluation wrote its own
+      evaluation.write_results(settings.output_dir, evaluation.results_name(split),
+                               split_scores, best_step, summaries=False)
+  evaluated[best_step] = scores
 
 
 def settings_from_flags(settings_class, flag_values):
@@ -270,10 +303,10 @@ def inherit_run_settings(settings, flag_values):
   return settings
 
 
-def evaluate_splits(settings, job, task, trainer, eval_files):
+def evaluate_splits(settings, job, task, trainer, eval_files, summaries=True):
   """{split: scores} of the current weights, through the one evaluation path: the task's
   losses and metrics (`evaluation.evaluate`) plus the job's corpus scores; each written to
-  `<name>_results.txt`, the log and OUTPUT_DIR/<name> in TensorBoard (chief)."""
+  `<name>_results.txt`, the log and (`summaries`) OUTPUT_DIR/<name> in TensorBoard (chief)."""
   chief = distribution.is_chief(trainer.strategy)
   results = {}
   step = int(trainer.step.numpy())
@@ -284,7 +317,7 @@ def evaluate_splits(settings, job, task, trainer, eval_files):
     scores = dict(scores, **job.score(split, outputs), global_step=step)
     if chief:
       evaluation.write_results(settings.output_dir, evaluation.results_name(split), scores,
-                               step)
+                               step, summaries)
     results[split] = scores
   return results
 
@@ -297,9 +330,9 @@ def evaluate_and_predict(settings, job, task, trainer, data, evaluated=None):
   step = int(trainer.step.numpy())
   results = {}
   if settings.do_eval:
-    done = evaluated and all(s.get("global_step") == step for s in evaluated.values())
-    results = dict(evaluated) if done else evaluate_splits(settings, job, task, trainer,
-                                                           data.eval_files)
+    done = (evaluated or {}).get(step)
+    results = dict(done) if done else evaluate_splits(settings, job, task, trainer,
+                                                      data.eval_files)
   for split, path in (data.predict_files if settings.do_predict else {}).items():
     outputs = evaluation.predict(
         strategy, trainer.model,

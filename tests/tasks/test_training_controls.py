@@ -1,7 +1,7 @@
 """Training controls of the fine-tuning scripts, through run_classifier on a slice of MRPC:
-evaluation every N steps, the best checkpoint in OUTPUT_DIR/best, early stopping (kept across
-a resume), a self-contained OUTPUT_DIR (export and --do_predict without model flags) and the
-cased/uncased mismatch checks."""
+evaluation every N steps, the best checkpoint in OUTPUT_DIR/best (the run's final scores and
+predictions), early stopping (kept across a resume), a self-contained OUTPUT_DIR (export and
+--do_predict without model flags) and the cased/uncased mismatch checks."""
 
 import glob
 import json
@@ -72,7 +72,8 @@ def test_eval_every_steps_writes_each_evaluation(trained):
   assert all({"loss", "accuracy", "f1"} <= set(tags) for tags in events.values())
   for step in (3, 6, 9):
     assert f"Evaluation at step {step}: f1 = " in proc.stderr
-  assert read_results(out / "eval_results.txt")["global_step"] == "9"
+  # The run's final scores are the best evaluation's (best/'s), whichever step that was.
+  assert (out / "eval_results.txt").read_text() == (out / "best" / "eval_results.txt").read_text()
   # Loops ended at the evaluations: a training checkpoint at each.
   assert all((out / f"ckpt-{step}.index").exists() for step in (3, 6, 9))
 
@@ -135,11 +136,35 @@ def test_early_stopping_keeps_patience_across_a_resume(tmp_path):
   # improvement ends it (a run that forgot the count would go on to step 12).
   proc = run_script("official_bert.run_classifier", tmp_path, *flags, "--num_train_steps=30")
   assert "Early stopping at step 9" in proc.stderr
+  # best/ came from the first process: scored again for the final results, no new event.
+  assert "with the best checkpoint" in proc.stderr
+  assert read_results(out / "eval_results.txt")["global_step"] == "3"
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-9")
   state = _state(out)
   assert state["stopped_early"] and state["best_step"] == 3
   assert state["evaluations_without_improvement"] == 2 and sorted(eval_events(out)) == [3, 6, 9]
   assert tf.train.latest_checkpoint(str(out / "best")).endswith("ckpt-3")
+
+
+def test_final_scores_and_predictions_come_from_the_best_checkpoint(tmp_path):
+  data = _glue_slice(tmp_path, train=24, dev=8, test=4)
+  out = tmp_path / "out"
+  # min:global_step: the first evaluation (step 3) stays the best; training goes on to 6.
+  proc = run_script("official_bert.run_classifier", tmp_path, "--task_name=MRPC",
+                    f"--data_dir={data}", f"--output_dir={out}", "--do_train", "--do_eval",
+                    "--do_predict", "--num_train_steps=6", "--eval_every_steps=3",
+                    "--best_metric=min:global_step", "--learning_rate=1e-3")
+  assert "with the best checkpoint" in proc.stderr and "step 3:" in proc.stderr
+  events = eval_events(out)
+  assert sorted(events) == [3, 6] and events[3]["loss"] != events[6]["loss"]  # weights moved
+  assert read_results(out / "eval_results.txt")["global_step"] == "3"
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-6")  # resuming goes on from 6
+  # The predictions are those of a --do_predict run on best/ alone.
+  again = _module("official_bert.run_classifier", "--task_name=MRPC", f"--data_dir={data}",
+                  f"--output_dir={out / 'best'}", "--do_predict")
+  assert again.returncode == 0, again.stderr[-3000:]
+  ours = (out / "test_results.tsv").read_text()
+  assert len(ours.splitlines()) == 4 and ours == (out / "best" / "test_results.tsv").read_text()
 
 
 def test_cased_vocabulary_with_lower_casing_stops_before_training(tmp_path):
