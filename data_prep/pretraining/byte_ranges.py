@@ -16,6 +16,7 @@ UTF-8, are counted from the file's start then.
 import glob
 import os
 
+from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -24,21 +25,45 @@ from data_prep.pretraining import corpus
 _BLOCK = 1 << 20
 
 
+def _causes(error):
+  """The exceptions inside a Beam error (BeamIOError nests them by path)."""
+  details = getattr(error, "exception_details", None)
+  if not isinstance(details, dict) or not details:
+    return [error]
+  return [cause for inner in details.values() for cause in _causes(inner)]
+
+
+def _match(pattern):
+  """Beam's matches of `pattern`; [] when nothing is there, but a file system's own error
+  (credentials, permission, a scheme without its Beam extra) raised as what it is."""
+  try:
+    return FileSystems.match([pattern])[0].metadata_list
+  except (BeamIOError, ValueError) as e:  # ValueError: no file system for the scheme
+    causes = _causes(e)
+    if all(isinstance(c, FileNotFoundError) for c in causes):
+      return []
+    raise OSError(f"cannot list the input {pattern!r}: "
+                  f"{'; '.join(f'{type(c).__name__}: {c}' for c in causes)}") from e
+
+
 def expand_inputs(patterns):
   """Comma-separated paths/globs on any Beam filesystem -> [(path, size in bytes)].
 
-  The rules of `corpus.expand_input_patterns`: matches sorted per pattern, de-duplicated in
-  order, a wildcard skips hidden files, and every pattern must match a file.
+  The rules of `tfrecord_io.expand_patterns` (the local writer's): a wildcard skips hidden
+  files, directories are left out, matches are sorted per pattern and de-duplicated in order,
+  and every pattern must match a file. A second copy of those rules, because it must list
+  through Beam's FileSystems, which the workers read with: `tf.io.gfile` knows none of the
+  `s3://`, `hdfs://` (with Beam's --hdfs_* options) or `azfs://` inputs a Beam run takes.
   """
   files, seen = [], set()
   for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
-    try:
-      metadata = FileSystems.match([pattern])[0].metadata_list
-    except Exception:  # pylint: disable=broad-except  (Beam: BeamIOError for "no such path")
-      metadata = []
-    hidden_ok = not glob.has_magic(pattern) or os.path.basename(pattern).startswith(".")
-    matches = sorted((m.path, m.size_in_bytes) for m in metadata
-                     if (hidden_ok or not os.path.basename(m.path).startswith("."))
+    is_glob = glob.has_magic(pattern)
+    hidden_ok = not is_glob or os.path.basename(pattern).startswith(".")
+    # Not a glob: that path only (Beam lists a directory given with a trailing "/").
+    matches = sorted((m.path, m.size_in_bytes) for m in _match(pattern)
+                     if (is_glob or m.path == pattern)
+                     and (hidden_ok or not os.path.basename(m.path).startswith("."))
+                     and not m.path.endswith("/")  # an object store's folder marker
                      and not ("://" not in m.path and os.path.isdir(m.path)))
     if not matches:
       raise corpus.CorpusError(f"input file not found: {pattern!r} matches no file")
@@ -47,7 +72,7 @@ def expand_inputs(patterns):
         seen.add(path)
         files.append((path, size))
   if not files:
-    raise corpus.CorpusError("no input files given")
+    raise corpus.CorpusError(f"no input files given ({patterns!r})")
   return files
 
 

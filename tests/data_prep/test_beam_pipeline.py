@@ -9,10 +9,13 @@ import array
 import collections
 import glob
 import os
+import posixpath
 import random
 import subprocess
 import sys
 
+from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.filesystem import FileSystem
 from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import corpus_text
@@ -224,6 +227,8 @@ def test_bad_utf8_names_file_and_line_and_writes_nothing(tmp_path):
     (["--runner=DirectRunner", "--output_file=a.tfrecord,b.tfrecord"],
      "--runner needs a single --output_file"),
     (["--runner=DirectRunner", "--input_file=/nonexistent/*.txt"], "matches no file"),
+    (["--runner=DirectRunner", "--input_file=nosuchfs://bucket/*.txt"],
+     "cannot list the input 'nosuchfs://bucket/*.txt': ValueError: Unable to get filesystem"),
 ])
 def test_arguments_reach_beam_or_are_clear_errors(args_and_message, two_files, tmp_path):
   args, message = args_and_message
@@ -233,3 +238,82 @@ def test_arguments_reach_beam_or_are_clear_errors(args_and_message, two_files, t
   assert proc.returncode in (1, 2), proc.stderr[-3000:]
   assert message in proc.stderr, proc.stderr[-3000:]
   assert os.listdir(tmp_path) == []
+
+
+class _ObjectStore(FileSystem):
+  """A Beam file system of the object-store kind (no directories), in memory: memfs://.
+  Listing under memfs://locked fails as a bucket without the caller's permission does."""
+
+  files = {}
+
+  @classmethod
+  def scheme(cls):
+    return "memfs"
+
+  def join(self, basepath, *paths):
+    return posixpath.join(basepath, *paths)
+
+  def split(self, path):
+    return posixpath.split(path)
+
+  def has_dirs(self):
+    return False
+
+  def _list(self, dir_or_prefix):
+    if dir_or_prefix.startswith("memfs://locked"):
+      raise PermissionError(13, "403 caller does not have storage.objects.list access")
+    return [FileMetadata(p, len(d)) for p, d in sorted(self.files.items())
+            if p.startswith(dir_or_prefix)]
+
+  def exists(self, path):
+    return path in self.files
+
+  def metadata(self, path):
+    return FileMetadata(path, len(self.files[path]))
+
+  def delete(self, paths):
+    for path in paths:
+      del self.files[path]
+
+  def _unused(self, *args, **kwargs):
+    raise NotImplementedError
+
+  mkdirs = create = open = copy = rename = size = last_updated = _unused
+
+
+def test_a_file_system_error_is_reported_as_such_not_as_no_file():
+  _ObjectStore.files = {"memfs://bucket/a.txt": b"abc"}
+  assert byte_ranges.expand_inputs("memfs://bucket/*.txt") == [("memfs://bucket/a.txt", 3)]
+  with pytest.raises(corpus.CorpusError, match="'memfs://bucket/b\\*' matches no file"):
+    byte_ranges.expand_inputs("memfs://bucket/b*")
+  with pytest.raises(OSError) as e:
+    byte_ranges.expand_inputs("memfs://locked/*.txt")
+  assert "cannot list the input 'memfs://locked/*.txt': PermissionError" in str(e.value)
+  assert "storage.objects.list" in str(e.value) and "matches no file" not in str(e.value)
+
+
+def test_input_expansion_has_the_local_writers_rules(tmp_path):
+  """`expand_inputs` lists through Beam (s3://, hdfs://: what the workers read), by the rules
+  of the one local expansion (`tfrecord_io.expand_patterns`): same files, same errors."""
+  for name in ("b.txt", "a.txt", ".hidden.txt", ".a.txt.tmp-123", "sub/c.txt"):
+    (tmp_path / name).parent.mkdir(exist_ok=True)
+    (tmp_path / name).write_text(name)
+  d = str(tmp_path)
+  for patterns in (f"{d}/*", f"{d}/*.txt", f"{d}/.*", f"{d}/a.txt,{d}/*", f"{d}/.hidden.txt",
+                   f"{d}/*/c.txt", f"{d}/sub", f"{d}/", f"{d}/none*", f"{d}/missing.txt",
+                   f"{d}/a.txt, {d}/none*", " , "):
+    try:
+      want = corpus.expand_input_patterns(patterns)
+    except corpus.CorpusError as e:
+      with pytest.raises(corpus.CorpusError) as got:
+        byte_ranges.expand_inputs(patterns)
+      assert str(got.value) == str(e), patterns
+      continue
+    got = byte_ranges.expand_inputs(patterns)
+    assert [path for path, _ in got] == want, patterns
+    assert [size for _, size in got] == [os.path.getsize(p) for p in want]
+  # An object store: no directories, but a folder marker ("sub/") is no input either.
+  _ObjectStore.files = {"memfs://b/sub/": b"", "memfs://b/sub/c.txt": b"c", "memfs://b/.h": b""}
+  assert byte_ranges.expand_inputs("memfs://b/*/*") == [("memfs://b/sub/c.txt", 1)]
+  with pytest.raises(corpus.CorpusError, match="matches no file"):
+    byte_ranges.expand_inputs("memfs://b/*")  # only a hidden file
