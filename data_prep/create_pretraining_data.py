@@ -30,7 +30,8 @@ How it differs from the original (which holds the whole corpus and all instances
 With `--runner=NAME` (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...) the same
 algorithm runs as an Apache Beam pipeline (`pretraining.beam_pipeline`) and writes the same
 multiset of records; every argument that is not one of this program's flags is a Beam
-pipeline option (--direct_num_workers, --temp_location, --project, --region, ...).
+pipeline option (--direct_num_workers, --temp_location, --project, --region, ...), and one that
+is neither (a misspelled flag) is an error, not an option Beam would drop with a warning.
 """
 
 from absl import flags

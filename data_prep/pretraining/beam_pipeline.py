@@ -49,6 +49,21 @@ def runner_of(beam_args):
   return PipelineOptions(beam_args).view_as(StandardOptions).runner
 
 
+def check_pipeline_args(beam_args):
+  """ValueError naming the arguments that are no Beam pipeline option: the command line gives
+  Beam every argument that is not our flag, and Beam would only log "Discarding unparseable
+  args" and run without them, so a misspelled flag of ours would silently keep its default."""
+  parsers = []  # Beam's own parser, with every pipeline option it knows
+  PipelineOptions([]).get_all_options(add_extra_args_fn=parsers.append)
+  _, unknown = parsers[0].parse_known_args(list(beam_args))
+  flags = [arg.split("=", 1)[0] for arg in unknown if arg.startswith("-")]
+  if flags:
+    raise ValueError(f"unknown flag(s) {', '.join(flags)}: neither a flag of this program nor "
+                     "a Beam pipeline option (see --helpshort)")
+  if unknown:
+    raise ValueError(f"unexpected argument(s) {unknown}: this program takes flags only")
+
+
 def _runner(options):
   """--runner=DirectRunner as Beam's Python runner (the FnApiRunner, which honours
   --direct_num_workers and --direct_running_mode); Beam 2.77's DirectRunner would first try
@@ -190,6 +205,7 @@ def _remove_temporary(output):
 def run(settings, beam_args):
   """Runs the pipeline to completion; returns the local writer's summary dict."""
   t0 = time.time()
+  check_pipeline_args(beam_args)
   if settings.num_workers is not None:
     beam_args = list(beam_args) + [f"--num_workers={settings.num_workers}"]
   options = PipelineOptions(beam_args)

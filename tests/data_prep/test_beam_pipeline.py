@@ -240,6 +240,21 @@ def test_arguments_reach_beam_or_are_clear_errors(args_and_message, two_files, t
   assert os.listdir(tmp_path) == []
 
 
+def test_a_misspelled_flag_under_runner_is_named_not_discarded(two_files, tmp_path):
+  """Beam would log "Discarding unparseable args" and run with the flag's default."""
+  proc = _cli([f"--input_file={two_files}", f"--output_file={tmp_path / 'o.tfrecord'}",
+               f"--vocab_file={UNCASED_VOCAB}", "--runner=DirectRunner",
+               "--max_seq_lenght=64", "--direct_num_workers=1"])
+  assert proc.returncode == 1, proc.stderr[-3000:]
+  assert ("unknown flag(s) --max_seq_lenght: neither a flag of this program nor a Beam "
+          "pipeline option") in proc.stderr.splitlines()[-1]
+  assert "Traceback" not in proc.stderr and os.listdir(tmp_path) == []
+  with pytest.raises(ValueError, match=r"unexpected argument\(s\) \['stray'\]"):
+    beam_pipeline.check_pipeline_args(["--runner=DirectRunner", "stray"])
+  beam_pipeline.check_pipeline_args(IN_PROCESS + ["--direct_running_mode", "in_memory",
+                                                  "--temp_location=gs://b/t", "--project=p"])
+
+
 class _ObjectStore(FileSystem):
   """A Beam file system of the object-store kind (no directories), in memory: memfs://.
   Listing under memfs://locked fails as a bucket without the caller's permission does."""
