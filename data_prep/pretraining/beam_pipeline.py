@@ -17,9 +17,7 @@ Steps (the local writer's, distributed):
 The counts of the summary come from Beam metrics.
 """
 
-import glob
 import re
-import shutil
 import time
 
 from absl import logging
@@ -189,15 +187,26 @@ def _remove(paths):
 
 
 def _remove_temporary(output):
-  """Beam's sink leaves its temporary directory (beam-temp-NAME-UUID) when a run fails."""
+  """Beam's sink leaves its temporary directory (beam-temp-NAME-UUID) when a run fails.
+
+  `tf.io.gfile` removes the directories, files and all, where it knows the file system (a
+  local disk, gs://); Beam's FileSystems cannot (they list no directories). Where only Beam
+  knows the scheme (s3://, hdfs://, azfs://), Beam's FileSystems remove the files in them.
+  """
   directory, name = FileSystems.split(output)
   pattern = FileSystems.join(directory, f"beam-temp-{name}-*")
+  fs = tfrecord_io.gfile()
   try:
-    if "://" in output:  # object stores: the files (Beam's match lists no directories)
-      _remove([m.path for m in FileSystems.match([pattern + "/*"])[0].metadata_list])
+    try:
+      found = fs.glob(pattern)
+    except Exception:  # pylint: disable=broad-except  (a scheme tf.io.gfile does not know)
+      found = None
+    if found is not None:
+      for path in found:
+        fs.rmtree(path)
     else:
-      for path in glob.glob(pattern):
-        shutil.rmtree(path, ignore_errors=True)
+      _remove([m.path for m in FileSystems.match([FileSystems.join(pattern, "*")])[0]
+               .metadata_list])
   except Exception:  # pylint: disable=broad-except  (best effort; the error that matters is raised)
     logging.warning("could not remove %s", pattern)
 

@@ -332,3 +332,19 @@ def test_input_expansion_has_the_local_writers_rules(tmp_path):
   assert byte_ranges.expand_inputs("memfs://b/*/*") == [("memfs://b/sub/c.txt", 1)]
   with pytest.raises(corpus.CorpusError, match="matches no file"):
     byte_ranges.expand_inputs("memfs://b/*")  # only a hidden file
+
+
+def test_failed_runs_temporary_directories_are_removed_on_any_file_system(tmp_path):
+  """Local (directories, nested, empty: tf.io.gfile) and an object store only Beam knows."""
+  for name in ("beam-temp-o.tfrecord-1/x", "beam-temp-o.tfrecord-1/deeper/y",
+               "beam-temp-other.tfrecord-2/z", "keep.txt"):
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text("data")
+  (tmp_path / "beam-temp-o.tfrecord-3").mkdir()  # a run that failed before writing
+  beam_pipeline._remove_temporary(str(tmp_path / "o.tfrecord"))  # pylint: disable=protected-access
+  assert sorted(os.listdir(tmp_path)) == ["beam-temp-other.tfrecord-2", "keep.txt"]
+  _ObjectStore.files = {"memfs://b/out/beam-temp-o.tfrecord-1/x": b"", "memfs://b/out/o": b"",
+                        "memfs://b/out/beam-temp-p.tfrecord-1/x": b""}
+  beam_pipeline._remove_temporary("memfs://b/out/o.tfrecord")  # pylint: disable=protected-access
+  assert sorted(_ObjectStore.files) == ["memfs://b/out/beam-temp-p.tfrecord-1/x",
+                                        "memfs://b/out/o"]
