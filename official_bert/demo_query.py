@@ -9,10 +9,22 @@ and needs no vocabulary file: the SavedModel tokenizes the text and returns the 
 tokens as strings (`official_bert.serving.signatures` documents the outputs).
 """
 
-from absl import app
-from absl import flags
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  # registers the tokenizer's ops
+import os
+import runpy
+
+# TensorFlow's C++ start-up noise (on a machine without a GPU, an ERROR "failed call to cuInit")
+# is set off before TensorFlow is imported, by the rule of every command here
+# (`data_prep.quiet_startup`). Its file is run, not imported: a client needs none of this
+# repository, and without it keeps TensorFlow's own logging.
+_QUIET_STARTUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "data_prep",
+                              "quiet_startup.py")
+if os.path.exists(_QUIET_STARTUP):
+  runpy.run_path(_QUIET_STARTUP)["quiet_tensorflow_startup"]()
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_text  # noqa: E402,F401  # registers the tokenizer's ops
 
 
 def define_flags():

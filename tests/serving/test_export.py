@@ -20,6 +20,7 @@ import numpy_bert
 import pytest
 import tensorflow as tf
 
+from data_prep import quiet_startup
 from data_prep import tokenization
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
@@ -27,7 +28,7 @@ from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
-from official_bert.serving import text_packing as text_to_inputs
+from official_bert.serving import text_packing
 from official_bert.training import checkpointing
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -388,6 +389,21 @@ def test_demo_query_needs_only_tensorflow(exported, fresh):
   assert [token for token, _ in masks[0][1]] == [VOCAB[i] for i in want["masked_lm_top_ids"][0, 0]]
 
 
+def test_demo_query_prints_no_tensorflow_startup_noise(exported):
+  """As `make demo` runs it (a file, no TF_CPP_MIN_LOG_LEVEL): the answers, and on a machine
+  without a GPU no CUDA error (`data_prep.quiet_startup`'s rule)."""
+  env = {k: v for k, v in _env().items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  proc = subprocess.run(
+      [sys.executable, os.path.join(REPO, "official_bert", "demo_query.py"),
+       f"--export_dir={exported['pretraining'][0]}", f"--text={TEXTS[0]}"],
+      cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "[MASK] #1 (position 2):" in proc.stdout
+  if not quiet_startup.has_nvidia_driver():
+    noise = [n for n in ("cuInit", "cuda", "CUDA", "cpu_feature_guard") if n in proc.stderr]
+    assert not noise, proc.stderr[-3000:]
+
+
 def test_export_cli_refuses_a_checkpoint_without_the_head(fresh):
   rc, _, err = fresh["no_head"]
   assert rc != 0
@@ -398,7 +414,7 @@ def test_export_cli_refuses_a_checkpoint_without_the_head(fresh):
 def test_truncation_is_the_originals_truncate_seq_pair():
   lengths = [(a, b, budget) for a in range(12) for b in range(12) for budget in range(1, 11)]
   len_a, len_b, budgets = (tf.constant(c, tf.int64) for c in zip(*lengths))
-  keep_a, keep_b = text_to_inputs.truncated_pair_lengths(len_a, len_b, budgets)
+  keep_a, keep_b = text_packing.truncated_pair_lengths(len_a, len_b, budgets)
   for (a, b, budget), got_a, got_b in zip(lengths, keep_a.numpy(), keep_b.numpy()):
     tokens_a, tokens_b = list(range(a)), list(range(b))
     _truncate_seq_pair(tokens_a, tokens_b, budget)
