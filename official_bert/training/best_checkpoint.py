@@ -3,7 +3,8 @@
 After each evaluation during training (`--eval_every_steps`), `BestKeeper.update` compares
 the chosen metric with the best so far. An improvement writes OUTPUT_DIR/best afresh: the
 model weights and step (an object-based checkpoint that `export`, `--init_checkpoint` and
-`--do_predict` read, and the run's own final evaluation and predictions: `restore_if_earlier`), `best_results.json` / `eval_results.txt` (the scores) and the files
+`--do_predict` read; the run's own final evaluation and predictions load it,
+`restore_if_earlier`), `best_results.json` / `eval_results.txt` (the scores) and the files
 that make the folder self-contained (bert_config.json, vocab.txt, ...). The folder is built
 beside the old one and swapped in when complete, so an interruption never leaves half of it.
 
