@@ -161,6 +161,8 @@ class TextEmbedder(task_model.TaskModel):
   def fit(self, x=None, y=None, *args, **kwargs):
     """Trains on (first, second) text pairs, with scores `y` for the cosine and contrastive
     losses; the loss is `compile`'s (default: multiple_negatives)."""
+    if not isinstance(x, tf.data.Dataset):
+      self._pair_texts(x)  # a plain list of texts is for `encode`, not for training
     if not self.compiled:
       self.compile()
     o = self._loss_options

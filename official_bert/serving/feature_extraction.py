@@ -243,7 +243,7 @@ def run(settings):
   if settings.layer_weights and mean:
     raise ValueError("--layer_weights applies to --pooling=sum; --pooling=mean gives each "
                      "chosen layer's mean side by side")
-  chosen = settings.layers or (("-1",) if mean else DEFAULT_LAYERS)
+  chosen = settings.layers or (("-1",) if mean or one_vector else DEFAULT_LAYERS)
   config = finetuning_runner.model_config(settings)
   layers = layer_selection.parse_layers(chosen, config.num_hidden_layers)
   given = layer_names(chosen, config.num_hidden_layers)

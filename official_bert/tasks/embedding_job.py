@@ -90,14 +90,19 @@ class EmbeddingJob:
     return data
 
   def _score_range(self):
-    """cosine's (low, high): --min_score, --max_score or the training file's highest."""
+    """cosine's (low, high): --min_score, and --max_score or the training file's highest
+    score (a run that only evaluates: training's, else the dev file's)."""
     s = self.settings
     high = s.max_score
+    stored = model_files.read_run_settings(s.output_dir).get("score_range")
+    if high is None and "train" not in self.data and stored:
+      return tuple(stored)  # an evaluation of a trained run: training's range
     if high is None:
-      if "train" not in self.data:
-        stored = model_files.read_run_settings(s.output_dir).get("score_range")
-        return tuple(stored) if stored else (s.min_score, 1.0)
-      high = pairs.score_range(self.data["train"].examples, s.train_file)[1]
+      # The training file's highest score, else (evaluation only) the dev file's.
+      split = "train" if "train" in self.data else "dev"
+      if split not in self.data or not self.data[split].has_labels:
+        return s.min_score, 1.0
+      high = pairs.score_range(self.data[split].examples, self._path(split))[1]
     if high <= s.min_score:
       raise ValueError(f"--max_score={high:g} must be above --min_score={s.min_score:g}")
     return s.min_score, high
@@ -106,6 +111,8 @@ class EmbeddingJob:
     s = self.settings
     if s.do_train:
       self.data["train"] = self._read("train")
+    if s.do_eval and s.dev_file:
+      self.data["dev"] = self._read("dev")
     self.score_range = self._score_range() if s.loss == "cosine" else (0.0, 1.0)
     return finetuning_runner.prepare_splits(s, self._write)
 
