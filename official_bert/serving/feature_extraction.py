@@ -136,7 +136,7 @@ def write_embeddings(path, embeddings, names):
   if path.endswith(".npz"):
     _write_npz(path, embeddings=embeddings, layers=np.array(names))
     return
-  with tf.io.gfile.GFile(path, "w") as f:
+  with tfrecord_io.AtomicFile(path, "w") as f:  # a failed run leaves no partial file
     for i, vector in enumerate(embeddings):
       record = {"linex_index": i, "embedding": [round(float(x), 6) for x in vector]}
       f.write(json.dumps(record) + "\n")
@@ -145,7 +145,7 @@ def write_embeddings(path, embeddings, names):
 def _write_npz(path, **arrays):
   buffer = io.BytesIO()  # written whole through GFile, so gs:// paths work too
   np.savez(buffer, **arrays)
-  with tf.io.gfile.GFile(path, "wb") as f:
+  with tfrecord_io.AtomicFile(path, "wb") as f:
     f.write(buffer.getvalue())
 
 
@@ -286,7 +286,7 @@ def run(settings):
                input_mask=mask,
                layers=np.array(given))
   else:
-    with tf.io.gfile.GFile(settings.output_file, "w") as f:
+    with tfrecord_io.AtomicFile(settings.output_file, "w") as f:
       for record in json_lines(values, tokens, lengths, names):
         f.write(json.dumps(record) + "\n")
   return values
