@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO := build/demo
 SHARED_CORPUS := ../shared/data/corpus/gutenberg_books.txt
-export TF_CPP_MIN_LOG_LEVEL := 2
+# TF_CPP_MIN_LOG_LEVEL is not set here: each command sets it (data_prep/quiet_startup.py: 3
+# without a GPU driver, so `make demo` shows no cuInit error), unless the user has.
 
 .PHONY: venv test lint format demo bench clean
 
