@@ -11,8 +11,8 @@ Prints the official JSON (or writes it to --out-file).
 import json
 
 from absl import flags
-import tensorflow as tf
 
+from data_prep import tfrecord_io
 from official_bert.tasks import squad_scorer
 from official_bert.training import runner
 
@@ -36,8 +36,7 @@ def main(flag_values, data_file, pred_file):
                                        flag_values.strict)
   out_file = flag_values["out-file"].value
   if out_file:
-    with tf.io.gfile.GFile(out_file, "w") as f:
-      json.dump(result, f)
+    tfrecord_io.write_text(out_file, json.dumps(result))
   else:
     print(json.dumps(result, indent=2) if "exact" in result else json.dumps(result))
 

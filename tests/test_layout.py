@@ -187,7 +187,6 @@ _WRITERS_PENDING = {
     "official_bert.interop.hf_weights": "write_safetensors through tfrecord_io.AtomicFile(, 'wb')",
     "official_bert.interop.model_files": "write_hf_config through tfrecord_io.write_text",
     "official_bert.interop.tf1_checkpoint": "write_checkpoint_state through write_text",
-    "official_bert.squad_evaluate": "--out-file through tfrecord_io.write_text",
 }
 
 

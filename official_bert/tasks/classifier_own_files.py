@@ -25,7 +25,6 @@ from official_bert.tasks.classification import ClassificationTask
 from official_bert.training import evaluation
 from official_bert.training import finetuning_runner
 
-PREDICTIONS_FILE = "test_predictions.tsv"
 _FILE_FLAGS = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
 _DO_FLAGS = {"train": "do_train", "dev": "do_eval", "test": "do_predict"}
 

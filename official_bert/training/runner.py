@@ -227,7 +227,7 @@ def explained_input_errors(input_patterns, bert_config_file):
 
   A corrupt record (DataLossError) is traced to its file; an id outside an embedding table
   (the records were written with another vocabulary than the model's config), which the
-  training loop's check (`Trainer._checked`) reports, says which feature, which id and which
+  training loop's check (`Trainer.checked`) reports, says which feature, which id and which
   config value disagree, instead of a graph traceback.
   """
   try:

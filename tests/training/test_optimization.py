@@ -1,4 +1,4 @@
-"""Tests for official_bert.optimization: schedule, optimizers, clipping."""
+"""Tests for official_bert.training.optimization: schedule, optimizers, clipping."""
 
 import keras
 import numpy as np
