@@ -48,7 +48,7 @@ from official.nlp.modeling import networks as peer_networks  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from official_bert.modeling.bert_config import BertConfig  # noqa: E402
+from official_bert.interop import model_files  # noqa: E402
 from official_bert.tasks.pretraining import PretrainingTask  # noqa: E402
 from official_bert.training import distribution  # noqa: E402
 from official_bert.training import input_pipeline  # noqa: E402
@@ -208,7 +208,7 @@ def timed(run, steps):
 
 
 def bench_one(args, name, xla):
-  cfg = BertConfig.from_json_file(os.path.join(_REPO, "configs", name + ".json"))
+  cfg = model_files.read_config(os.path.join(_REPO, "configs", name + ".json"))
   steps, warmup = per_config(args.steps, name), per_config(args.warmup, name)
   ours, ours_params, ours_keep = build_ours(args, cfg, xla)
   peer, peer_params, peer_keep = build_peer(args, cfg, xla, args.peer_xla_scope)

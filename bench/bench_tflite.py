@@ -37,6 +37,7 @@ import tensorflow as tf  # noqa: E402
 
 from data_prep import tokenization  # noqa: E402
 from official_bert.interop import hf_weights  # noqa: E402
+from official_bert.interop import model_files  # noqa: E402
 from official_bert.interop import packaged_weights  # noqa: E402
 from official_bert.serving import exporter  # noqa: E402
 
@@ -195,7 +196,8 @@ def main():
   model = minilm_dir()
   os.makedirs(args.work_dir, exist_ok=True)
   config_file = os.path.join(args.work_dir, "bert_config.json")
-  hf_weights.load_hf_config(os.path.join(model, "config.json")).to_json_file(config_file)
+  model_files.write_config_file(config_file,
+                               hf_weights.load_hf_config(os.path.join(model, "config.json")))
   tokenizer = tokenization.FullTokenizer(os.path.join(model, "vocab.txt"), do_lower_case=True)
   sentences, labels = dev_sentences(args.data_dir)
   parts = args.parts.split(",")

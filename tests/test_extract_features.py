@@ -12,6 +12,7 @@ import keras
 import numpy as np
 
 from data_prep.classification import features as classifier_features
+from official_bert.interop import model_files
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.training import checkpointing
@@ -35,7 +36,7 @@ def _extract(tmp_path, checkpoint, output, *flags):
 def test_json_lines_and_npz_equal_the_encoder_layers(tmp_path):
   need(UNCASED_VOCAB)
   (tmp_path / "in.txt").write_text("\n".join(LINES) + "\n", encoding="utf-8")
-  CONFIG.to_json_file(str(tmp_path / "config.json"))
+  model_files.write_config_file(str(tmp_path / "config.json"), CONFIG)
   keras.utils.set_random_seed(3)
   encoder = BertEncoder.from_bert_config(CONFIG)
   encoder.build()

@@ -66,20 +66,6 @@ def test_data_prep_never_imports_official_bert():
       assert not any(n.split(".")[0] == "official_bert" for n in _imports(tree)), path
 
 
-# Modules of modeling/ that still break the rule below, each with what removes it (issue 25).
-# The test fails once one keeps the rule, so that this list only shrinks.
-_MODELING_PENDING = {
-    "official_bert.modeling.finetuning_models":
-        "drop its weight_names import, tf1_scope and tf1_weight_pairs (weight_names names the "
-        "heads)",
-    "official_bert.modeling.sentence_embedding":
-        "drop SentenceEmbedder.tf1_weight_pairs (weight_names names a model wrapping an encoder)",
-    "official_bert.modeling.model_types":
-        "drop the infer_model_type shim once tests/serving/test_export.py calls weight_names'",
-    "official_bert.modeling.bert_config":
-        "drop from_json_file/to_json_file once their callers call model_files.read_config and "
-        "write_config_file",
-}
 _NOT_FOR_MODELS = ("official_bert.interop", "official_bert.training")
 _FILE_CALLS = {"gfile", "open", "read_file", "write_file", "read_text", "write_text",
                "read_bytes", "write_bytes"}
@@ -100,8 +86,8 @@ def _touches_files(tree):
 def test_models_know_no_file_format_training_or_file():
   """A model is layers and math: checkpoint names and file formats are interop's (it maps the
   names onto the model), the loop is training's, and files are read by their owners."""
-  broken = {}
-  for name, (path, tree) in _modules().items():
+  broken = []
+  for name, (path, tree) in sorted(_modules().items()):
     if not name.startswith("official_bert.modeling"):
       continue
     wrong = sorted(n for n in _imports(tree)
@@ -109,11 +95,8 @@ def test_models_know_no_file_format_training_or_file():
     reasons = ([f"imports {wrong}"] if wrong else []) + (
         ["opens files"] if _touches_files(tree) else [])
     if reasons:
-      broken[name] = f"{path}: {'; '.join(reasons)}"
-  unexpected = [why for name, why in sorted(broken.items()) if name not in _MODELING_PENDING]
-  assert not unexpected, "\n".join(unexpected)
-  kept = sorted(set(_MODELING_PENDING) - set(broken))
-  assert not kept, f"{kept} keep the rule now: remove them from _MODELING_PENDING"
+      broken.append(f"{path}: {'; '.join(reasons)}")
+  assert not broken, "\n".join(broken)
 
 
 _DOTTED = re.compile(r"\b((?:official_bert|data_prep)(?:\.\w+)+)(\*?)")

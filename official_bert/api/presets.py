@@ -18,7 +18,6 @@ from official_bert.interop import hf_weights
 from official_bert.interop import model_files
 from official_bert.interop import weight_loading
 from official_bert.interop import weights_io
-from official_bert.modeling.bert_config import BertConfig
 from official_bert.training import best_checkpoint
 from official_bert.training import case_check
 from official_bert.training import checkpointing
@@ -41,7 +40,7 @@ def load(path, read_weights=True):
     raise FileNotFoundError(f"from_preset: no model at {path}")
   files = model_files.beside(path)
   if files.bert_config:
-    config = BertConfig.from_json_file(files.bert_config)
+    config = model_files.read_config(files.bert_config)
   elif files.hf_config:
     config = hf_weights.load_hf_config(files.hf_config)
   else:

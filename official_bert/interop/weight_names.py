@@ -22,6 +22,8 @@ weights are [out, in], so every TF1 `kernel` is transposed for HF.
 
 import re
 
+from official_bert.modeling import model_types
+
 # (TF1 suffix, attribute path in TransformerBlock) for one encoder layer.
 _LAYER_WEIGHTS = (
     ("attention/self/query/kernel", ("attention", "query", "kernel")),
@@ -161,9 +163,6 @@ def model_weight_pairs(model):
   its other variables none.
   """
   model.build()
-  # Imported here: finetuning_models still imports this module (issue 25), and a top-level
-  # import of the models would close that cycle.
-  from official_bert.modeling import model_types  # pylint: disable=g-import-not-at-top
   model_type = model_types.model_type_of(model)
   if model_type == "pretraining" or (model_type is None and hasattr(model, "masked_lm_head")):
     return list(pretraining_weight_pairs(model))
@@ -191,7 +190,6 @@ def infer_model_type(tensor_names):
 def num_labels_in(tensors, model_type):
   """The number of labels of a classifier/tagger head stored in `tensors`, or None (another
   model type, or no such head)."""
-  from official_bert.modeling import model_types  # pylint: disable=g-import-not-at-top
   if model_type not in model_types.NEEDS_NUM_LABELS:
     return None
   name = HEAD_SCOPES[model_type] + "output_bias"

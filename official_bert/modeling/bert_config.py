@@ -109,23 +109,11 @@ class BertConfig:
       raise ValueError(f"{source}: not valid JSON: {e}") from e
     return cls.from_dict(d, source=source)
 
-  @classmethod
-  def from_json_file(cls, path):
-    """`interop.model_files.read_config`: kept until the callers outside issue 25's scope call
-    that (a model knows no files)."""
-    from official_bert.interop import model_files  # pylint: disable=g-import-not-at-top
-    return model_files.read_config(path)
-
   def to_dict(self):
     return dataclasses.asdict(self)
 
   def to_json_string(self):
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
-
-  def to_json_file(self, path):
-    """`interop.model_files.write_config_file`: kept as `from_json_file` is."""
-    from official_bert.interop import model_files  # pylint: disable=g-import-not-at-top
-    model_files.write_config_file(path, self)
 
   def layer_arguments(self, layer_class):
     """The fields `layer_class`'s constructor takes, by name: a layer is built from the

@@ -1,18 +1,14 @@
 """Fine-tuning models: an encoder plus one small head each (keras-hub style: heads wrap a
 backbone).
 
-Head weights are stored in the original's layout (`output_weights` [num_outputs, hidden],
-`output_bias` [num_outputs]) under its names, so TF1 checkpoints convert by copying:
-  classifier        output_weights, output_bias              (run_classifier.py)
-  span labeler      cls/squad/output_weights, output_bias    (run_squad.py)
-  token classifier  cls/token_classifier/...                 (not in the original)
-  multiple choice   cls/multiple_choice/...                  (not in the original)
+Head weights have the original's layout (`output_weights` [num_outputs, hidden],
+`output_bias` [num_outputs]), so TF1 checkpoints convert by copying; their names in
+checkpoint files (`cls/squad/...`, ...) are `interop.weight_names`'.
 """
 
 import keras
 from keras import ops
 
-from official_bert.interop import weight_names
 from official_bert.modeling.encoder import BertEncoder
 
 
@@ -48,9 +44,8 @@ class OutputProjection(keras.layers.Layer):
 
 
 class _FineTuningModel(keras.Model):
-  """Shared plumbing: the encoder, dropout, one projection, config and TF1 names."""
+  """Shared plumbing: the encoder, dropout, one projection and the config."""
 
-  tf1_scope = ""
   num_outputs_attr = "num_labels"
 
   def __init__(self, encoder, num_outputs, dropout_rate=0.1, **kwargs):
@@ -71,12 +66,6 @@ class _FineTuningModel(keras.Model):
     self.encoder.build()
     self.projection.build()
     self.built = True
-
-  def tf1_weight_pairs(self):
-    """(canonical TF1 name, variable): the encoder's, then the head's."""
-    yield from weight_names.encoder_weight_pairs(self.encoder)
-    yield self.tf1_scope + "output_weights", self.projection.output_weights
-    yield self.tf1_scope + "output_bias", self.projection.output_bias
 
   def get_config(self):
     config = {"name": self.name, "trainable": self.trainable,
@@ -113,7 +102,6 @@ class BertClassifier(_FineTuningModel):
 class BertSpanLabeler(_FineTuningModel):
   """SQuAD: start and end logits per token. Returns {"start_logits", "end_logits"} [b, seq]."""
 
-  tf1_scope = "cls/squad/"
   num_outputs_attr = None
 
   def __init__(self, encoder, dropout_rate=0.0, **kwargs):
@@ -129,8 +117,6 @@ class BertSpanLabeler(_FineTuningModel):
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertTokenClassifier(_FineTuningModel):
   """Token tagging (NER). Returns {"logits": [batch, seq, num_labels]}."""
-
-  tf1_scope = "cls/token_classifier/"
 
   def __init__(self, encoder, num_labels, dropout_rate=0.1, **kwargs):
     super().__init__(encoder, num_labels, dropout_rate, **kwargs)
@@ -148,7 +134,6 @@ class BertMultipleChoice(_FineTuningModel):
   Returns {"logits": [batch, num_choices]} (softmax over choices in the loss).
   """
 
-  tf1_scope = "cls/multiple_choice/"
   num_outputs_attr = None
 
   def __init__(self, encoder, dropout_rate=0.1, **kwargs):

@@ -69,10 +69,3 @@ def model_type_of(model):
     if isinstance(model, cls):
       return model_type
   return None
-
-
-def infer_model_type(tensor_names):
-  """Moved to `interop.weight_names.infer_model_type`; kept until tests/serving/test_export.py
-  calls it there (issue 25)."""
-  from official_bert.interop import weight_names  # pylint: disable=g-import-not-at-top
-  return weight_names.infer_model_type(tensor_names)

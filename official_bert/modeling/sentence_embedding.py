@@ -76,11 +76,6 @@ class SentenceEmbedder(keras.Model):
     vectors = pool(outputs, flat["input_mask"], self.pooling, self.normalize)  # [b*texts, h]
     return {"embeddings": tf.reshape(vectors, tf.concat([leading, [-1]], 0))}
 
-  def tf1_weight_pairs(self):
-    """The encoder's canonical names: an embedder is a plain encoder in every file."""
-    from official_bert.interop import weight_names  # pylint: disable=g-import-not-at-top
-    yield from weight_names.encoder_weight_pairs(self.encoder)
-
   def get_config(self):
     return {"name": self.name, "trainable": self.trainable,
             "encoder": keras.saving.serialize_keras_object(self.encoder),

@@ -37,7 +37,6 @@ from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling import sentence_embedding
-from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import classifier_outputs
 from official_bert.serving import signatures as export_signatures
 from official_bert.serving import squad_answers
@@ -81,7 +80,7 @@ def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case)
   if hf is None and files.bert_config:
     hf = files  # its tokenizer_config.json's do_lower_case, as an HF folder's
   if bert_config_file:
-    config = BertConfig.from_json_file(bert_config_file)
+    config = model_files.read_config(bert_config_file)
   elif hf and hf.hf_config:
     config = hf_weights.load_hf_config(hf.hf_config)
   elif hf:

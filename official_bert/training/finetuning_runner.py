@@ -34,7 +34,6 @@ from data_prep import tfrecord_io
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
 from official_bert.interop import weights_io
-from official_bert.modeling import bert_config as bert_config_lib
 from official_bert.training import best_checkpoint
 from official_bert.training import case_check
 from official_bert.training import common_flags
@@ -82,10 +81,10 @@ def model_config(settings):
   own, init = _own_files(settings), _init_files(settings)
   if settings.bert_config_file:
     source = settings.bert_config_file
-    config = bert_config_lib.BertConfig.from_json_file(source)
+    config = model_files.read_config(source)
   elif own or (init and init.bert_config):
     source = (own or init).bert_config
-    config = bert_config_lib.BertConfig.from_json_file(source)
+    config = model_files.read_config(source)
   elif init and init.hf_config:
     source = init.hf_config
     config = hf_weights.load_hf_config(source)

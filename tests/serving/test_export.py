@@ -22,8 +22,10 @@ import tensorflow as tf
 
 from data_prep import quiet_startup
 from data_prep import tokenization
+from official_bert.interop import model_files
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
+from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
@@ -146,7 +148,7 @@ def _exported(tmp_path_factory):
     f.write("\n".join(VOCAB) + "\n")
   _STATE["vocab_file"] = vocab_file
   config_file = str(root / "bert_config.json")
-  CONFIG.to_json_file(config_file)
+  model_files.write_config_file(config_file, CONFIG)
   models, checkpoints = {}, {}
   for model_type in ("pretraining", "classifier", "squad", "tagger"):
     keras.utils.set_random_seed(HEAD_SEEDS[model_type])
@@ -450,7 +452,7 @@ def test_multiple_choice_export_scores_every_choice(exported, tmp_path):
   for variable in model.trainable_variables:  # larger than the init's 0.02, so choices score apart
     variable.assign(rng.normal(scale=0.3, size=variable.shape).astype("float32"))
   checkpoint = checkpointing.model_checkpoint(model).write(str(root / "mc" / "ckpt-1"))
-  assert model_types.infer_model_type(weights_io.read_weights(checkpoint).tensors) == (
+  assert weight_names.infer_model_type(weights_io.read_weights(checkpoint).tensors) == (
       "multiple_choice")
   export_dir = str(tmp_path / "export")
   exporter.export(_STATE["config_file"], checkpoint, _vocab_file(), True, "multiple_choice",

@@ -72,7 +72,7 @@ def _exported(tmp_path_factory):
   with open(vocab_file, "w", encoding="utf-8") as f:
     f.write("\n".join(VOCAB) + "\n")
   config_file = str(root / "bert_config.json")
-  CONFIG.to_json_file(config_file)
+  model_files.write_config_file(config_file, CONFIG)
   rng = np.random.default_rng(0)
   dirs = {}
   for seed, model_type in enumerate(model_types.MODEL_TYPES):

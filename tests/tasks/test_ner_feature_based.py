@@ -19,7 +19,6 @@ from data_prep.tagging import conll
 from official_bert.interop import model_files
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
-from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
 
 
@@ -63,7 +62,7 @@ def test_feature_based_ner_trains_predicts_and_exports(tmp_path):
   export_dir = str(tmp_path / "export")
   exporter.export(tiny_config(tmp_path), str(out), need(UNCASED_VOCAB), True, "feature_tagger",
                   export_dir, max_seq_length=16, label_names=labels)
-  config = BertConfig.from_json_file(tiny_config(tmp_path))
+  config = model_files.read_config(tiny_config(tmp_path))
   head_config = model_files.read_head_config(str(out / model_files.HEAD_CONFIG_FILE))
   model = model_types.build_model("feature_tagger", config, len(labels), head_config)
   weights_io.load_weights(model, str(out))
