@@ -37,6 +37,27 @@ REAL_CHINESE_VOCAB = os.path.join(SHARED_DATA, "vocab", "bert-base-chinese", "vo
 GUTENBERG = os.path.join(SHARED_DATA, "corpus", "gutenberg_books.txt")
 
 
+# The tiny model of the in-process tests: random weights, the fixture vocabulary's ids.
+TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                   intermediate_size=64, max_position_embeddings=128)
+
+
+def tiny_model_folder(path, seed=0):
+  """A model folder like a pretrained one (random `TINY_CONFIG` encoder, bert_config.json,
+  the fixture vocabulary) that `from_preset` and every `--init_checkpoint` read; returns it."""
+  import keras  # pylint: disable=g-import-not-at-top  (conftest loads before TF is needed)
+
+  import official_bert as ob  # pylint: disable=g-import-not-at-top
+  from official_bert.api import presets  # pylint: disable=g-import-not-at-top
+  from official_bert.modeling.bert_config import BertConfig  # pylint: disable=g-import-not-at-top
+  from official_bert.modeling.encoder import BertEncoder  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(seed)
+  encoder = BertEncoder.from_bert_config(BertConfig(**TINY_CONFIG), name="encoder")
+  encoder.build()
+  presets.save(str(path), encoder, ob.Preprocessor(UNCASED_VOCAB), {})
+  return str(path)
+
+
 def need(path):
   """Skips the test when `path` is absent (the real data in ../shared/data on a bare clone)."""
   if not os.path.exists(path):

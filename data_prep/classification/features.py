@@ -113,6 +113,17 @@ def convert_examples(examples, label_list, max_seq_length, tokenizer):
   return cols
 
 
+def source_key(source, vocab_file, do_lower_case, max_seq_length, num_examples, seed,
+               **settings):
+  """`cached_tfrecord`'s key for records written from the file `source`: the file (path,
+  size, modification time), the tokenization and sampling, and the writer's own `settings`."""
+  stat = tfrecord_io.gfile().stat(source)
+  return dict(source=tfrecord_io.absolute(source), length=stat.length,
+              mtime_nsec=stat.mtime_nsec, vocab_file=tfrecord_io.absolute(vocab_file),
+              do_lower_case=do_lower_case, max_seq_length=max_seq_length,
+              num_examples=num_examples, seed=seed, **settings)
+
+
 def cached_tfrecord(path, key, build):
   """Writes `path` (+ `path.json`) with `build()` unless both exist for the same `key`.
 

@@ -12,7 +12,6 @@ import os
 
 from absl import logging
 import numpy as np
-import tensorflow as tf
 
 from data_prep import schema
 from data_prep import tfrecord_io
@@ -138,14 +137,10 @@ class OwnFilesJob:
     examples = data.examples
     if split == "train":
       examples = classifier_features.subsample(examples, s.max_train_examples, s.random_seed)
-    path = self._path(split)
-    stat = tf.io.gfile.stat(path)
-    key = {"source": tfrecord_io.absolute(path), "length": stat.length,
-           "mtime_nsec": stat.mtime_nsec, "columns": list(self.columns),
-           "problem_type": self.problem_type, "label_separator": s.label_separator,
-           "labels": self.labels, "vocab_file": tfrecord_io.absolute(vocab),
-           "do_lower_case": s.do_lower_case, "max_seq_length": s.max_seq_length,
-           "num_examples": len(examples), "seed": s.random_seed, "doc_stride": s.doc_stride}
+    key = classifier_features.source_key(
+        self._path(split), vocab, s.do_lower_case, s.max_seq_length, len(examples),
+        s.random_seed, columns=list(self.columns), problem_type=self.problem_type,
+        label_separator=s.label_separator, labels=self.labels, doc_stride=s.doc_stride)
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)

@@ -12,8 +12,6 @@ import io
 import os
 from typing import Optional
 
-import tensorflow as tf
-
 from data_prep import schema
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
@@ -124,14 +122,10 @@ class EmbeddingJob:
     examples = data.examples
     if split == "train":
       examples = classifier_features.subsample(examples, s.max_train_examples, s.random_seed)
-    path = self._path(split)
-    stat = tf.io.gfile.stat(path)
-    key = {"source": tfrecord_io.absolute(path), "length": stat.length,
-           "mtime_nsec": stat.mtime_nsec,
-           "columns": [s.text_column, s.text_b_column, s.score_column],
-           "vocab_file": tfrecord_io.absolute(vocab), "do_lower_case": s.do_lower_case,
-           "max_seq_length": s.max_seq_length, "num_examples": len(examples),
-           "seed": s.random_seed, "kind": "embedding_pairs"}
+    key = classifier_features.source_key(
+        self._path(split), vocab, s.do_lower_case, s.max_seq_length, len(examples),
+        s.random_seed, columns=[s.text_column, s.text_b_column, s.score_column],
+        kind="embedding_pairs")
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)

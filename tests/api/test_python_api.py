@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 
+from conftest import TINY_CONFIG
+from conftest import tiny_model_folder
 import keras
 import numpy as np
 import pytest
@@ -26,8 +28,7 @@ from official_bert.modeling.pretraining_model import BertPretrainingModel
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(REPO, "tests", "data")
 VOCAB = os.path.join(DATA, "vocab", "uncased_vocab.txt")
-TINY = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=128)
+TINY = BertConfig(**TINY_CONFIG)
 TEXTS = ["a great and moving film", "dull , boring and far too long", "i loved every minute",
          "the worst movie of the year", "brilliant acting and a clever story",
          "a mess from start to finish", "warm , funny and smart", "painfully bad dialogue"]
@@ -37,12 +38,7 @@ LABELS = ["pos", "neg"] * 4
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
   """A model folder like a pretrained one: random encoder weights, config and vocabulary."""
-  path = str(tmp_path_factory.mktemp("tiny") / "model")
-  keras.utils.set_random_seed(0)
-  encoder = BertEncoder.from_bert_config(TINY, name="encoder")
-  encoder.build()
-  presets.save(path, encoder, ob.Preprocessor(VOCAB), {})
-  return path
+  return tiny_model_folder(tmp_path_factory.mktemp("tiny") / "model")
 
 
 @pytest.fixture(scope="module")

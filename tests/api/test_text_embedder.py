@@ -3,8 +3,7 @@ task and losses) on a tiny random model folder: training moves retrieval the rig
 scored pairs train with the cosine loss, bad input is refused with the index at fault, and
 the trained embedder round-trips through `.keras`, a model folder and the export."""
 
-import os
-
+from conftest import tiny_model_folder
 import keras
 import numpy as np
 import pytest
@@ -12,25 +11,14 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  # registers the exported tokenizer's ops
 
 import official_bert as ob
-from official_bert.api import presets
-from official_bert.modeling.bert_config import BertConfig
-from official_bert.modeling.encoder import BertEncoder
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VOCAB = os.path.join(REPO, "tests", "data", "vocab", "uncased_vocab.txt")
-TINY = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=64)
 WORDS = "cat dog bird fish horse cow sheep goat lion tiger bear wolf".split()
 PARTNER = dict(zip(WORDS, WORDS[6:] + WORDS[:6]))
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-  path = str(tmp_path_factory.mktemp("tiny") / "model")
-  keras.utils.set_random_seed(0)
-  encoder = BertEncoder.from_bert_config(TINY, name="encoder")
-  encoder.build()
-  presets.save(path, encoder, ob.Preprocessor(VOCAB), {})
+  path = tiny_model_folder(tmp_path_factory.mktemp("tiny") / "model")
   rng = np.random.default_rng(0)
   first = [" ".join(rng.choice(WORDS, 3)) for _ in range(64)]
   # No word in common: an untrained model cannot match the pairs, a trained one learns to.

@@ -10,7 +10,9 @@ import subprocess
 import sys
 
 from conftest import REPO
-import keras
+from conftest import TINY_CONFIG
+from conftest import UNCASED_VOCAB
+from conftest import tiny_model_folder
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -18,9 +20,7 @@ import tensorflow as tf
 from data_prep.classification import features as classifier_features
 from data_prep.embeddings import pairs
 import official_bert as ob
-from official_bert.api import presets
 from official_bert.modeling.bert_config import BertConfig
-from official_bert.modeling.encoder import BertEncoder
 from official_bert.serving import feature_extraction
 from official_bert.tasks import embedding_job
 from official_bert.tasks import embedding_losses
@@ -28,9 +28,8 @@ from official_bert.tasks import metrics
 from official_bert.tasks.embedding import EmbeddingTask
 from official_bert.training import finetuning_runner
 
-VOCAB = os.path.join(REPO, "tests", "data", "vocab", "uncased_vocab.txt")
-TINY = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                  intermediate_size=64, max_position_embeddings=64)
+VOCAB = UNCASED_VOCAB
+TINY = BertConfig(**TINY_CONFIG)
 WORDS = "cat dog bird fish horse cow sheep goat lion tiger bear wolf".split()
 
 
@@ -145,11 +144,7 @@ def test_pair_files_and_their_errors(tmp_path):
 def trained(tmp_path_factory):
   """run_embeddings in-process: multiple negatives, [CLS] pooling, retrieval dev file."""
   root = tmp_path_factory.mktemp("embeddings")
-  model = str(root / "tiny")
-  keras.utils.set_random_seed(0)
-  encoder = BertEncoder.from_bert_config(TINY, name="encoder")
-  encoder.build()
-  presets.save(model, encoder, ob.Preprocessor(VOCAB), {})
+  model = tiny_model_folder(root / "tiny")
   rng = np.random.default_rng(0)
   queries = [" ".join(rng.choice(WORDS, 3)) for _ in range(48)]
   rows = [{"id": f"p{i}", "query": q, "answer": q + " " + str(rng.choice(WORDS))}
