@@ -19,7 +19,8 @@ class Task(abc.ABC):
 
   Subclasses set `bert_config`, `features` (the records' schema, `data_prep.schema`) and
   optionally `shapes` (model feature name -> per-example shape of a flattened feature),
-  `shuffle_buffer_size` and `keep_features` (features passed through predictions).
+  `shuffle_buffer_size`, `keep_features` (features passed through predictions) and
+  `token_features`/`position_outputs` (what cutting padding applies to).
   """
 
   # name -> epsilon added to its global normalizer (the original MLM loss adds 1e-5).
@@ -29,6 +30,16 @@ class Task(abc.ABC):
   shuffle_buffer_size = 10000
   keep_features = ()
   bert_config = None
+  # Features with a position axis (model names), cut with the inputs when batches are
+  # trimmed to their longest real sequence; () for a task whose batches keep the record
+  # length. Not position indices (SQuAD's answers point at real tokens, which stay).
+  token_features = ("input_word_ids", "input_mask", "input_type_ids")
+  # Outputs with a position axis (logits per token): `evaluation` concatenates the outputs
+  # of all batches, which needs one width, so evaluation and prediction keep the length.
+  position_outputs = False
+  # The run's --trim_padding and --group_by_length (`runner.make_trainer` sets them).
+  trim_padding = False
+  group_by_length = False
 
   @abc.abstractmethod
   def build_model(self):
@@ -62,12 +73,15 @@ class Task(abc.ABC):
                     input_context=None, seed=None, skip_examples=0):
     """A tf.data.Dataset of feature dicts with per-replica batches, after skipping
     `skip_examples` examples of this input pipeline's (seeded, repeated) stream; every task's
-    through `input_pipeline.dataset`, with its `batch_transform`."""
+    through `input_pipeline.dataset`, with its `batch_transform` and padding options."""
+    trim = self.trim_padding and (is_training or not self.position_outputs)
     return input_pipeline.dataset(
         input_patterns, self.record_features(is_training), per_replica_batch_size,
         is_training=is_training, input_context=input_context, seed=seed,
         skip_examples=skip_examples, shuffle_buffer_size=self.shuffle_buffer_size,
-        shapes=self.shapes, batch_transform=self.batch_transform(input_context))
+        shapes=self.shapes, batch_transform=self.batch_transform(input_context),
+        trim_features=self.token_features if trim else (),
+        group_by_length=self.group_by_length)
 
   @abc.abstractmethod
   def loss_normalizers(self, features):

@@ -19,6 +19,11 @@ class SquadTask(base.Task):
 
   loss_epsilons = {"span_loss": 0.0}
   keep_features = ("unique_ids",)  # passed through predictions to map logits to windows
+  # Never cut: the original's span loss is a softmax over every position of the window,
+  # padding included, so a shorter batch would change the loss (the logits at real tokens
+  # stay the same). And start/end logits have a position axis (`position_outputs`).
+  token_features = ()
+  position_outputs = True
 
   def __init__(self, bert_config, seq_length, shuffle_buffer_size=10000):
     self.bert_config = bert_config

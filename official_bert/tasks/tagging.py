@@ -22,6 +22,9 @@ class TaggingTask(base.Task):
   the feature-based model, or None to fine-tune."""
 
   keep_features = ("label_ids", "label_weights")
+  # A label and a weight per position: cut with the inputs (padding weighs 0).
+  token_features = base.Task.token_features + ("label_ids", "label_weights")
+  position_outputs = True  # logits [b, seq, labels]
 
   def __init__(self, bert_config, num_labels, seq_length, shuffle_buffer_size=10000,
                head_config=None):

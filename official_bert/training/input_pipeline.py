@@ -7,8 +7,10 @@ Every task reads through `dataset` (pretraining, classification, tagging, multip
 SQuAD): it yields dicts of the model's names (`input_ids` -> `input_word_ids`,
 `segment_ids` -> `input_type_ids`, `schema.V2_NAMES`; files written with either spelling
 read), int64 cast to int32 (TPUs want int32), length-1 features as [batch] and `shapes`
-applied (e.g. multiple choice [batch, num_choices, seq]). Files are found, sniffed for GZIP
-and read through `tf.io.gfile`/`TFRecordDataset`, so `gs://` works like a local path.
+applied (e.g. multiple choice [batch, num_choices, seq]); fine-tuning's batches may be
+cut to their longest real sequence and grouped by length (`padding`). Files are found,
+sniffed for GZIP and read through `tf.io.gfile`/`TFRecordDataset`, so `gs://` works like a
+local path.
 
 Corrupt files: TensorFlow's `DataLossError` ("corrupted record at 0") does not name the
 file, and it surfaces deep inside the training loop. So `check_files` (run by default)
@@ -22,6 +24,7 @@ import tensorflow as tf
 
 from data_prep import schema
 from data_prep import tfrecord_io
+from official_bert.training import padding
 
 
 def expand_patterns(input_patterns):
@@ -138,7 +141,7 @@ def _transformed(parse, batch_transform):
 def dataset(input_patterns, features, batch_size, is_training=True, input_context=None,
             seed=None, skip_examples=0, shuffle_buffer_size=10000, shapes=None,
             drop_remainder=None, cycle_length=None, check_all_files=True,
-            batch_transform=None):
+            batch_transform=None, trim_features=(), group_by_length=False):
   """Batched, parsed examples of `features` (a tuple of `schema.Feature`) from TFRecords.
 
   Args:
@@ -166,6 +169,10 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
       fly (`dynamic_masking`). The indices ([batch] int64) number this pipeline's stream
       after shuffling and repeating but before `skip_examples`, so they keep growing across
       epochs and a resumed run sees the uninterrupted run's indices for the same records.
+    trim_features: model names of the per-token features ([b, ..., seq]) to cut, in every
+      batch, to its longest real sequence (`padding.trimmer`); () keeps the record length.
+    group_by_length: training only: batches of similar lengths, from windows of the shuffle
+      buffer's size (`padding.group_by_length`); resumes (`skip_examples`) stay exact.
   """
   paths = expand_patterns(input_patterns)
   compression, v2_names = check_files(paths if check_all_files else paths[:1], features)
@@ -194,18 +201,27 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
       cycle_length=cycle_length, block_length=1, **(parallel if cycle_length > 1 else {}))
   if shard_records:
     ds = ds.shard(num_pipelines, pipeline_id)  # record level: too few files to split
+  shapes = shapes or {}
+  if trim_features or group_by_length:
+    mask_shape = tuple(shapes.get("input_mask", (_length(features, "input_mask"),)))
   if is_training:
     ds = ds.shuffle(shuffle_buffer_size, seed=seed).repeat()
+    if group_by_length:  # before the skip, so a resumed run skips the reordered stream
+      ds = padding.group_by_length(ds, batch_size, max(1, shuffle_buffer_size // batch_size),
+                                   mask_shape, seed)
   if batch_transform is not None:
     ds = ds.enumerate()  # (index, record), numbered before the skip
   if skip_examples:
     ds = ds.skip(skip_examples)
   # Batch the serialized strings, then parse a whole batch in one vectorized op.
   ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-  parse = _parser(features, shapes or {})
+  parse = _parser(features, shapes)
   if batch_transform is not None:
     parse = _transformed(parse, batch_transform)
   ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  if trim_features:
+    _check_token_features(trim_features, features, shapes, mask_shape[-1])
+    ds = ds.map(padding.trimmer(trim_features, mask_shape[-1]))
 
   options = tf.data.Options()
   options.deterministic = True
@@ -213,6 +229,25 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
     # We sharded ourselves; tf.distribute must not shard again.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
   return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _length(features, name):
+  for f in features:
+    if f.name == name:
+      return f.length
+  raise ValueError(f"the records have no {name} to find real tokens by")
+
+
+def _check_token_features(names, features, shapes, record_length):
+  """A feature declared per-token must end in the sequence axis: else cutting it is wrong."""
+  stored = {schema.V2_NAMES.get(f.name, f.name): f.length for f in features}
+  for name in names:
+    if name not in stored:
+      raise ValueError(f"per-token feature {name!r} is not in the records ({sorted(stored)})")
+    last = shapes[name][-1] if name in shapes else stored[name]
+    if last != record_length:
+      raise ValueError(f"per-token feature {name!r} ends in {last} positions, not the "
+                       f"sequence's {record_length}")
 
 
 def pretraining_dataset(input_patterns, seq_length, max_predictions_per_seq, batch_size,

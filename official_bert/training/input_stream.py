@@ -23,16 +23,20 @@ from data_prep import tfrecord_io
 STREAM_FILE = "input_stream.json"
 
 
-def stream_key(input_patterns, seq_length, global_batch_size):
+def stream_key(input_patterns, seq_length, global_batch_size, group_by_length=False):
   """What identifies a training input stream (JSON-serializable): the files the patterns
-  match (absolute, sorted: the same files spelled another way are the same input)."""
+  match (absolute, sorted: the same files spelled another way are the same input), and
+  --group_by_length, which reorders it (named only when on: older records stay valid)."""
   from official_bert.training import input_pipeline  # pylint: disable=g-import-not-at-top
   try:
     files = [tfrecord_io.absolute(p) for p in input_pipeline.expand_patterns(input_patterns)]
   except (ValueError, tf.errors.OpError):  # reported where the input is read
     files = [str(input_patterns)]
-  return {"input_files": files, "max_seq_length": seq_length,
-          "global_batch_size": int(global_batch_size)}
+  key = {"input_files": files, "max_seq_length": seq_length,
+         "global_batch_size": int(global_batch_size)}
+  if group_by_length:
+    key["group_by_length"] = True
+  return key
 
 
 def _read(path):

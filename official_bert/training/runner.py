@@ -86,6 +86,11 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
           getattr(settings, "freeze_layers", 0)))
   trainer.warm_start_adaptation = weight_loading.Adaptation(
       getattr(settings, "resize_vocab", False), getattr(settings, "extend_positions", False))
+  # Fine-tuning settings only (pretraining's sequences are mostly full); TPUs compile one
+  # static shape.
+  tpu = isinstance(strategy, tf.distribute.TPUStrategy)
+  task.trim_padding = getattr(settings, "trim_padding", False) and not tpu
+  task.group_by_length = getattr(settings, "group_by_length", False)
   return trainer
 
 
@@ -107,7 +112,7 @@ def dataset_fn(task, input_patterns, global_batch_size, is_training, seed):
                               seed=seed, skip_examples=consumed if is_training else 0)
   fn.stream = input_stream.stream_key(
       input_patterns, getattr(task, "seq_length", getattr(task, "max_seq_length", None)),
-      global_batch_size)
+      global_batch_size, getattr(task, "group_by_length", False))
   return fn
 
 

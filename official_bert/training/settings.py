@@ -160,6 +160,14 @@ class FinetuningSettings(RunSettings):
   allow_case_mismatch: bool = option(
       False, "Train even if --do_lower_case contradicts the checkpoint's name, its "
       "tokenizer_config.json or the vocabulary's letter case.")
+  trim_padding: bool = option(
+      True, "Cut each batch to its longest real sequence (rounded up to one of a few bucket "
+      "lengths) instead of --max_seq_length: the same results, no work on padding. Not on "
+      "TPUs (static shapes), nor for SQuAD, whose loss spans the padding.")
+  group_by_length: bool = option(
+      False, "Training batches of texts of similar length (sorted within windows of the "
+      "shuffle buffer, batches in a seeded random order): less padding to compute with "
+      "--trim_padding; resumes stay exact.")
 
 
 @dataclasses.dataclass(frozen=True)
