@@ -171,8 +171,8 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
       epochs and a resumed run sees the uninterrupted run's indices for the same records.
     trim_features: model names of the per-token features ([b, ..., seq]) to cut, in every
       batch, to its longest real sequence (`padding.trimmer`); () keeps the record length.
-    group_by_length: training only: batches of similar lengths, from windows of the shuffle
-      buffer's size (`padding.group_by_length`); resumes (`skip_examples`) stay exact.
+    group_by_length: training only: batches of similar lengths, sorted within windows of
+      the shuffled stream (`padding.group_by_length`); resumes (`skip_examples`) stay exact.
   """
   paths = expand_patterns(input_patterns)
   compression, v2_names = check_files(paths if check_all_files else paths[:1], features)
@@ -207,8 +207,11 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
   if is_training:
     ds = ds.shuffle(shuffle_buffer_size, seed=seed).repeat()
     if group_by_length:  # before the skip, so a resumed run skips the reordered stream
-      ds = padding.group_by_length(ds, batch_size, max(1, shuffle_buffer_size // batch_size),
-                                   mask_shape, seed)
+      mine = paths[pipeline_id::num_pipelines] if shard_files else paths
+      records = _count_records(mine, compression) // (num_pipelines if shard_records else 1)
+      ds = padding.group_by_length(
+          ds, batch_size, padding.window_batches(batch_size, shuffle_buffer_size, records),
+          mask_shape, seed)
   if batch_transform is not None:
     ds = ds.enumerate()  # (index, record), numbered before the skip
   if skip_examples:
@@ -229,6 +232,12 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
     # We sharded ourselves; tf.distribute must not shard again.
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
   return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _count_records(paths, compression):
+  """Records in `paths` (a pass over the files, unparsed)."""
+  ds = tf.data.TFRecordDataset(paths, compression_type=compression)
+  return int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
 
 
 def _length(features, name):

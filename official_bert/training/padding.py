@@ -10,6 +10,8 @@ few lengths per octave keep that to about a dozen shapes at 128 and twenty at 51
 (Hugging Face's `group_by_length`): less padding left after cutting. It works on the
 serialized stream, before `input_pipeline.dataset` skips what a resumed run consumed, and
 each window is a whole number of batches; so a restart at any step sees the same batches.
+Windows are small (`window_batches`), so batches stay random: which lengths meet, and in
+which order the batches come.
 """
 
 import tensorflow as tf
@@ -17,6 +19,9 @@ import tensorflow as tf
 # Lengths up to this are multiples of it; beyond, multiples of an eighth of the next power
 # of two (65..128 -> 80, 96, 112, 128; 257..512 -> 320, 384, 448, 512).
 MIN_STEP = 8
+# Batches sorted together: Hugging Face's LengthGroupedSampler megabatch. A larger window
+# gives more uniform batches but fewer distinct ones (a window sorts by length rank).
+WINDOW_BATCHES = 50
 
 
 def bucket_length(longest, record_length):
@@ -48,6 +53,13 @@ def trimmer(token_features, record_length):
             for name, value in batch.items()}
 
   return trim_batch
+
+
+def window_batches(batch_size, shuffle_buffer_size, num_records):
+  """Batches per sorted window: WINDOW_BATCHES, at most a shuffle buffer and the data (a
+  window spanning several epochs would put copies of one example in one batch)."""
+  return max(1, min(WINDOW_BATCHES, shuffle_buffer_size // batch_size,
+                    num_records // batch_size))
 
 
 def group_by_length(records, batch_size, window_batches, mask_shape, seed=None):

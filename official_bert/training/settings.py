@@ -166,8 +166,8 @@ class FinetuningSettings(RunSettings):
       "TPUs (static shapes), nor for SQuAD, whose loss spans the padding.")
   group_by_length: bool = option(
       False, "Training batches of texts of similar length (sorted within windows of the "
-      "shuffle buffer, batches in a seeded random order): less padding to compute with "
-      "--trim_padding; resumes stay exact.")
+      "shuffled stream, 50 batches at most, whose batches come in a seeded random order): "
+      "less padding to compute with --trim_padding; resumes stay exact.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -231,6 +231,13 @@ def test_group_by_length_keeps_records_is_seeded_and_resumes_exactly(files):
     np.testing.assert_array_equal(a["input_word_ids"], b["input_word_ids"])
 
 
+def test_group_windows_are_small_and_within_the_data():
+  assert padding.window_batches(32, 10000, 67349) == padding.WINDOW_BATCHES == 50
+  assert padding.window_batches(32, 320, 67349) == 10  # at most a shuffle buffer
+  assert padding.window_batches(8, 10000, 40) == 5  # never two copies of the data
+  assert padding.window_batches(32, 10000, 10) == 1
+
+
 def test_a_declared_token_feature_must_have_the_sequence_length(files):
   with pytest.raises(ValueError, match="label_ids"):
     input_pipeline.dataset(files["classifier"], schema.classifier_features(L), BATCH,
