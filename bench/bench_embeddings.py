@@ -10,6 +10,9 @@ layout, mean pooling), 2 threads each:
             (seeded), MultipleNegativesRankingLoss (scale 20), batch 32, otherwise as above;
             held-out recall@1 (each first sentence's own second sentence among all held-out
             second sentences) before and after.
+  mnr_cls   the same with [CLS] pooling (`--pooling=cls`; sentence-transformers'
+            Pooling("cls")): MiniLM was trained for mean pooling, so its [CLS] vector starts as
+            a poor sentence embedding and shows what the loss teaches.
 
   ours                   python -m official_bert.run_embeddings (our venv, a fresh process)
   sentence-transformers  SentenceTransformer(MINILM) (Transformer + mean Pooling),
@@ -48,7 +51,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402  # bench/machine.py, beside this script
 
 SEQ, LR, WARMUP, THREADS = 64, 2e-5, 0.1, 2
-BATCH = {"cosine": 16, "mnr": 32}
+BATCH = {"cosine": 16, "mnr": 32, "mnr_cls": 32}
 
 
 def parse_args():
@@ -88,13 +91,15 @@ def write_data(data_dir, work):
   cut = int(0.8 * len(positives))
   mnr_train = [positives[i] for i in order[:cut]]
   mnr_held = [positives[i] for i in order[cut:]]
-  return {
+  data = {
       "cosine": (train, dev, _write_jsonl(os.path.join(work, "sts_train.jsonl"), train),
                  _write_jsonl(os.path.join(work, "sts_dev.jsonl"), dev)),
       "mnr": (mnr_train, mnr_held,
               _write_jsonl(os.path.join(work, "pos_train.jsonl"), mnr_train, False),
               _write_jsonl(os.path.join(work, "pos_held.jsonl"), mnr_held, False)),
   }
+  data["mnr_cls"] = data["mnr"]
+  return data
 
 
 def _results(path):
@@ -111,6 +116,8 @@ def run_ours(args, model_dir, recipe, train_path, eval_path, seed, work, train=T
          "--eval_batch_size=64", f"--random_seed={seed}", "--do_eval", f"--output_dir={out}"]
   if recipe == "cosine":
     cmd += ["--score_column=score", "--loss=cosine"]  # --max_score: the file's highest, 5
+  if recipe == "mnr_cls":
+    cmd += ["--pooling=cls"]
   if train:
     cmd += [f"--train_file={train_path}", "--do_train", f"--train_batch_size={BATCH[recipe]}",
             f"--learning_rate={LR}", f"--warmup_proportion={WARMUP}", "--num_train_epochs=1",
@@ -148,11 +155,17 @@ def run_sentence_transformers(model_dir, recipe, train_rows, eval_rows, seed):
   from sentence_transformers import InputExample
   from sentence_transformers import SentenceTransformer
   from sentence_transformers import losses
+  from sentence_transformers import models
   import torch
   from torch.utils.data import DataLoader
   torch.set_num_threads(THREADS)
   torch.manual_seed(seed)
-  model = SentenceTransformer(model_dir, device="cpu")
+  if recipe == "mnr_cls":
+    encoder = models.Transformer(model_dir, max_seq_length=SEQ)
+    pooling = models.Pooling(encoder.get_embedding_dimension(), pooling_mode="cls")
+    model = SentenceTransformer(modules=[encoder, pooling], device="cpu")
+  else:
+    model = SentenceTransformer(model_dir, device="cpu")
   model.max_seq_length = SEQ
   before = _st_score(model, recipe, eval_rows)
   if recipe == "cosine":
@@ -209,6 +222,7 @@ def main():
     after = [a for _, a, _ in values]
     spread = statistics.stdev(after) if len(after) > 1 else 0.0
     metric = "STS-B dev Spearman" if recipe == "cosine" else "held-out recall@1"
+    metric += ", [CLS] pooling" if recipe == "mnr_cls" else ""
     lines.append(f"| {recipe} ({metric}) | {name} | {values[0][0]:.4f} | "
                  + " | ".join(f"{a:.4f}" for a in after)
                  + f" | {statistics.mean(after):.4f} ({spread:.4f}) | "
