@@ -38,7 +38,7 @@ format: venv
 
 # pytest exits 5 when it collected no test: that is a failure here, not a pass.
 test: venv
-	$(PY) -m pytest -q tests; rc=$$?; \
+	$(PY) -m pytest -q --durations=20 tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
 
 # The main job on an embedded default corpus (no ../shared, no network): stdlib docstrings ->
