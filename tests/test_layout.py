@@ -164,13 +164,6 @@ _WRITERS_ALLOWED = {
         "writes inside an export folder built beside --export_dir and swapped in whole",
     "official_bert.serving.tflite_export": "writes inside the exporter's folder (as above)",
 }
-# Modules that still write directly, each with what removes it (issue 25). The test fails once
-# one writes atomically, so that this list only shrinks.
-_WRITERS_PENDING = {
-    "official_bert.interop.hf_weights": "write_safetensors through tfrecord_io.AtomicFile(, 'wb')",
-    "official_bert.interop.model_files": "write_hf_config through tfrecord_io.write_text",
-    "official_bert.interop.tf1_checkpoint": "write_checkpoint_state through write_text",
-}
 
 
 def _opens_for_writing(tree):
@@ -199,8 +192,5 @@ def test_outputs_are_written_atomically():
     if lines:
       found[name] = f"{os.path.relpath(path, REPO)}:{','.join(map(str, lines))}"
   unexpected = [f"{where}: write through data_prep.tfrecord_io (write_text, AtomicFile)"
-                for name, where in sorted(found.items())
-                if name not in _WRITERS_ALLOWED and name not in _WRITERS_PENDING]
+                for name, where in sorted(found.items()) if name not in _WRITERS_ALLOWED]
   assert not unexpected, "\n".join(unexpected)
-  done = sorted(set(_WRITERS_PENDING) - set(found))
-  assert not done, f"{done} write atomically now: remove them from _WRITERS_PENDING"

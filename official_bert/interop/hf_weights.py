@@ -7,7 +7,6 @@ which reads HF files like every other format.
 """
 
 import json
-import os
 
 from absl import logging
 import numpy as np
@@ -15,6 +14,7 @@ import safetensors
 import safetensors.numpy
 import tensorflow as tf
 
+from data_prep import tfrecord_io
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
 from official_bert.modeling import activation_names
@@ -89,13 +89,10 @@ def read_safetensors(path):
 
 
 def write_safetensors(state_dict, path):
-  """Writes {HF name: array} to `path` (creating its directory)."""
-  directory = os.path.dirname(path)
-  if directory:
-    tf.io.gfile.makedirs(directory)
+  """Writes {HF name: array} to `path` (creating its directory), atomically."""
   # "format": "pt" is what HF's loader expects of a safetensors file.
   data = safetensors.numpy.save(state_dict, metadata={"format": "pt"})
-  with tf.io.gfile.GFile(path, "wb") as f:
+  with tfrecord_io.AtomicFile(str(path), "wb") as f:
     f.write(data)
 
 

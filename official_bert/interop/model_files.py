@@ -137,9 +137,9 @@ def write_config(directory, config):
 
 
 def write_hf_config(directory, hf_config):
-  """`directory`/config.json: an HF config dict (`hf_weights.hf_config_dict`)."""
-  with tf.io.gfile.GFile(os.path.join(directory, HF_CONFIG_FILE), "w") as f:
-    json.dump(hf_config, f, indent=2, sort_keys=True)
+  """`directory`/config.json: an HF config dict (`hf_weights.hf_config_dict`), atomically."""
+  tfrecord_io.write_text(os.path.join(directory, HF_CONFIG_FILE),
+                         json.dumps(hf_config, indent=2, sort_keys=True))
 
 
 def copy_vocab(vocab_file, directory):

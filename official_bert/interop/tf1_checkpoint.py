@@ -14,6 +14,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from data_prep import tfrecord_io
+
 
 def write_tf1_checkpoint(tensors, prefix, global_step=None):
   """Writes {name: array} as a TF1 name-based checkpoint at `prefix` (e.g. DIR/bert_model.ckpt).
@@ -58,5 +60,6 @@ def write_checkpoint_state(prefix):
   `tf.train.latest_checkpoint(DIR)` (and so `--init_checkpoint=DIR`) then finds `prefix`.
   """
   directory, base = os.path.split(prefix)
-  with tf.io.gfile.GFile(os.path.join(directory or ".", "checkpoint"), "w") as f:
-    f.write(f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
+  tfrecord_io.write_text(
+      os.path.join(directory or ".", "checkpoint"),
+      f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')

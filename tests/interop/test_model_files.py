@@ -1,10 +1,17 @@
 """model_files: what a run writes beside its checkpoints is what every reader finds there."""
 
 import json
+import os
 
+import numpy as np
 import pytest
+import safetensors.numpy
+import tensorflow as tf
 
+from data_prep import tfrecord_io
+from official_bert.interop import hf_weights
 from official_bert.interop import model_files
+from official_bert.interop import tf1_checkpoint
 from official_bert.modeling.bert_config import BertConfig
 
 TINY = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
@@ -53,3 +60,28 @@ def test_labels_file_edited_by_hand(tmp_path):
   (tmp_path / model_files.LABELS_FILE).write_bytes(b"b\n\xff\n")
   with pytest.raises(ValueError, match=r"labels.txt:2:1: not valid UTF-8"):
     model_files.labels_beside(str(tmp_path))
+
+
+def test_weight_side_files_are_written_atomically(tmp_path, monkeypatch):
+  """safetensors, config.json and a TF1 `checkpoint` state go through the atomic writer: the
+  target does not exist while its bytes are written, and no temporary name is left."""
+  written = []
+  write = tfrecord_io.AtomicFile.write
+
+  def spy(self, data):
+    written.append((os.path.basename(self.path), os.path.exists(self.path)))
+    write(self, data)
+
+  monkeypatch.setattr(tfrecord_io.AtomicFile, "write", spy)
+  out = tmp_path / "model"
+  hf_weights.write_safetensors({"w": np.arange(3, dtype=np.float32)},
+                               str(out / "model.safetensors"))
+  model_files.write_hf_config(str(out), {"hidden_size": 8})
+  tf1_checkpoint.write_checkpoint_state(str(out / "bert_model.ckpt"))
+  assert sorted(written) == [("checkpoint", False), ("config.json", False),
+                             ("model.safetensors", False)]
+  assert sorted(os.listdir(out)) == ["checkpoint", "config.json", "model.safetensors"]
+  assert safetensors.numpy.load_file(str(out / "model.safetensors"))["w"].tolist() == [0, 1, 2]
+  assert json.loads((out / "config.json").read_text()) == {"hidden_size": 8}
+  state = tf.train.get_checkpoint_state(str(out))
+  assert state.model_checkpoint_path == str(out / "bert_model.ckpt")
