@@ -75,17 +75,17 @@ def joined_labels(predicted, label_names, separator):
                                 separator=separator)
 
 
-def window_inputs(segment_a, segment_b, seq_length, doc_stride, cls_id, sep_id, pack):
+def window_inputs(segment_a, segment_b, seq_length, doc_stride, pack):
   """Each first text in windows, as `windows.windowed_columns` cuts them.
 
   Args:
     segment_a: RaggedTensor int64 [batch, (tokens)], the texts to cut.
     segment_b: RaggedTensor int64 [batch, (tokens)] or None; an empty row = no second text.
       It is kept whole in every window, cut to (seq_length - 3) // 2 if both do not fit.
-    pack: `text_packing.pack_inputs`.
+    pack: (segment_a, segment_b) -> inputs, `text_packing.TextToInputs.pack`.
 
   Returns:
-    (inputs: dict of int32 [windows, seq_length], owner: int [windows], the example of each
+    (inputs: dict of int32 [windows, seq_length or less], owner: int [windows], the example of each
     window in example order).
   """
   len_a = segment_a.row_lengths()  # [batch]
@@ -109,7 +109,7 @@ def window_inputs(segment_a, segment_b, seq_length, doc_stride, cls_id, sep_id, 
   b_first = tf.gather(segment_b.row_starts(), owner)
   index_b = tf.ragged.range(b_first, b_first + tf.gather(keep_b, owner))
   windows_b = index_b.with_flat_values(tf.gather(segment_b.flat_values, index_b.flat_values))
-  return pack(windows_a, windows_b, seq_length, cls_id, sep_id), owner
+  return pack(windows_a, windows_b), owner
 
 
 def average_windows(outputs, owner, batch_size, problem_type, label_names, threshold):

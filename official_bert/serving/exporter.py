@@ -254,7 +254,6 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
         "--allow_random_head: a head absent from %s is exported with random "
         "weights.", resolved)
   tokenizer = tokenization.TextTokenizer(vocab, lower_case=do_lower_case)
-  preprocessor = export_signatures.make_preprocessor(tokenizer, vocab, max_seq_length)
   info = {
       "model_type": model_type,
       "checkpoint": resolved,
@@ -280,6 +279,10 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
     answerer = squad_answers.SquadAnswerer(model, tokenizer, vocab, max_seq_length,
                                            **(squad_options or {}))
   if export_format in ("single", "tflite"):
+    # Padded to each request's longest text; the Hub preprocessor below keeps the fixed
+    # length its TF-Hub-style users build on.
+    preprocessor = export_signatures.make_preprocessor(tokenizer, vocab, max_seq_length,
+                                                       export_signatures.PAD_TO_MULTIPLE)
     module = export_signatures.ServingModule(model,
                                              model_type,
                                              preprocessor,
@@ -296,7 +299,8 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
       return module
     _save(module, export_dir, module.signatures(), vocab_file, extra)
     return module
-  hub_pre = export_signatures.HubPreprocessor(preprocessor)
+  hub_pre = export_signatures.HubPreprocessor(
+      export_signatures.make_preprocessor(tokenizer, vocab, max_seq_length))
   hub_encoder = export_signatures.HubEncoder(model, normalize_embeddings, pooling)
   _save(hub_pre, os.path.join(export_dir, "preprocessor"), hub_pre.signatures(), vocab_file, extra)
   _save(hub_encoder, os.path.join(export_dir, "encoder"), hub_encoder.signatures(), vocab_file,

@@ -25,7 +25,9 @@ create_squad_data does, answers as run_squad --do_predict writes them):
   serve_ids as above: start_logits, end_logits of given windows.
 
 The text signatures tokenize in the graph (`text_packing.TextToInputs`; "[MASK]" in the text
-is the mask token), pack to `max_seq_length` and also return the packed `input_word_ids`,
+is the mask token), pack a batch to its longest input rounded up to a multiple of 8 (never
+beyond `max_seq_length`, `PAD_TO_MULTIPLE`; a squad export's windows stay at `max_seq_length`,
+see `squad_answers`), so `s` below is that width, and also return the packed `input_word_ids`,
 `input_mask`, `input_type_ids` and the WordPiece strings `tokens` [batch, seq], so that a
 client can map a SQuAD span or a tag back to text. Outputs per model type (both kinds):
   encoder      sequence_output [b, s, hidden], pooled_output [b, hidden],
@@ -70,6 +72,9 @@ _QUESTION = tf.TensorSpec([None], tf.string, name="question")
 _CONTEXT = tf.TensorSpec([None], tf.string, name="context")
 _IDS = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES}
 _CHOICES = tf.TensorSpec([None, None], tf.string, name="choices")
+# Text signatures pad a batch to its longest input rounded up to this: a short request does
+# no work on padding, and few distinct widths keep the kernels' shape caches warm.
+PAD_TO_MULTIPLE = 8
 _CHOICE_IDS = {name: tf.TensorSpec([None, None, None], tf.int32, name=name)
                for name in INPUT_NAMES}
 
@@ -212,8 +217,7 @@ class ServingModule(tf.Module):
     st, pre = self._static, self.preprocessor
     segment_b = None if text_b is None else pre.tokenize(text_b)
     inputs, owner = classifier_outputs.window_inputs(
-        pre.tokenize(text), segment_b, pre.seq_length, st.classifier.doc_stride, pre.cls_id,
-        pre.sep_id, text_packing.pack_inputs)
+        pre.tokenize(text), segment_b, pre.seq_length, st.classifier.doc_stride, pre.pack)
     batch = tf.shape(text, out_type=tf.int64)[0]
     options = st.classifier
     outputs = classifier_outputs.average_windows(self._outputs(inputs), owner, batch,
@@ -339,5 +343,5 @@ class HubEncoder(tf.Module):
     return {"serving_default": self.serving_default}
 
 
-def make_preprocessor(tokenizer, vocab, seq_length):
-  return text_packing.TextToInputs(tokenizer, vocab, seq_length)
+def make_preprocessor(tokenizer, vocab, seq_length, pad_to_multiple=None):
+  return text_packing.TextToInputs(tokenizer, vocab, seq_length, pad_to_multiple)

@@ -154,7 +154,10 @@ class SquadAnswerer:
                                          total_pieces)
     span = tf.RaggedTensor.from_row_lengths(tf.gather(pieces.flat_values, piece), length,
                                             validate=False)
-    # [CLS] question [SEP] span [SEP]: it always fits, so nothing is truncated.
+    # [CLS] question [SEP] span [SEP]: it always fits, so nothing is truncated. Padded to
+    # seq_length, not to the longest window as other text signatures: the original's n-best
+    # takes the top n of all seq_length logits, padding included, so a shorter window could
+    # change which candidates survive (answers would differ from run_squad --do_predict's).
     inputs = text_packing.pack_inputs(tf.gather(question_ids, text), span, self.seq_length,
                                       self.cls_id, self.sep_id)
     q_len = tf.gather(num_query, text)

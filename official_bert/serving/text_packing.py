@@ -4,7 +4,11 @@
                                                                     input_mask, input_type_ids
 
 `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, zero-padded to a fixed `seq_length` (the length the
-model was trained at), as the original run_classifier.py / run_squad.py build their features.
+model was trained at), as the original run_classifier.py / run_squad.py build their features,
+or, with `pad_to_multiple`, only to the batch's longest input rounded up to that multiple
+(never beyond `seq_length`): an export then does no work on padding a short request does not
+need, and its outputs on the real tokens are those of the fixed length (padding is masked out
+of attention).
 A pair is truncated longest-first from the end, exactly like the original `_truncate_seq_pair`
 (ties shorten the second segment). Nothing here imports Keras or the model, so the same
 functions serve a whole model and a preprocessing-only SavedModel.
@@ -89,19 +93,33 @@ def _first_tokens(ragged, keep):
   return tf.gather(ragged.flat_values, index.flat_values), rows, columns
 
 
-def pack_inputs(segment_a, segment_b, seq_length, cls_id, sep_id):
+def padded_width(lengths, seq_length, pad_to_multiple):
+  """The batch's longest of `lengths` rounded up to `pad_to_multiple`, at most `seq_length`
+  (int64 scalar); `seq_length` itself when `pad_to_multiple` is None."""
+  if not pad_to_multiple:
+    return tf.constant(seq_length, tf.int64)
+  multiple = tf.constant(pad_to_multiple, tf.int64)
+  longest = tf.reduce_max(tf.concat([tf.cast(lengths, tf.int64), [0]], 0))
+  return tf.minimum(tf.constant(seq_length, tf.int64), (longest + multiple - 1) // multiple *
+                    multiple)
+
+
+def pack_inputs(segment_a, segment_b, seq_length, cls_id, sep_id, pad_to_multiple=None):
   """Builds the model inputs from token ids, with truncation and padding.
 
   Args:
     segment_a: RaggedTensor int [batch, (tokens)], the first text.
     segment_b: RaggedTensor int [batch, (tokens)] or None. A row with no tokens (an empty
       second text) gives a single-segment input for that row: `[CLS] a [SEP]`.
-    seq_length: Python int, the padded length (>= 3).
+    seq_length: Python int, the padded length (>= 3): the most tokens an input keeps.
     cls_id, sep_id: ids of `[CLS]` and `[SEP]`.
+    pad_to_multiple: None (pad to `seq_length`) or an int: pad to the batch's longest input
+      rounded up to it (`padded_width`).
 
   Returns:
-    dict of int32 [batch, seq_length]: `input_word_ids` (0-padded), `input_mask` (1 on real
-    tokens), `input_type_ids` (0 for `[CLS] a [SEP]`, 1 for `b [SEP]`).
+    dict of int32 [batch, width] (width = seq_length, or `padded_width`): `input_word_ids`
+    (0-padded), `input_mask` (1 on real tokens), `input_type_ids` (0 for `[CLS] a [SEP]`,
+    1 for `b [SEP]`).
   """
   if seq_length < 3:
     raise ValueError(f"seq_length must be at least 3, got {seq_length}")
@@ -132,8 +150,9 @@ def pack_inputs(segment_a, segment_b, seq_length, cls_id, sep_id):
   values = tf.concat([a_ids, b_ids, tf.fill(tf.shape(rows), tf.constant(cls_id, tf.int64)),
                       tf.fill(tf.shape(rows), tf.constant(sep_id, tf.int64)),
                       tf.fill(tf.shape(pair_rows), tf.constant(sep_id, tf.int64))], axis=0)
-  word_ids = tf.scatter_nd(indices, values, tf.stack([tf.size(rows, tf.int64), seq_length]))
-  columns = tf.range(seq_length, dtype=tf.int64)[None, :]
+  width = padded_width(total, seq_length, pad_to_multiple)
+  word_ids = tf.scatter_nd(indices, values, tf.stack([tf.size(rows, tf.int64), width]))
+  columns = tf.range(width, dtype=tf.int64)[None, :]
   mask = columns < total[:, None]
   second = tf.logical_and(mask, columns >= (keep_a + 2)[:, None])
   return {
@@ -149,10 +168,12 @@ class TextToInputs(tf.Module):
   Args:
     tokenizer: a `data_prep.tokenization.TextTokenizer` (a tf.Module; tracked for export).
     vocab: the token list, to look up the special tokens' ids.
-    seq_length: padded length of every output.
+    seq_length: the most tokens of an input: its padded length, unless `pad_to_multiple`.
+    pad_to_multiple: None, or pad each batch only to its longest input rounded up to this
+      (`pack_inputs`).
   """
 
-  def __init__(self, tokenizer, vocab, seq_length, name=None):
+  def __init__(self, tokenizer, vocab, seq_length, pad_to_multiple=None, name=None):
     super().__init__(name=name)
     ids = {token: i for i, token in enumerate(vocab)}
     missing = [t for t in ("[CLS]", "[SEP]", MASK_TOKEN) if t not in ids]
@@ -160,19 +181,26 @@ class TextToInputs(tf.Module):
       raise ValueError(f"vocabulary lacks {missing}")
     self.tokenizer = tokenizer
     self.seq_length = int(seq_length)
+    self.pad_to_multiple = int(pad_to_multiple) if pad_to_multiple else None
     self.cls_id, self.sep_id, self.mask_id = ids["[CLS]"], ids["[SEP]"], ids[MASK_TOKEN]
 
   def tokenize(self, texts):
     """[batch] string -> RaggedTensor int64 [batch, (tokens)], "[MASK]" kept as one token."""
     return tokenize_with_masks(self.tokenizer, texts, self.mask_id)
 
+  def pack(self, segment_a, segment_b):
+    """`pack_inputs` at this preprocessor's lengths and special tokens."""
+    return pack_inputs(segment_a, segment_b, self.seq_length, self.cls_id, self.sep_id,
+                       self.pad_to_multiple)
+
   def __call__(self, text, text_b=None):
-    """[batch] string (and [batch] string) -> dict of int32 [batch, seq_length]."""
+    """[batch] string (and [batch] string) -> dict of int32 [batch, seq_length] (or [batch,
+    width] with `pad_to_multiple`)."""
     if text_b is None:
-      return pack_inputs(self.tokenize(text), None, self.seq_length, self.cls_id, self.sep_id)
+      return self.pack(self.tokenize(text), None)
     tf.debugging.assert_equal(tf.shape(text), tf.shape(text_b),
                               message="text and text_b must have the same batch size")
     # One tokenizer call for both texts: half the graph, and one pass of the regex ops.
     both = self.tokenize(tf.concat([text, text_b], axis=0))
     batch = tf.shape(text, out_type=tf.int64)[0]
-    return pack_inputs(both[:batch], both[batch:], self.seq_length, self.cls_id, self.sep_id)
+    return self.pack(both[:batch], both[batch:])
