@@ -31,6 +31,7 @@ from official_bert.api.preprocessor import Preprocessor
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling import sentence_embedding
 from official_bert.modeling.sentence_embedding import SentenceEmbedder
+from official_bert.tasks import embedding
 from official_bert.tasks import embedding_losses
 from official_bert.tasks import metrics
 from official_bert.tasks.embedding import EmbeddingTask
@@ -167,11 +168,9 @@ class TextEmbedder(task_model.TaskModel):
       self.compile()
     o = self._loss_options
     if o["loss"] == "cosine" and not o["score_range"] and y is not None:
-      high = float(np.max(np.asarray(list(y), np.float32)))
-      if not high > 0.0:
-        raise ValueError(f"the highest score of y is {high:g}: give compile(score_range="
-                         "(low, high))")
-      self.task = _task(o, (0.0, high))  # as run_embeddings' --max_score default
+      # 0 to the highest score of y, as run_embeddings without --max_score.
+      self.task = _task(o, embedding.cosine_score_range(
+          np.asarray(list(y), np.float32), hint=" of y: give compile(score_range=(low, high))"))
     return super().fit(x, y, *args, **kwargs)
 
   # --- embeddings and their scores ------------------------------------------------------------

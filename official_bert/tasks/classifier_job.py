@@ -16,6 +16,7 @@ from data_prep.classification import glue_processors
 from data_prep.classification import glue_records
 from data_prep.classification import own_files
 from official_bert.tasks import classifier_own_files
+from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
 from official_bert.training import finetuning_runner
@@ -117,7 +118,7 @@ class ClassifierJob:
 
 def make_job(settings):
   """The own-files job with --train_file/--dev_file/--test_file, else GLUE's."""
-  if classifier_own_files.uses_own_files(settings):
+  if file_splits.uses_own_files(settings):
     return classifier_own_files.OwnFilesJob(settings)
   if settings.doc_stride:
     raise ValueError("--doc_stride applies to your own files (--train_file/--dev_file/"

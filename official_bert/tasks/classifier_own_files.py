@@ -6,55 +6,37 @@ else those of the run in --output_dir: it is written to `OUTPUT_DIR/labels.txt`,
 run without --train_file and `export` (label strings) read. Regression has no label set.
 """
 
-import csv
-import io
-import os
-
 from absl import logging
 import numpy as np
 
 from data_prep import schema
-from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from data_prep.classification import own_files
 from data_prep.classification import windows
 from official_bert.interop import model_files
+from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
-from official_bert.training import evaluation
 from official_bert.training import finetuning_runner
-
-_FILE_FLAGS = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
-_DO_FLAGS = {"train": "do_train", "dev": "do_eval", "test": "do_predict"}
-
-
-def uses_own_files(settings):
-  return any(getattr(settings, flag) for flag in _FILE_FLAGS.values())
 
 
 def sigmoid(logits):
   return 1.0 / (1.0 + np.exp(-logits))
 
 
-class OwnFilesJob:
+class OwnFilesJob(file_splits.FileSplitsJob):
   """Own files' data, metrics and predictions for `finetuning_runner.run`."""
 
+  missing_file_note = " with your own files"
+
   def __init__(self, settings):
-    self.settings = settings
+    super().__init__(settings)
     self.problem_type = settings.problem_type
     self.columns = own_files.Columns(settings.text_column, settings.text_b_column,
                                      settings.label_column)
     self.labels = None  # None: regression
     self.class_weights = None
-    self.data = {}  # split -> own_files.Examples
     self.owner = {}  # split -> example index of each record (--doc_stride), else absent
-
-  def _path(self, split):
-    path = getattr(self.settings, _FILE_FLAGS[split])
-    if not path:
-      raise ValueError(f"--{_FILE_FLAGS[split]} is required for --{_DO_FLAGS[split]} with "
-                       "your own files")
-    return path
 
   def _read(self, split):
     s = self.settings
@@ -131,24 +113,18 @@ class OwnFilesJob:
 
   def _write(self, split, vocab):
     s = self.settings
-    if split not in self.data:
-      self.data[split] = self._read(split)
-    data = self.data[split]
-    examples = data.examples
-    if split == "train":
-      examples = classifier_features.subsample(examples, s.max_train_examples, s.random_seed)
-    key = classifier_features.source_key(
-        self._path(split), vocab, s.do_lower_case, s.max_seq_length, len(examples),
-        s.random_seed, columns=list(self.columns), problem_type=self.problem_type,
-        label_separator=s.label_separator, labels=self.labels, doc_stride=s.doc_stride)
+    examples = self._examples(split)
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
-      features, columns, owner = self._columns(examples, data.has_labels, tokenizer)
+      features, columns, owner = self._columns(examples, self.data[split].has_labels,
+                                               tokenizer)
       return features, columns, {"owner": owner}
 
-    record = os.path.join(s.output_dir, f"{split}.tf_record")
-    meta = classifier_features.cached_tfrecord(record, key, build)
+    record, meta = self._cached_records(
+        split, vocab, examples, build, columns=list(self.columns),
+        problem_type=self.problem_type, label_separator=s.label_separator, labels=self.labels,
+        doc_stride=s.doc_stride)
     if meta.get("owner") is not None:
       self.owner[split] = meta["owner"]
     return record, meta["num_examples"]
@@ -205,9 +181,9 @@ class OwnFilesJob:
     """`<split>_predictions.tsv`: a header, then one row per input in the input's order:
     id (if the file has one), the prediction (labels joined by --label_separator for
     multi-label) and each label's probability."""
-    s, data = self.settings, self.data[split]
+    s = self.settings
     probabilities = self._per_example(split, predictions)[0]
-    header = (["id"] if data.ids is not None else []) + ["prediction"]
+    header = ["prediction"]
     if self.problem_type == "regression":
       rows = [[f"{v:.6f}"] for v in probabilities[:, 0]]
     else:
@@ -218,12 +194,4 @@ class OwnFilesJob:
       else:
         chosen = [self.labels[i] for i in np.argmax(probabilities, -1)]
       rows = [[c] + [f"{p:.6f}" for p in row] for c, row in zip(chosen, probabilities)]
-    if data.ids is not None:
-      rows = [[i] + row for i, row in zip(data.ids, rows)]
-    text = io.StringIO()
-    writer = csv.writer(text, delimiter="\t", lineterminator="\n")
-    writer.writerows([header] + rows)
-    tfrecord_io.write_text(os.path.join(s.output_dir, f"{split}_predictions.tsv"),
-                           text.getvalue())
-    if data.has_labels:
-      evaluation.write_results(s.output_dir, split, self.score(split, predictions), step=0)
+    self._write_prediction_rows(split, predictions, header, rows)

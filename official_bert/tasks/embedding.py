@@ -20,6 +20,22 @@ from official_bert.tasks import embedding_losses
 from official_bert.tasks import losses
 
 
+def cosine_score_range(scores=None, low=0.0, high=None, hint=""):
+  """The cosine loss's (low, high): a pair scored `low` trains towards cosine 0, one scored
+  `high` towards 1. `high` defaults to the highest of `scores` (the training pairs'), else
+  1.0; it must be above `low` (`hint` says where the range was given).
+
+  The one rule of run_embeddings (--min_score, --max_score), `TextEmbedder.fit` and
+  `EmbeddingTask(score_range=...)`.
+  """
+  if high is None:
+    high = 1.0 if scores is None or not len(scores) else max(float(x) for x in scores)
+  if not high > low:
+    raise ValueError(f"the score range ({low:g}, {high:g}): the highest score must be above "
+                     f"the lowest{hint}")
+  return float(low), float(high)
+
+
 class EmbeddingTask(base.Task):
   """Args: bert_config (None: the model is given to `build_model`'s caller); seq_length of each
   text; loss (`embedding_losses.LOSSES`); pooling and normalize (`SentenceEmbedder`); scale
@@ -33,10 +49,7 @@ class EmbeddingTask(base.Task):
                margin=0.5, shuffle_buffer_size=10000):
     if loss not in embedding_losses.LOSSES:
       raise ValueError(f"loss={loss!r} must be one of {', '.join(embedding_losses.LOSSES)}")
-    low, high = score_range
-    if not high > low:
-      raise ValueError(f"score_range={tuple(score_range)}: the highest score must be above "
-                       "the lowest")
+    low, high = cosine_score_range(low=score_range[0], high=score_range[1])
     self.bert_config = bert_config
     self.seq_length = seq_length
     self.loss = loss

@@ -6,28 +6,22 @@ recall@10 and MRR@10 of each query's positive among all the file's second texts)
 The command-line reference is run_embeddings' docstring.
 """
 
-import csv
 import dataclasses
-import io
-import os
 from typing import Optional
 
 from data_prep import schema
-from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from data_prep.embeddings import pairs
 from official_bert.interop import model_files
 from official_bert.modeling import sentence_embedding
+from official_bert.tasks import embedding
 from official_bert.tasks import embedding_losses
+from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
 from official_bert.tasks.embedding import EmbeddingTask
-from official_bert.training import evaluation
 from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
 from official_bert.training.settings import option
-
-_FILE_FLAGS = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
-_DO_FLAGS = {"train": "do_train", "dev": "do_eval", "test": "do_predict"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,19 +58,12 @@ class EmbeddingSettings(settings_lib.OwnFilesSettings):
       "the cosine similarity). Training compares directions either way.")
 
 
-class EmbeddingJob:
+class EmbeddingJob(file_splits.FileSplitsJob):
   """Pair files' records, scores and predictions for `finetuning_runner.run`."""
 
   def __init__(self, settings):
-    self.settings = settings
-    self.data = {}  # split -> own_files.Examples
+    super().__init__(settings)
     self.score_range = None
-
-  def _path(self, split):
-    path = getattr(self.settings, _FILE_FLAGS[split])
-    if not path:
-      raise ValueError(f"--{_FILE_FLAGS[split]} is required for --{_DO_FLAGS[split]}")
-    return path
 
   def _read(self, split):
     s = self.settings
@@ -95,15 +82,13 @@ class EmbeddingJob:
     stored = model_files.read_run_settings(s.output_dir).get("score_range")
     if high is None and "train" not in self.data and stored:
       return tuple(stored)  # an evaluation of a trained run: training's range
-    if high is None:
-      # The training file's highest score, else (evaluation only) the dev file's.
-      split = "train" if "train" in self.data else "dev"
-      if split not in self.data or not self.data[split].has_labels:
-        return s.min_score, 1.0
-      high = pairs.score_range(self.data[split].examples, self._path(split))[1]
-    if high <= s.min_score:
-      raise ValueError(f"--max_score={high:g} must be above --min_score={s.min_score:g}")
-    return s.min_score, high
+    # The training file's highest score, else (evaluation only) the dev file's.
+    split = "train" if "train" in self.data else "dev"
+    scores = None
+    if high is None and split in self.data and self.data[split].has_labels:
+      scores = pairs.score_range(self.data[split].examples, self._path(split))
+    return embedding.cosine_score_range(scores, s.min_score, high,
+                                        " (--min_score, --max_score)")
 
   def prepare(self):
     s = self.settings
@@ -116,24 +101,17 @@ class EmbeddingJob:
 
   def _write(self, split, vocab):
     s = self.settings
-    if split not in self.data:
-      self.data[split] = self._read(split)
-    data = self.data[split]
-    examples = data.examples
-    if split == "train":
-      examples = classifier_features.subsample(examples, s.max_train_examples, s.random_seed)
-    key = classifier_features.source_key(
-        self._path(split), vocab, s.do_lower_case, s.max_seq_length, len(examples),
-        s.random_seed, columns=[s.text_column, s.text_b_column, s.score_column],
-        kind="embedding_pairs")
+    examples = self._examples(split)
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
-      columns = pairs.convert_pairs(examples, data.has_labels, s.max_seq_length, tokenizer)
+      columns = pairs.convert_pairs(examples, self.data[split].has_labels, s.max_seq_length,
+                                    tokenizer)
       return schema.embedding_pair_features(s.max_seq_length), columns, {}
 
-    record = os.path.join(s.output_dir, f"{split}.tf_record")
-    meta = classifier_features.cached_tfrecord(record, key, build)
+    record, meta = self._cached_records(
+        split, vocab, examples, build, columns=[s.text_column, s.text_b_column, s.score_column],
+        kind="embedding_pairs")
     return record, meta["num_examples"]
 
   def make_task(self, bert_config):
@@ -173,17 +151,8 @@ class EmbeddingJob:
     """`<split>_predictions.tsv`: a header, then one row per pair in the file's order: its id
     (if the file has one) and the cosine similarity of its two texts; scored if the file has
     scores."""
-    data = self.data[split]
     real = predictions["is_real_example"].reshape(-1) > 0
     vectors = predictions["embeddings"][real]
     cos = metrics.pair_cosines(vectors[:, 0], vectors[:, 1])
-    header = (["id"] if data.ids is not None else []) + ["cosine_similarity"]
-    rows = [[f"{c:.6f}"] for c in cos]
-    if data.ids is not None:
-      rows = [[i] + row for i, row in zip(data.ids, rows)]
-    text = io.StringIO()
-    csv.writer(text, delimiter="\t", lineterminator="\n").writerows([header] + rows)
-    out = self.settings.output_dir
-    tfrecord_io.write_text(os.path.join(out, f"{split}_predictions.tsv"), text.getvalue())
-    if data.has_labels:
-      evaluation.write_results(out, split, self.score(split, predictions), step=0)
+    self._write_prediction_rows(split, predictions, ["cosine_similarity"],
+                                [[f"{c:.6f}"] for c in cos])

@@ -26,6 +26,7 @@ from official_bert.tasks import embedding_job
 from official_bert.tasks import embedding_losses
 from official_bert.tasks import metrics
 from official_bert.tasks.embedding import EmbeddingTask
+from official_bert.tasks.embedding import cosine_score_range
 from official_bert.training import finetuning_runner
 
 VOCAB = UNCASED_VOCAB
@@ -81,6 +82,28 @@ def test_task_skips_padding_and_pairs_without_scores():
                              (cos[0] - 1.0)**2, rtol=1e-5)
   with pytest.raises(ValueError, match="loss='hinge' must be one of"):
     EmbeddingTask(None, 4, "hinge")
+
+
+def test_cosine_score_range_is_one_rule(tmp_path):
+  """run_embeddings, TextEmbedder.fit (tests/api) and EmbeddingTask share one rule."""
+  assert cosine_score_range([1.0, 4.0, 2.5]) == (0.0, 4.0)  # 0 to the highest score
+  assert cosine_score_range(None) == (0.0, 1.0) and cosine_score_range([3], 1, 5) == (1.0, 5.0)
+  with pytest.raises(ValueError, match=r"range \(2, 2\): the highest score must be above the "
+                     r"lowest \(--min_score"):
+    cosine_score_range([2.0], 2.0, hint=" (--min_score, --max_score)")
+  with pytest.raises(ValueError, match=r"range \(3, 3\): the highest score must be above"):
+    EmbeddingTask(None, 4, "cosine", score_range=(3.0, 3.0))
+  graded = _jsonl(tmp_path / "g.jsonl", [{"a": "x", "b": "y", "s": 1}, {"a": "z", "b": "w",
+                                                                         "s": 3.5}])
+  settings = embedding_job.EmbeddingSettings(
+      train_file=graded, text_column="a", text_b_column="b", score_column="s", loss="cosine",
+      output_dir=str(tmp_path / "out"), do_train=True)
+  job = embedding_job.EmbeddingJob(settings)
+  job.data["train"] = job._read("train")
+  assert job._score_range() == (0.0, 3.5)
+  job.settings = dataclasses.replace(settings, min_score=4.0)
+  with pytest.raises(ValueError, match=r"range \(4, 3.5\).*\(--min_score, --max_score\)"):
+    job._score_range()
 
 
 # ------------------------------------------------------------------------------- scores
