@@ -19,9 +19,8 @@ def report(input_file, vocab_file, max_seq_length, max_predictions_per_seq, num_
   Args:
     input_file: TFRecord file(s): comma-separated, globs allowed.
   """
-  paths = sorted(p for pattern in input_file.split(",") for p in tfrecord_io.glob(pattern))
-  if not paths:
-    raise ValueError(f"--input_file={input_file!r} matches no file")
+  # The training input's files, in its order (a writer's hidden temporary one never).
+  paths = sorted(tfrecord_io.expand_patterns(input_file))
   inv_vocab = {i: t for i, t in enumerate(tokenization.load_vocab_tokens(vocab_file))}
   f = read_instances(paths, max_seq_length, max_predictions_per_seq)
   return [f"files: {', '.join(paths)}"] + describe(f, inv_vocab, num_examples)

@@ -340,6 +340,12 @@ def test_show_pretraining_data_groups_the_words_of_unmasked_records(chinese, tmp
   assert lines[0] == f"instances: {len(f['input_ids'])} (unmasked: --masking=none)"
   shown = " ".join(lines)
   assert " 北京 " in shown and " 人工智能 " in shown  # jieba's words, whole
+  # The files are the training input's (tfrecord_io.expand_patterns): a writer's hidden
+  # temporary file, a folder and a second match of one file are not read.
+  (tmp_path / ".zh.tfrecord.tmp-99").write_bytes(b"half")
+  (tmp_path / "sub").mkdir()
+  report = records_view.report(f"{out},{tmp_path}/*", tok.vocab_file, 128, 20, 50)
+  assert report[0] == f"files: {out}" and report[1:] == lines
 
 
 def test_segmenter_changes_nothing_for_english(english):
