@@ -19,6 +19,7 @@ import io
 import os
 import struct
 
+from absl import logging
 import google_crc32c
 
 from data_prep import example_encoder
@@ -176,6 +177,60 @@ def temporary_path(path):
   return os.path.join(head, f".{tail}.tmp-{os.getpid()}")
 
 
+def _process_alive(pid):
+  """Whether process `pid` exists here; True for what is no process id (keep the file)."""
+  if pid <= 0:  # 0 and negative ids name process groups
+    return True
+  try:
+    os.kill(pid, 0)  # signal 0: only asks whether the process exists
+  except ProcessLookupError:
+    return False
+  except (PermissionError, OverflowError):  # another user's; too large for a pid_t
+    return True
+  return True
+
+
+def remove_stale_temporaries(paths):
+  """Deletes the temporary files or folders (`temporary_path`: `.NAME.tmp-PID`) of `paths`
+  that earlier writers left when they died without cleaning up (kill -9, a crash, a reboot);
+  returns those removed. Every `AtomicFile` does this first.
+
+  Only local paths, on POSIX: the name holds the writer's process id, which means something
+  only on the host that wrote it. One whose process is alive (a zombie counts) is kept: a run
+  writing the same output now, or an unrelated process that reuses the id. The one case it
+  gets wrong: a disk shared by several hosts, with a writer of the same output running on
+  another host now; two runs writing one output at once clash anyway (the last rename wins).
+  """
+  if os.name != "posix":  # os.kill(pid, 0) is no probe elsewhere (on Windows, CTRL_C_EVENT)
+    return []
+  own, fs, removed = str(os.getpid()), gfile(), []
+  for path in paths:
+    ours = temporary_path(path)
+    if "://" in path or not ours.endswith(own):
+      continue
+    directory, prefix = os.path.split(ours[:-len(own)])  # ".NAME.tmp-"
+    if not fs.isdir(directory or "."):
+      continue
+    for name in fs.listdir(directory or "."):
+      pid = name[len(prefix):]
+      if not (name.startswith(prefix) and pid.isascii() and pid.isdigit() and pid != own):
+        continue
+      if not _process_alive(int(pid)):
+        stale = os.path.join(directory, name)
+        logging.info("Removing %s, left by a writer (process %s) that is gone", stale, pid)
+        try:
+          if fs.isdir(stale):  # a folder built beside and swapped in (best/)
+            fs.rmtree(stale)
+          else:
+            fs.remove(stale)
+        except Exception:  # pylint: disable=broad-except  (another rerun removed it first)
+          if fs.exists(stale):
+            raise
+          continue
+        removed.append(stale)
+  return removed
+
+
 def make_dirs(directory, what="an output directory"):
   """Creates `directory` (and parents); a ValueError naming the path if a file is in the way
   (where the file system would say only "File exists" or "Not a directory")."""
@@ -196,6 +251,7 @@ def make_dirs(directory, what="an output directory"):
 class AtomicFile:
   """A file written under `temporary_path(path)`; `commit` renames it to `path`, `abort`
   deletes it. As a context manager: commit when the block completes, abort if it raises.
+  Opening it removes what killed writers of `path` left (`remove_stale_temporaries`).
 
   mode "wb" takes bytes, "w" str (UTF-8, no newline translation).
   """
@@ -203,6 +259,7 @@ class AtomicFile:
   def __init__(self, path, mode="wb"):
     fs = gfile()
     make_dirs(os.path.dirname(path), what=f"the directory of {path}")
+    remove_stale_temporaries([path])
     self.path = path
     self.tmp_path = temporary_path(path)
     self._file = fs.GFile(self.tmp_path, mode)

@@ -1,8 +1,6 @@
 """Where a pretraining-data run's records go and what it reports: the output file names, the
-local writer's round-robin shards (and the temporary files killed runs left of them), its
-progress lines, and the summary both writers log."""
+local writer's round-robin shards, its progress lines, and the summary both writers log."""
 
-import os
 import time
 
 from absl import logging
@@ -23,70 +21,14 @@ def output_paths(output_file, num_output_shards):
   return paths
 
 
-def _process_alive(pid):
-  """Whether process `pid` exists here; True for what is no process id (keep the file)."""
-  if pid <= 0:  # 0 and negative ids name process groups
-    return True
-  try:
-    os.kill(pid, 0)  # signal 0: only asks whether the process exists
-  except ProcessLookupError:
-    return False
-  except PermissionError:  # another user's process
-    return True
-  except OverflowError:  # too large for a pid_t: not a writer's name
-    return True
-  return True
-
-
-def remove_stale_temporary_files(paths):
-  """Deletes the temporary files (`tfrecord_io.temporary_path`: `.NAME.tmp-PID`) of `paths`
-  that earlier writers left when they died without cleaning up (kill -9, a crash, a reboot).
-
-  Returns the paths removed. Only local paths, on POSIX: the name holds the writer's process
-  id, which means something only on the host that wrote it. A file whose process is alive
-  (a zombie counts) is kept: a run writing the same output now, or an unrelated process that
-  reuses the id. The one case it gets wrong: a disk shared by several hosts, with a writer of
-  the same output running on another host now; two runs writing one output at once clash
-  anyway (the last rename wins).
-  """
-  if os.name != "posix":  # os.kill(pid, 0) is no probe elsewhere (on Windows, CTRL_C_EVENT)
-    return []
-  own = str(os.getpid())
-  removed = []
-  for path in paths:
-    ours = tfrecord_io.temporary_path(path)
-    if "://" in path or not ours.endswith(own):
-      continue
-    directory, prefix = os.path.split(ours[:-len(own)])  # ".NAME.tmp-"
-    fs = tfrecord_io.gfile()
-    if not fs.isdir(directory or "."):
-      continue
-    for name in fs.listdir(directory or "."):
-      pid = name[len(prefix):]
-      if not (name.startswith(prefix) and pid.isascii() and pid.isdigit() and pid != own):
-        continue
-      if not _process_alive(int(pid)):
-        stale = os.path.join(directory, name)
-        logging.info("Removing %s, left by a writer (process %s) that is gone", stale, pid)
-        try:
-          fs.remove(stale)
-        except Exception:  # pylint: disable=broad-except  (another rerun removed it first)
-          if fs.exists(stale):
-            raise
-          continue
-        removed.append(stale)
-  return removed
-
-
 class ShardedWriter:
-  """Round-robin TFRecord shards (`tfrecord_io.RecordFile`s: written under temporary names);
-  `commit` renames them all, `abort` deletes them all. Opening them first removes what killed
-  writers of the same paths left (`remove_stale_temporary_files`)."""
+  """Round-robin TFRecord shards (`tfrecord_io.RecordFile`s: written under temporary names,
+  after removing what killed writers of the same paths left); `commit` renames them all,
+  `abort` deletes them all."""
 
   def __init__(self, paths, gzip_compress):
     self.paths = paths
     self._files = []
-    remove_stale_temporary_files(paths)
     try:
       for path in paths:
         self._files.append(tfrecord_io.RecordFile(path, gzip_compress))

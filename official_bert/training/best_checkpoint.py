@@ -182,9 +182,11 @@ def copy_present(paths, directory):
 
 def write_dir_atomically(directory, fill):
   """Builds `directory` anew beside the old one (`fill(building)` writes its files), then
-  swaps it in, so an interruption never leaves half a folder."""
+  swaps it in, so an interruption never leaves half a folder (and the next build removes the
+  half folder a killed run left: `tfrecord_io.remove_stale_temporaries`)."""
   parent, name = os.path.split(directory)
-  building = os.path.join(parent, f".{name}.tmp-{os.getpid()}")
+  building = tfrecord_io.temporary_path(directory)
+  tfrecord_io.remove_stale_temporaries([directory])
   if tf.io.gfile.exists(building):
     tf.io.gfile.rmtree(building)
   tf.io.gfile.makedirs(building)

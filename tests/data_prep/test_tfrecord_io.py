@@ -1,6 +1,9 @@
 """Our TFRecord framing is TensorFlow's, byte for byte; gzip files read back in TF; files go
 through tf.io.gfile (ram://, TensorFlow's in-memory filesystem, stands in for gs://)."""
 
+import os
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -96,3 +99,27 @@ def test_a_failed_write_leaves_nothing(tmp_path):
 def test_an_empty_output_still_exists(tmp_path):
   assert tfrecord_io.write_examples(str(tmp_path / "e.tfrecord"), (), {"x": []}) == 0
   assert (tmp_path / "e.tfrecord").read_bytes() == b""
+
+
+def _dead_pid():
+  """The id of a process that has exited (and been reaped)."""
+  proc = subprocess.Popen([sys.executable, "-c", "pass"])
+  proc.wait()
+  return proc.pid
+
+
+def test_every_atomic_writer_removes_what_killed_writers_left(tmp_path):
+  """A writer killed with -9 leaves its hidden `.NAME.tmp-PID` file (or folder); the next
+  atomic write of NAME removes it, keeping a live process's, another name's, a non-pid's."""
+  dead, dead_too = _dead_pid(), _dead_pid()
+  stale = [tmp_path / f".o.txt.tmp-{dead}", tmp_path / f".o.txt.tmp-{dead_too}"]
+  stale[0].write_bytes(b"half")
+  (stale[1] / "nested").mkdir(parents=True)  # a folder built beside, as best/'s
+  kept = [tmp_path / f".o.txt.tmp-{os.getppid()}", tmp_path / f".x.txt.tmp-{dead}",
+          tmp_path / ".o.txt.tmp-notapid", tmp_path / ".o.txt.tmp-0"]
+  for path in kept:
+    path.write_bytes(b"")
+  tfrecord_io.write_text(str(tmp_path / "o.txt"), "done")
+  assert not any(p.exists() for p in stale) and all(p.exists() for p in kept)
+  assert (tmp_path / "o.txt").read_text() == "done"
+  assert tfrecord_io.remove_stale_temporaries([f"ram://{uuid.uuid4().hex}/o.txt"]) == []

@@ -20,6 +20,7 @@ from test_glue_run_classifier import read_results
 from test_glue_run_classifier import run_script
 
 from data_prep import tokenization
+from official_bert.training import best_checkpoint
 from official_bert.training import case_check
 from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
@@ -220,3 +221,16 @@ def test_bad_combinations_of_training_controls():
         settings_lib.FinetuningSettings(early_stopping_patience=2, do_eval=True, **base))
   assert not finetuning_runner.check_training_controls(
       settings_lib.FinetuningSettings(do_eval=True, **base))
+
+
+def test_a_killed_runs_half_built_best_folder_is_removed(tmp_path):
+  """best/ is built beside as .best.tmp-PID and swapped in; a run killed meanwhile leaves that
+  folder (a copy of the weights), which the next build removes."""
+  proc = subprocess.Popen([sys.executable, "-c", "pass"])
+  proc.wait()  # its id now names no process
+  half = tmp_path / f".best.tmp-{proc.pid}"
+  (half / "sub").mkdir(parents=True)
+  (half / "ckpt-1.index").write_bytes(b"half")
+  best_checkpoint.write_dir_atomically(
+      str(tmp_path / "best"), lambda d: (tmp_path / os.path.basename(d) / "x").write_text("x"))
+  assert sorted(os.listdir(tmp_path)) == ["best"] and os.listdir(tmp_path / "best") == ["x"]
