@@ -298,6 +298,13 @@ def write_text(path, text):
     f.write(text)
 
 
+def copy_file(source, path):
+  """`path` as a byte-for-byte copy of `source`, written atomically (as `AtomicFile`)."""
+  with AtomicFile(path, "wb") as f:
+    f.close()
+    gfile().copy(source, f.tmp_path, overwrite=True)
+
+
 class RecordFile(AtomicFile):
   """An atomic TFRecord file, optionally in one gzip stream (bytes equal TFRecordWriter's)."""
 

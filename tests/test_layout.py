@@ -163,18 +163,25 @@ _WRITERS_ALLOWED = {
     "official_bert.serving.exporter":
         "writes inside an export folder built beside --export_dir and swapped in whole",
     "official_bert.serving.tflite_export": "writes inside the exporter's folder (as above)",
+    "official_bert.serving.onnx_export":
+        "writes scratch files in a tempfile.TemporaryDirectory (ONNX Runtime's quantizer)",
+    "official_bert.training.best_checkpoint":
+        "copies into best/'s folder built beside and swapped in whole",
 }
 
 
 def _opens_for_writing(tree):
   """Line numbers of `open(...)`/`GFile(...)` calls whose mode writes, appends or creates (or
-  is not a literal)."""
+  is not a literal), and of `gfile.copy(...)`/`shutil.copy*(...)` calls."""
   lines = []
   for node in ast.walk(tree):
     if not isinstance(node, ast.Call):
       continue
     func = node.func
     name = getattr(func, "id", None) or getattr(func, "attr", None)
+    if name in ("copy", "copyfile", "copy2") and re.search(r"gfile|shutil", ast.unparse(func)):
+      lines.append(node.lineno)
+      continue
     if name not in ("open", "GFile"):
       continue
     mode = node.args[1] if len(node.args) > 1 else next(

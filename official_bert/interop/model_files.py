@@ -109,7 +109,7 @@ def write(output_dir, config, vocab_file, do_lower_case, record):
   config_path, vocab_path, tokenizer_path, settings_path = paths[:4]
   write_config_file(config_path, config)
   if tfrecord_io.absolute(vocab_file) != tfrecord_io.absolute(vocab_path):
-    tf.io.gfile.copy(vocab_file, vocab_path, overwrite=True)  # byte for byte
+    tfrecord_io.copy_file(vocab_file, vocab_path)  # byte for byte
   tfrecord_io.write_text(tokenizer_path,
                          json.dumps({"do_lower_case": bool(do_lower_case)}, indent=2) + "\n")
   tfrecord_io.write_text(settings_path,
@@ -146,7 +146,7 @@ def copy_vocab(vocab_file, directory):
   """Copies `vocab_file` to `directory`/vocab.txt unless one is there already."""
   target = os.path.join(directory, VOCAB_FILE)
   if vocab_file and not tf.io.gfile.exists(target):
-    tf.io.gfile.copy(vocab_file, target)
+    tfrecord_io.copy_file(vocab_file, target)
 
 
 def read_run_settings(directory):

@@ -123,3 +123,14 @@ def test_every_atomic_writer_removes_what_killed_writers_left(tmp_path):
   assert not any(p.exists() for p in stale) and all(p.exists() for p in kept)
   assert (tmp_path / "o.txt").read_text() == "done"
   assert tfrecord_io.remove_stale_temporaries([f"ram://{uuid.uuid4().hex}/o.txt"]) == []
+
+
+def test_copy_file_is_atomic(tmp_path):
+  source = tmp_path / "vocab.txt"
+  source.write_bytes(b"[PAD]\r\n[UNK]\n")
+  out = tmp_path / "model" / "vocab.txt"
+  tfrecord_io.copy_file(str(source), str(out))
+  assert out.read_bytes() == source.read_bytes() and os.listdir(out.parent) == ["vocab.txt"]
+  with pytest.raises(Exception, match="missing.txt"):
+    tfrecord_io.copy_file(str(tmp_path / "missing.txt"), str(out))
+  assert out.read_bytes() == source.read_bytes() and os.listdir(out.parent) == ["vocab.txt"]
