@@ -7,6 +7,7 @@ command module.
 """
 
 import ast
+import collections
 import glob
 import os
 import re
@@ -201,3 +202,38 @@ def test_outputs_are_written_atomically():
   unexpected = [f"{where}: write through data_prep.tfrecord_io (write_text, AtomicFile)"
                 for name, where in sorted(found.items()) if name not in _WRITERS_ALLOWED]
   assert not unexpected, "\n".join(unexpected)
+
+
+# Methods that a framework calls by name (Keras, io.RawIOBase).
+_HOOKS = {"compute_output_spec", "readinto"}
+
+
+def _words(paths):
+  words = collections.Counter()
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      words.update(re.findall(r"\w+", f.read()))
+  return words
+
+
+def test_no_unused_or_test_only_code():
+  """Every function, class and method of the packages is named again by the packages, the
+  benchmarks or the docs: one that nothing names is dead code, one that only tests name is
+  test code (it goes to tests/)."""
+  modules = _modules()
+  package = _words(path for path, _ in modules.values())
+  outside = _words(glob.glob(os.path.join(REPO, "bench", "**", "*.py"), recursive=True)
+                   + glob.glob(os.path.join(REPO, "docs", "*.md"))
+                   + [os.path.join(REPO, "README.md")])
+  tests = _words(glob.glob(os.path.join(REPO, "tests", "**", "*.py"), recursive=True))
+  wrong = []
+  for name, (path, tree) in sorted(modules.items()):
+    for node in ast.walk(tree):
+      if not isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        continue
+      n = node.name
+      if n.startswith("__") or n in _HOOKS or package[n] > 1 or outside[n]:
+        continue
+      what = "only tests use it" if tests[n] else "nothing uses it"
+      wrong.append(f"{os.path.relpath(path, REPO)}:{node.lineno}: {n}: {what}")
+  assert not wrong, "\n".join(wrong)

@@ -75,15 +75,6 @@ class GlueProcessor:
     """The file the GLUE server expects for a test split, without `.tsv`."""
     return {"test_matched": "MNLI-m", "test_mismatched": "MNLI-mm"}.get(split, self.name)
 
-  def get_train_examples(self, data_dir):
-    return self.get_examples(data_dir, "train")
-
-  def get_dev_examples(self, data_dir):
-    return self.get_examples(data_dir, self.eval_splits[0])
-
-  def get_test_examples(self, data_dir):
-    return self.get_examples(data_dir, self.predict_splits[0])
-
   def get_examples(self, data_dir, split):
     """Examples of `split` ("train", "dev", "test", "dev_matched", ...) from `split.tsv`."""
     path = os.path.join(data_dir, split + ".tsv")

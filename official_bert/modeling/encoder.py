@@ -1,7 +1,6 @@
 """`BertEncoder`: embeddings + Transformer stack + pooler."""
 
 import keras
-from keras import ops
 
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.layers.embeddings import BertEmbeddings
@@ -118,12 +117,3 @@ class BertEncoder(keras.Model):
     if "dtype" in config and isinstance(config["dtype"], dict):
       config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
     return cls(**config)
-
-  def dummy_inputs(self, batch_size=1, seq_length=8):
-    """Small valid inputs (all real tokens, segment 0) for smoke tests."""
-    shape = (batch_size, seq_length)
-    return {
-        "input_word_ids": ops.ones(shape, dtype="int32"),
-        "input_mask": ops.ones(shape, dtype="int32"),
-        "input_type_ids": ops.zeros(shape, dtype="int32"),
-    }
