@@ -217,9 +217,9 @@ def _words(paths):
 
 
 def test_no_unused_or_test_only_code():
-  """Every function, class and method of the packages is named again by the packages, the
-  benchmarks or the docs: one that nothing names is dead code, one that only tests name is
-  test code (it goes to tests/)."""
+  """Every function, class, method and module constant of the packages is named again by the
+  packages, the benchmarks or the docs: one that nothing names is dead code, one that only
+  tests name is test code (it goes to tests/)."""
   modules = _modules()
   package = _words(path for path, _ in modules.values())
   outside = _words(glob.glob(os.path.join(REPO, "bench", "**", "*.py"), recursive=True)
@@ -228,12 +228,13 @@ def test_no_unused_or_test_only_code():
   tests = _words(glob.glob(os.path.join(REPO, "tests", "**", "*.py"), recursive=True))
   wrong = []
   for name, (path, tree) in sorted(modules.items()):
-    for node in ast.walk(tree):
-      if not isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-        continue
-      n = node.name
+    defined = [(node.name, node.lineno) for node in ast.walk(tree)
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    defined += [(t.id, node.lineno) for node in tree.body if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)]
+    for n, line in defined:
       if n.startswith("__") or n in _HOOKS or package[n] > 1 or outside[n]:
         continue
       what = "only tests use it" if tests[n] else "nothing uses it"
-      wrong.append(f"{os.path.relpath(path, REPO)}:{node.lineno}: {n}: {what}")
+      wrong.append(f"{os.path.relpath(path, REPO)}:{line}: {n}: {what}")
   assert not wrong, "\n".join(wrong)
