@@ -18,6 +18,7 @@ from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
 from official_bert.interop import model_files
 from official_bert.modeling import layer_selection
+from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
 from official_bert.tasks.tagging import TaggingTask
 from official_bert.training import evaluation
@@ -46,7 +47,6 @@ class NerSettings(settings_lib.OwnFilesSettings):
 
 
 LABELS = list(conll.CONLL2003_LABELS)
-_OWN_FILES = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
 
 
 def _stored_head_config(output_dir):
@@ -62,7 +62,7 @@ class NerJob:
     self.settings = settings
     self.sentences = {}
     self.windows = {}
-    self.own_files = any(getattr(settings, f) for f in _OWN_FILES.values())
+    self.own_files = file_splits.uses_own_files(settings)
     self.labels = LABELS
 
   def _path(self, split):
@@ -72,10 +72,10 @@ class NerJob:
         raise ValueError("--data_dir (CoNLL-2003) or --train_file/--dev_file/--test_file "
                          "(your own files) is required")
       return conll.split_path(s.data_dir, split)
-    path = getattr(s, _OWN_FILES[split])
+    path = getattr(s, file_splits.FILE_FLAGS[split])
     if not path:
-      raise ValueError(f"--{_OWN_FILES[split]} is required for --do_"
-                       f"{ {'train': 'train', 'dev': 'eval', 'test': 'predict'}[split]}")
+      raise ValueError(f"--{file_splits.FILE_FLAGS[split]} is required for "
+                       f"--{file_splits.DO_FLAGS[split]}")
     return path
 
   def _read(self, split):
@@ -112,16 +112,9 @@ class NerJob:
     if split == "train":
       sentences = classifier_features.subsample(sentences, s.max_train_examples, s.random_seed)
     self.sentences[split] = sentences
-    key = {
-        "source": os.path.abspath(path),
-        "vocab_file": os.path.abspath(vocab),
-        "do_lower_case": s.do_lower_case,
-        "max_seq_length": s.max_seq_length,
-        "num_sentences": len(sentences),
-        "seed": s.random_seed,
-        "labels": self.labels,
-        "columns": [s.token_column, s.tag_column] if self.own_files else None
-    }
+    key = classifier_features.source_key(
+        path, vocab, s.do_lower_case, s.max_seq_length, len(sentences), s.random_seed,
+        labels=self.labels, columns=[s.token_column, s.tag_column] if self.own_files else None)
     # A file to predict has no tags: the features carry a placeholder (never scored).
     tagged = [x if x.tags is not None else conll.Sentence(x.words, [self.labels[0]] * len(
         x.words)) for x in sentences]

@@ -42,14 +42,8 @@ class SwagJob:
     if split == "train":
       examples = classifier_features.subsample(examples, s.max_train_examples, s.random_seed)
     self.ids[split] = [e.swag_id for e in examples]
-    key = {
-        "source": os.path.abspath(path),
-        "vocab_file": os.path.abspath(vocab),
-        "do_lower_case": s.do_lower_case,
-        "max_seq_length": s.max_seq_length,
-        "num_examples": len(examples),
-        "seed": s.random_seed
-    }
+    key = classifier_features.source_key(path, vocab, s.do_lower_case, s.max_seq_length,
+                                         len(examples), s.random_seed)
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)

@@ -10,6 +10,7 @@ import sys
 from conftest import CHINESE_VOCAB
 from conftest import CONLL_DATA
 from conftest import REPO
+from conftest import UNCASED_VOCAB
 from conftest import need
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
@@ -18,6 +19,7 @@ from test_glue_run_classifier import run_script
 
 from data_prep.tagging import conll
 from official_bert.tasks import metrics
+from official_bert.tasks import ner_job
 
 
 def _write(path, sentences, columns=True):
@@ -183,3 +185,24 @@ def test_entity_rules_equal_conlleval_for_every_scheme():
       want = conlleval_counts(gold, guess)
       g, p = metrics.entities(gold), metrics.entities(guess)
       assert (len(g & p), len(g), len(p)) == want, (name, gold, guess)
+
+
+def test_records_are_written_again_when_the_file_changes(tmp_path):
+  """NER's cached records are keyed on the file itself (`features.source_key`, as every job's
+  records from a user's file): an edit that keeps the number of sentences is seen."""
+  train = tmp_path / "train.tsv"
+  train.write_text("the\tB-X\ncat\tO\n\n", encoding="utf-8")
+  settings = ner_job.NerSettings(train_file=str(train), tag_column=1, max_seq_length=8,
+                                 output_dir=str(tmp_path / "out"), do_train=True)
+
+  def label_ids():
+    job = ner_job.NerJob(settings)
+    job.labels = ["O", "B-X"]
+    record, count = job._write("train", UNCASED_VOCAB)
+    return count, [list(e.features.feature["label_ids"].int64_list.value) for e in map(
+        tf.train.Example.FromString, (r.numpy() for r in tf.data.TFRecordDataset(record)))]
+
+  assert label_ids() == (1, [[0, 1, 0, 0, 0, 0, 0, 0]])
+  train.write_text("the\tO\ncat\tB-X\n\n", encoding="utf-8")
+  os.utime(train, ns=(1, 1))  # even with an older time stamp
+  assert label_ids() == (1, [[0, 0, 1, 0, 0, 0, 0, 0]])
