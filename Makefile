@@ -37,8 +37,10 @@ format: venv
 	$(VENV)/bin/ruff check --fix --select I $(FILES)
 
 # pytest exits 5 when it collected no test: that is a failure here, not a pass.
+# -n 2 --dist loadfile: two worker processes (pytest-xdist; the 2-core machine), each test file
+# on one worker, so a file's module fixtures are built once.
 test: venv
-	$(PY) -m pytest -q --durations=20 tests; rc=$$?; \
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=20 tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
 
 # The main job on an embedded default corpus (no ../shared, no network): stdlib docstrings ->

@@ -109,3 +109,90 @@ def _seed_from_module(request):
   if seed is not None:
     import keras  # pylint: disable=g-import-not-at-top  (only files that ask for it)
     keras.utils.set_random_seed(seed)
+
+
+class CommandResult:
+  """What `run_command` returns: the exit status and the output, as `subprocess.run` gives."""
+
+  def __init__(self, args, returncode, stdout, stderr):
+    self.args, self.returncode, self.stdout, self.stderr = args, returncode, stdout, stderr
+
+
+def _runtime_state():
+  """What a training command sets process-wide (`runner.setup_runtime`): op determinism and
+  the Keras dtype policy; None before TensorFlow is loaded."""
+  import sys  # pylint: disable=g-import-not-at-top
+  if "tensorflow" not in sys.modules or "keras" not in sys.modules:
+    return None
+  import keras  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.framework import config  # pylint: disable=g-import-not-at-top
+  return config.is_op_determinism_enabled(), keras.mixed_precision.dtype_policy()
+
+
+def _restore_runtime_state(state):
+  import sys  # pylint: disable=g-import-not-at-top
+  if "tensorflow" not in sys.modules or "keras" not in sys.modules:
+    return  # the command did not load them: nothing was set
+  import keras  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.framework import config  # pylint: disable=g-import-not-at-top
+  determinism, policy = state or (False, "float32")
+  if config.is_op_determinism_enabled() != determinism:
+    (config.enable_op_determinism if determinism else config.disable_op_determinism)()
+  keras.mixed_precision.set_dtype_policy(policy)
+
+
+def run_command(module, *args):
+  """Runs the command `module` (`python -m module args`) in this process, through its own
+  `console_main()`: its `define_flags()` and the one launcher (`data_prep.cli.launch`), which
+  turns a user error into its message and exit status 1. Returns a `CommandResult` with that
+  status and what the command wrote (its log on stderr). A bug's traceback is in stderr with
+  status 1, as Python's would be. The command's flags are removed again afterwards, and the
+  logging set-up the launcher changed is restored, so the next command starts as fresh.
+
+  For error paths: each command keeps one test through a real process (`python -m`), for the
+  exit status as a shell sees it."""
+  import contextlib  # pylint: disable=g-import-not-at-top
+  import importlib  # pylint: disable=g-import-not-at-top
+  import io  # pylint: disable=g-import-not-at-top
+  import logging  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  import traceback  # pylint: disable=g-import-not-at-top
+
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from absl import flags  # pylint: disable=g-import-not-at-top
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+
+  command = importlib.import_module(module)
+  app.define_help_flags()  # once per process, as app.run does: not the command's flags
+  before = set(flags.FLAGS)
+  argv = [module] + [str(a) for a in args]
+  out, err = io.StringIO(), io.StringIO()
+  handler = absl_logging.get_absl_handler().python_handler
+  saved = (sys.argv, handler.stream, list(logging.root.handlers), logging.root.level,
+           absl_logging.get_verbosity())
+  runtime = _runtime_state()
+  if runtime is not None:  # Keras' names start again (seed_generator_1, ...), as in a new process
+    import keras  # pylint: disable=g-import-not-at-top
+    keras.backend.clear_session()
+  sys.argv, handler.stream = argv, err
+  logging.root.handlers[:] = [absl_logging.get_absl_handler()]  # app.run's, in a fresh process
+  returncode = 0
+  try:
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+      try:
+        command.console_main()
+      except SystemExit as e:
+        returncode = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+      except Exception:  # pylint: disable=broad-except  (a bug: Python's own report)
+        traceback.print_exc()
+        returncode = 1
+  finally:
+    sys.argv, handler.stream = saved[0], saved[1]
+    logging.root.handlers[:] = saved[2]
+    logging.root.setLevel(saved[3])
+    absl_logging.set_verbosity(saved[4])
+    for name in set(flags.FLAGS) - before:
+      delattr(flags.FLAGS, name)
+    flags.FLAGS.unparse_flags()
+    _restore_runtime_state(runtime)
+  return CommandResult(argv, returncode, out.getvalue(), err.getvalue())

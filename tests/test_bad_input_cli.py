@@ -1,5 +1,9 @@
 """Bad input through the command line, tool by tool: exit status 1, a message naming the flag,
-file, line or key, no traceback, nothing half-written and nothing good destroyed."""
+file, line or key, no traceback, nothing half-written and nothing good destroyed.
+
+The commands run in this process through their own launcher (`conftest.run_command`: the
+command's flags, `data_prep.cli.launch`, its exit status); one case runs as a real process
+(`python -m`), for the exit status and the stderr a shell sees."""
 
 import json
 import os
@@ -11,6 +15,7 @@ from conftest import REPO
 from conftest import SQUAD_V1
 from conftest import SQUAD_V2
 from conftest import UNCASED_VOCAB
+from conftest import run_command
 import numpy as np
 import pytest
 
@@ -20,10 +25,15 @@ TINY = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 1, "num_att
         "type_vocab_size": 2, "initializer_range": 0.02}
 
 
-def _run(module, *args, check_fails=True):
-  proc = subprocess.run([sys.executable, "-m", module] + [str(a) for a in args], cwd=REPO,
-                        capture_output=True, text=True, timeout=300,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+def _run(module, *args, check_fails=True, process=False):
+  """`module`'s exit status and output: in this process (`run_command`), or with `process`
+  in a real one."""
+  if process:
+    proc = subprocess.run([sys.executable, "-m", module] + [str(a) for a in args], cwd=REPO,
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  else:
+    proc = run_command(module, *args)
   if check_fails:
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -60,7 +70,7 @@ def checkpoint(tmp_path_factory):
 def test_run_pretraining_rejects_nonsense_flags_before_any_work(tmp_path, flag, message):
   proc = _run("official_bert.run_pretraining", f"--bert_config_file={_config(tmp_path)}",
               "--input_file=/nonexistent/*.tfrecord", f"--output_dir={tmp_path / 'out'}",
-              "--do_train", flag)
+              "--do_train", flag, process=flag.startswith("--learning_rate"))
   assert message in proc.stderr
   assert not (tmp_path / "out").exists()
 
@@ -165,11 +175,11 @@ def test_squad_predictions_of_another_file_warn_and_fail_under_strict(tmp_path):
 
 def test_run_squad_refuses_features_of_another_predict_file(tmp_path):
   features = tmp_path / "predict.tf_record"
-  subprocess.run([sys.executable, "-m", "data_prep.create_squad_data",
-                  f"--input_file={SQUAD_V1}", f"--output_file={features}",
-                  f"--vocab_file={UNCASED_VOCAB}", "--max_seq_length=64", "--doc_stride=32",
-                  "--max_query_length=16", "--is_training=false"], cwd=REPO, check=True,
-                 capture_output=True)
+  proc = run_command("data_prep.create_squad_data", f"--input_file={SQUAD_V1}",
+                     f"--output_file={features}", f"--vocab_file={UNCASED_VOCAB}",
+                     "--max_seq_length=64", "--doc_stride=32", "--max_query_length=16",
+                     "--is_training=false")
+  assert proc.returncode == 0, proc.stderr[-3000:]
   proc = _run("official_bert.run_squad", f"--bert_config_file={_config(tmp_path)}",
               f"--vocab_file={UNCASED_VOCAB}", f"--output_dir={tmp_path / 'out'}",
               "--do_predict", f"--predict_feature_file={features}",

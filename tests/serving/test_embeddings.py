@@ -17,6 +17,7 @@ import textwrap
 from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import minilm_dir
+from conftest import run_command
 import numpy as np
 import numpy_bert
 import pytest
@@ -211,7 +212,8 @@ _TINY_HF_CONFIG = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 
 
 
 def test_bad_input_is_one_clear_message(tmp_path):
-  """Exit status 1, the flag named, no traceback; checked before any model is built."""
+  """Exit status 1, the flag named, no traceback; checked before any model is built (in this
+  process, through the commands' launcher; their exit status from a shell is checked above)."""
   hf_no_vocab = tmp_path / "hf_no_vocab"  # an HF folder without its vocab.txt
   hf_no_vocab.mkdir()
   (hf_no_vocab / "model.safetensors").write_bytes(b"")
@@ -237,8 +239,8 @@ def test_bad_input_is_one_clear_message(tmp_path):
           f"--checkpoint={hf_no_vocab}", f"--vocab_file={UNCASED_VOCAB}",
           f"--export_dir={tmp_path / 'e'}"],
   }
-  procs = {message: _module(*args) for message, args in cases.items()}
-  for message, proc in procs.items():
-    rc, _, err = _finish(proc)
+  for message, args in cases.items():  # in-process, through each command's launcher
+    proc = run_command(*args)
+    rc, err = proc.returncode, proc.stderr
     assert rc == 1 and message in err and "Traceback" not in err, (message, err[-3000:])
   assert not (tmp_path / "e").exists() and not (tmp_path / "out.jsonl").exists()

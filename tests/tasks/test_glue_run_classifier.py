@@ -10,6 +10,7 @@ from conftest import GLUE_DATA
 from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import need
+from conftest import run_command
 
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
         "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
@@ -23,14 +24,20 @@ def tiny_config(tmp_path):
   return str(path)
 
 
-def run_script(module, tmp_path, *args, check=True):
-  """Runs `python -m module` with a tiny model; returns the CompletedProcess."""
-  cmd = [sys.executable, "-m", module, f"--vocab_file={need(UNCASED_VOCAB)}",
-         f"--bert_config_file={tiny_config(tmp_path)}", "--max_seq_length=32",
-         "--train_batch_size=8", "--eval_batch_size=8", "--predict_batch_size=8",
-         "--num_train_steps=3", "--steps_per_loop=3"] + list(args)
-  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+def run_script(module, tmp_path, *args, check=True, process=False):
+  """Runs the command `module` with a tiny model; returns its exit status and output (a
+  CompletedProcess or `conftest.CommandResult`). In this process through the command's own
+  launcher (`conftest.run_command`), or with `process` as `python -m module` (one test per
+  command: the exit status and stderr a shell sees)."""
+  args = [f"--vocab_file={need(UNCASED_VOCAB)}", f"--bert_config_file={tiny_config(tmp_path)}",
+          "--max_seq_length=32", "--train_batch_size=8", "--eval_batch_size=8",
+          "--predict_batch_size=8", "--num_train_steps=3", "--steps_per_loop=3"] + list(args)
+  if process:
+    proc = subprocess.run([sys.executable, "-m", module] + args, cwd=REPO, capture_output=True,
+                          text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+  else:
+    proc = run_command(module, *args)
   if check:
     assert proc.returncode == 0, proc.stderr[-3000:]
   return proc
@@ -79,6 +86,6 @@ def test_run_classifier_bad_tsv_names_file_and_line(tmp_path):
     f.write("1\t2\tonly three columns\n")
   proc = run_script("official_bert.run_classifier", tmp_path, "--task_name=MRPC",
                     f"--data_dir={data}", f"--output_dir={tmp_path / 'out'}", "--do_eval",
-                    check=False)
+                    check=False, process=True)
   assert proc.returncode == 1
   assert "dev.tsv:5: 3 tab-separated columns, expected 5" in proc.stderr

@@ -1,4 +1,8 @@
-"""run_pretraining / Trainer: equivalences across strategies, resume, signals, errors."""
+"""run_pretraining / Trainer: equivalences across strategies, resume, signals, errors.
+
+Runs that need a process of their own (logical CPUs, several workers, signals) are
+`python -m official_bert.run_pretraining`; the others, errors included, run the command in
+this process through its launcher (`conftest.run_command`)."""
 
 import glob
 import json
@@ -16,6 +20,7 @@ from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import corpus_text
 from conftest import need
+from conftest import run_command
 import keras
 import numpy as np
 import pytest
@@ -67,10 +72,13 @@ def _args(data, out, config="tiny", **kw):
           for k, v in flags.items()]
 
 
-def _cli(args, env=None, check=True, timeout=300):
-  proc = subprocess.run([sys.executable, "-m", "official_bert.run_pretraining"] + args,
-                        cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                        env=dict(os.environ, **(env or {})))
+def _cli(args, env=None, check=True, timeout=300, process=True):
+  if process:
+    proc = subprocess.run([sys.executable, "-m", "official_bert.run_pretraining"] + args,
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})))
+  else:
+    proc = run_command("official_bert.run_pretraining", *args)
   if check and proc.returncode:
     raise AssertionError(proc.stderr[-3000:])
   return proc
@@ -212,16 +220,17 @@ def test_a_signal_saves_a_checkpoint_and_exits_with_its_code(data, tmp_path, sig
 
 def test_warm_start_resume_mismatch_tensorboard_and_eval(data, tmp_path):
   first = tmp_path / "first"
-  _cli(_args(data, first, num_train_steps=4, save_checkpoints_steps=2, steps_per_loop=2))
+  _cli(_args(data, first, num_train_steps=4, save_checkpoints_steps=2, steps_per_loop=2),
+       process=False)
   # Resume: same directory, more steps.
   again = _cli(_args(data, first, num_train_steps=6, save_checkpoints_steps=2,
-                     steps_per_loop=2, init_checkpoint=str(first)))
+                     steps_per_loop=2, init_checkpoint=str(first)), process=False)
   assert "RESUMED from" in again.stderr and "is ignored" in again.stderr
   assert tf.train.latest_checkpoint(first).endswith("ckpt-6")
   # Warm start: weights only, the step starts at 0 in a new directory.
   warm = _cli(_args(data, tmp_path / "warm", num_train_steps=2, steps_per_loop=2,
                     save_checkpoints_steps=2, init_checkpoint=str(first), do_eval=True,
-                    max_eval_steps=3))
+                    max_eval_steps=3), process=False)
   assert "WEIGHTS ONLY" in warm.stderr
   assert tf.train.latest_checkpoint(tmp_path / "warm").endswith("ckpt-2")
   results = dict(line.split(" = ") for line in
@@ -231,13 +240,15 @@ def test_warm_start_resume_mismatch_tensorboard_and_eval(data, tmp_path):
     assert math.isfinite(float(results[key]))
   assert 0 <= float(results["masked_lm_accuracy"]) <= 1 and results["global_step"] == "2"
   # A checkpoint of another shape: the variable and both shapes are named.
-  bad = _cli(_args(data, tmp_path / "bad", "wider", init_checkpoint=str(first)), check=False)
+  bad = _cli(_args(data, tmp_path / "bad", "wider", init_checkpoint=str(first)), check=False,
+             process=False)
   assert bad.returncode != 0
   assert "cannot load BERT weights" in bad.stderr
   assert "bert/embeddings/word_embeddings: file has (30522, 32), model expects (30522, 48)" \
       in bad.stderr
   # Resuming with another config: the variable and both shapes are named.
-  resume_bad = _cli(_args(data, first, "wider", num_train_steps=8), check=False)
+  resume_bad = _cli(_args(data, first, "wider", num_train_steps=8), check=False,
+                    process=False)
   assert resume_bad.returncode != 0 and "does not fit the model" in resume_bad.stderr
   assert "bert/embeddings/word_embeddings: checkpoint [30522, 32] vs model [30522, 48]" in \
       resume_bad.stderr, resume_bad.stderr[-2000:]
@@ -256,7 +267,7 @@ def test_warm_start_resume_mismatch_tensorboard_and_eval(data, tmp_path):
     ({"max_seq_length": 48}, "has length 32 but --max_seq_length=48"),
 ])
 def test_bad_input_names_the_problem(data, tmp_path, extra, message):
-  proc = _cli(_args(data, tmp_path / "o", **extra), check=False)
+  proc = _cli(_args(data, tmp_path / "o", **extra), check=False, process=False)
   assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
 
 
@@ -267,7 +278,7 @@ def test_bad_input_names_the_problem(data, tmp_path, extra, message):
                 r"type_vocab_size=1"),
 ])
 def test_records_for_another_vocabulary_or_config_are_named(data, tmp_path, config, message):
-  proc = _cli(_args(data, tmp_path / "o", config), check=False)
+  proc = _cli(_args(data, tmp_path / "o", config), check=False, process=False)
   assert proc.returncode == 1, proc.stderr[-2000:]
   assert re.search(message, proc.stderr) and data["records"] in proc.stderr, proc.stderr[-2000:]
   assert "Traceback" not in proc.stderr
@@ -275,14 +286,14 @@ def test_records_for_another_vocabulary_or_config_are_named(data, tmp_path, conf
 
 def test_a_truncated_checkpoint_in_output_dir_is_named(data, tmp_path):
   out = tmp_path / "o"
-  _cli(_args(data, out, num_train_steps=3))
+  _cli(_args(data, out, num_train_steps=3), process=False)
   latest = tf.train.latest_checkpoint(out)
   shard = glob.glob(latest + ".data-*")[0]
   with open(shard, "rb") as f:
     content = f.read()
   with open(shard, "wb") as f:
     f.write(content[:len(content) // 2])
-  proc = _cli(_args(data, out, num_train_steps=6), check=False)
+  proc = _cli(_args(data, out, num_train_steps=6), check=False, process=False)
   assert proc.returncode == 1, proc.stderr[-2000:]
   assert (f"{latest}.*: cannot read checkpoint {latest} (truncated or corrupt?)" in proc.stderr
           and "delete these files to resume from an earlier one" in proc.stderr), \
@@ -297,7 +308,7 @@ def test_a_record_corrupted_mid_file_is_named(data, tmp_path):
   bad.write_bytes(good[:middle] + bytes(b ^ 0xFF for b in good[middle:middle + 64])
                   + good[middle + 64:])
   proc = _cli(_args(data, tmp_path / "o", input_file=str(bad), num_train_steps=200),
-              check=False)
+              check=False, process=False)
   assert proc.returncode != 0
   assert "corrupt input data" in proc.stderr and "damaged.tfrecord" in proc.stderr, \
       proc.stderr[-2000:]
