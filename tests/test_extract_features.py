@@ -8,6 +8,7 @@ import sys
 from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import need
+from conftest import run_command
 import keras
 import numpy as np
 
@@ -22,14 +23,16 @@ CONFIG = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=3, num_a
 LINES = ["Hello world!", "The unaffable man ||| sat down.", ""]
 
 
-def _extract(tmp_path, checkpoint, output, *flags):
-  proc = subprocess.run(
-      [sys.executable, "-m", "official_bert.extract_features",
-       f"--input_file={tmp_path / 'in.txt'}", f"--output_file={output}",
-       f"--vocab_file={UNCASED_VOCAB}",
-       f"--bert_config_file={tmp_path / 'config.json'}", f"--init_checkpoint={checkpoint}",
-       "--max_seq_length=12", "--batch_size=2"] + list(flags),
-      cwd=REPO, capture_output=True, text=True, timeout=300)
+def _extract(tmp_path, checkpoint, output, *flags, process=False):
+  """The command as `python -m` with `process`, else in this process (`run_command`)."""
+  args = [f"--input_file={tmp_path / 'in.txt'}", f"--output_file={output}",
+          f"--vocab_file={UNCASED_VOCAB}", f"--bert_config_file={tmp_path / 'config.json'}",
+          f"--init_checkpoint={checkpoint}", "--max_seq_length=12", "--batch_size=2"] + list(flags)
+  if process:
+    proc = subprocess.run([sys.executable, "-m", "official_bert.extract_features"] + args,
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+  else:
+    proc = run_command("official_bert.extract_features", *args)
   assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -41,7 +44,7 @@ def test_json_lines_and_npz_equal_the_encoder_layers(tmp_path):
   encoder = BertEncoder.from_bert_config(CONFIG)
   encoder.build()
   checkpoint = checkpointing.model_checkpoint(encoder).write(str(tmp_path / "ckpt" / "model"))
-  _extract(tmp_path, checkpoint, tmp_path / "out.jsonl", "--layers=-1,0")
+  _extract(tmp_path, checkpoint, tmp_path / "out.jsonl", "--layers=-1,0", process=True)
   _extract(tmp_path, checkpoint, tmp_path / "out.npz", "--layers=-1,-2", "--pooling=sum",
            "--layer_weights=0.5,2")
 

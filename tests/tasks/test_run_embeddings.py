@@ -12,6 +12,7 @@ import sys
 from conftest import REPO
 from conftest import TINY_CONFIG
 from conftest import UNCASED_VOCAB
+from conftest import run_command
 from conftest import tiny_model_folder
 import numpy as np
 import pytest
@@ -220,9 +221,8 @@ def test_export_and_extract_features_serve_the_trained_embedder(trained, tmp_pat
   np.testing.assert_allclose(np.linalg.norm(expected, axis=-1), 1.0, rtol=1e-5)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
   export_dir = tmp_path / "export"
-  proc = subprocess.run([sys.executable, "-m", "official_bert.export", f"--checkpoint={out}",
-                         "--model_type=encoder", f"--export_dir={export_dir}"], cwd=REPO,
-                        env=env, capture_output=True, text=True, timeout=600, check=False)
+  proc = run_command("official_bert.export", f"--checkpoint={out}", "--model_type=encoder",
+                     f"--export_dir={export_dir}")  # in this process, through its launcher
   assert proc.returncode == 0, proc.stderr[-3000:]
   info = json.loads((export_dir / "assets.extra" / "export_info.json").read_text())
   assert (info["pooling"], info["normalize_embeddings"], info["max_seq_length"]) == (

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from conftest import REPO
+from conftest import run_command
 import pytest
 
 from official_bert.tasks import squad_scorer as ev
@@ -97,8 +98,9 @@ def _files(tmp_path, data, preds, na=None):
 
 
 def _cli(*args):
-  return subprocess.run([sys.executable, "-m", "official_bert.squad_evaluate", *args],
-                        cwd=REPO, capture_output=True, text=True)
+  """The command in this process, through its launcher (`test_module_runs_as_a_script`: as a
+  process)."""
+  return run_command("official_bert.squad_evaluate", *args)
 
 
 def test_command_line_v1_and_v2(tmp_path):

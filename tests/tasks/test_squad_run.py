@@ -11,6 +11,7 @@ from conftest import SQUAD_V1
 from conftest import SQUAD_V2
 from conftest import UNCASED_VOCAB
 from conftest import need
+from conftest import run_command
 import numpy as np
 import pytest
 
@@ -32,14 +33,17 @@ def _slice(source, path, article, paragraphs):
   return [qa["id"] for p in dataset["data"][0]["paragraphs"] for qa in p["qas"]]
 
 
-def _run_squad(tmp_path, out, *args):
+def _run_squad(tmp_path, out, *args, process=True):
   config = tmp_path / "tiny.json"
   config.write_text(json.dumps(TINY))
   cmd = [sys.executable, "-m", "official_bert.run_squad", f"--bert_config_file={config}",
          f"--vocab_file={need(UNCASED_VOCAB)}", f"--output_dir={out}", "--max_seq_length=128",
          "--doc_stride=64", "--train_batch_size=8", "--predict_batch_size=16",
          "--num_train_steps=4", "--steps_per_loop=2", "--learning_rate=1e-3"] + list(args)
-  proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+  if process:
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+  else:  # in this process, through the command's launcher
+    proc = run_command(*cmd[2:])
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stderr
 
@@ -78,7 +82,7 @@ def test_v2_from_json_null_odds_and_best_threshold(tmp_path):
   out = tmp_path / "out"
   _run_squad(tmp_path, out, "--version_2_with_negative", "--do_train",
              f"--train_file={data}", "--do_predict", f"--predict_file={data}", "--do_eval",
-             "--eval_every_steps=2")
+             "--eval_every_steps=2", process=False)
   assert (out / "train.tf_record").exists() and (out / "predict.tf_record.meta.jsonl").exists()
   # Evaluated at steps 2 and 4 by the official F1 (SQuAD's main metric); the last
   # evaluation scores the same weights and answers as the predictions.

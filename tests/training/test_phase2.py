@@ -13,6 +13,7 @@ import sys
 from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import corpus_text
+from conftest import run_command
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -53,15 +54,19 @@ def _settings(data, out, config, length, **kw):
   return pretraining_runner.PretrainingSettings(**values)
 
 
-def _cli(settings):
-  """run_pretraining as a program, with these settings as its flags."""
+def _cli(settings, process=True):
+  """run_pretraining as a program, with these settings as its flags (with `process`, as
+  `python -m`; else in this process through its launcher)."""
   args = []
   for field in dataclasses.fields(settings):
     value = getattr(settings, field.name)
     if value is not None and value != field.default:
       args.append(f"--{field.name}" if value is True else f"--{field.name}={value}")
-  proc = subprocess.run([sys.executable, "-m", "official_bert.run_pretraining"] + args,
-                        cwd=REPO, capture_output=True, text=True, timeout=600)
+  if not process:
+    proc = run_command("official_bert.run_pretraining", *args)
+  else:
+    proc = subprocess.run([sys.executable, "-m", "official_bert.run_pretraining"] + args,
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stderr
 
@@ -146,7 +151,7 @@ def test_resumed_phase2_continues_step_and_schedule_at_the_longer_length(data, t
   out = tmp_path / "resumed"
   shutil.copytree(data["root"] / "phase1", out)
   settings = _settings(data, out, "p64", LONG, num_train_steps=8)
-  log = _cli(settings)
+  log = _cli(settings, process=False)
   assert "RESUMED from" in log and "at step 4" in log
   assert "The training input changed at step 4" in log  # read from its start, not skipped
   assert _step(out) == 8

@@ -15,6 +15,7 @@ from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import corpus_text
 from conftest import need
+from conftest import run_command
 from conftest import vocab_ids
 import numpy as np
 import pytest
@@ -74,9 +75,9 @@ def _args(data, out, records="offline", **kw):
 
 
 def _cli(args, module="official_bert.run_pretraining", check=True):
-  proc = subprocess.run([sys.executable, "-m", module] + args, cwd=REPO, capture_output=True,
-                        text=True, timeout=300,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+  """The command in this process, through its own launcher (`conftest.run_command`); the
+  killed run below is a real process."""
+  proc = run_command(module, *args)
   if check:
     assert proc.returncode == 0, proc.stderr[-3000:]
   return proc
