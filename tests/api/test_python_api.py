@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from conftest import TINY_CONFIG
+from conftest import run_command
 from conftest import tiny_model_folder
 import keras
 import numpy as np
@@ -398,9 +399,8 @@ def test_saved_folder_serves_the_commands(trained_classifier, tmp_path):
   saved = str(tmp_path / "saved")
   clf.save(saved)
   export_dir = str(tmp_path / "export")
-  proc = subprocess.run([sys.executable, "-m", "official_bert.export", f"--checkpoint={saved}",
-                         "--model_type=classifier", f"--export_dir={export_dir}"], cwd=REPO,
-                        capture_output=True, text=True, check=False)
+  proc = run_command("official_bert.export", f"--checkpoint={saved}", "--model_type=classifier",
+                     f"--export_dir={export_dir}")  # in this process, through its launcher
   assert proc.returncode == 0, proc.stderr[-2000:]
   served = tf.saved_model.load(export_dir).signatures["serving_default"](text=tf.constant(TEXTS))
   np.testing.assert_allclose(served["probabilities"].numpy(), clf.predict(TEXTS), atol=1e-5)

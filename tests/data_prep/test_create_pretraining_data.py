@@ -14,6 +14,7 @@ from conftest import UNCASED_VOCAB
 from conftest import corpus_slice
 from conftest import corpus_text
 from conftest import need
+from conftest import run_command
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -342,8 +343,8 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(flags_and_message, tmp_pa
   out = tmp_path / "out" / "x.tfrecord"
   args = [f"--input_file={small_corpus}", f"--output_file={out}",
           f"--vocab_file={UNCASED_VOCAB}"] + [f.format(**names) for f in flags]
-  proc = subprocess.run([sys.executable, "-m", "data_prep.create_pretraining_data"] + args,
-                        cwd=REPO, capture_output=True, text=True, timeout=120)
+  # In this process through the command's launcher; the signal tests below run it as a process.
+  proc = run_command("data_prep.create_pretraining_data", *args)
   assert proc.returncode != 0
   assert __import__("re").search(message, proc.stderr), proc.stderr[-2000:]
   assert not out.exists() and not glob.glob(str(out.parent / ".*tmp*"))

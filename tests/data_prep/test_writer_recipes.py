@@ -4,14 +4,12 @@
 
 import glob
 import random
-import subprocess
-import sys
 
 from conftest import CHINESE_VOCAB
 from conftest import FIXTURES
-from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import corpus_text
+from conftest import run_command
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -384,10 +382,8 @@ def test_bad_flags_on_the_command_line(english, tmp_path):
   out = tmp_path / "x.tfrecord"
   for flag, message in [("--cross_document=True", "needs --next_sentence=False"),
                         ("--chinese_word_segmenter=ltp", "one of <none|jieba>")]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "data_prep.create_pretraining_data", f"--input_file={path}",
-         f"--output_file={out}", f"--vocab_file={UNCASED_VOCAB}", flag],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = run_command("data_prep.create_pretraining_data", f"--input_file={path}",
+                       f"--output_file={out}", f"--vocab_file={UNCASED_VOCAB}", flag)
     assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
   assert not glob.glob(str(tmp_path / "*"))

@@ -5,13 +5,10 @@ files. CLI runs are few and combine checks (each costs ~20 s on CPU)."""
 
 import csv
 import json
-import os
-import subprocess
-import sys
 
-from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import need
+from conftest import run_command
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -56,11 +53,8 @@ def _predictions(path):
 def _export_cli(checkpoint, export_dir, signature="serving_default"):
   """`export` with nothing but the fine-tuning OUTPUT_DIR: the rest comes from the files there;
   returns the loaded SavedModel's `signature`."""
-  proc = subprocess.run(
-      [sys.executable, "-m", "official_bert.export", f"--checkpoint={checkpoint}",
-       "--model_type=classifier", f"--export_dir={export_dir}"], cwd=REPO, capture_output=True,
-      text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-                                       CUDA_VISIBLE_DEVICES=""))
+  proc = run_command("official_bert.export", f"--checkpoint={checkpoint}",
+                     "--model_type=classifier", f"--export_dir={export_dir}")
   assert proc.returncode == 0, proc.stderr[-3000:]
   return tf.saved_model.load(str(export_dir)).signatures[signature]
 

@@ -4,14 +4,12 @@ transcription of conlleval.pl for every scheme."""
 
 import os
 import random
-import subprocess
-import sys
 
 from conftest import CHINESE_VOCAB
 from conftest import CONLL_DATA
-from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import need
+from conftest import run_command
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 from test_glue_run_classifier import read_results
@@ -82,10 +80,8 @@ def test_chinese_characters_each_get_a_prediction(tmp_path):
   assert all(len(r) == 3 and r[2] in labels for r in rows)
   # export from OUTPUT_DIR alone: its vocab.txt (Chinese), case setting, length and tag names.
   export_dir = tmp_path / "export"
-  proc = subprocess.run([sys.executable, "-m", "official_bert.export", f"--checkpoint={out}",
-                         "--model_type=tagger", f"--export_dir={export_dir}"], cwd=REPO,
-                        capture_output=True, text=True, timeout=300,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+  proc = run_command("official_bert.export", f"--checkpoint={out}", "--model_type=tagger",
+                     f"--export_dir={export_dir}")
   assert proc.returncode == 0, proc.stderr[-3000:]
   served = tf.saved_model.load(str(export_dir)).signatures["serving_default"](
       text=tf.constant(["".join(s.words) for s in sentences[:2]]))
