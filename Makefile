@@ -38,9 +38,11 @@ format: venv
 
 # pytest exits 5 when it collected no test: that is a failure here, not a pass.
 # -n 2 --dist loadfile: two worker processes (pytest-xdist; the 2-core machine), each test file
-# on one worker, so a file's module fixtures are built once.
+# on one worker, so a file's module fixtures are built once; --no-loadscope-reorder: files in
+# collection order, the longest first (tests/conftest.py's LONG_FILES_FIRST).
 test: venv
-	$(PY) -m pytest -q -n 2 --dist loadfile --durations=20 tests; rc=$$?; \
+	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=20 tests; \
+	rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
 
 # The main job on an embedded default corpus (no ../shared, no network): stdlib docstrings ->
