@@ -3,8 +3,8 @@ r"""Exports a BERT model as a SavedModel that serves raw text (TensorFlow Servin
   python -m official_bert.export --bert_config_file=FILE --checkpoint=PATH --vocab_file=FILE \
     --do_lower_case=BOOL --model_type=encoder|pretraining|classifier|squad|tagger|feature_tagger \
     --export_dir=DIR [--max_seq_length=128] [--num_labels=N] [--label_names=a,b,c] \
-    [--export_format=single|hub_pair|tflite] [--quantize=none|dynamic|float16] [--top_k=5] \
-    [--normalize_embeddings] [--pooling=mean|cls|pooled]
+    [--export_format=single|hub_pair|tflite|onnx] [--quantize=none|dynamic|float16] \
+    [--top_k=5] [--normalize_embeddings] [--pooling=mean|cls|pooled]
   python -m official_bert.export --checkpoint=HF_MODEL_DIR --model_type=encoder --export_dir=DIR
 
 --checkpoint is ours, a google-research TF1 checkpoint (prefix or directory) or a Hugging Face
@@ -12,7 +12,8 @@ model. A Hugging Face folder or a fine-tuning OUTPUT_DIR brings its config, voca
 do_lower_case, so --bert_config_file and --vocab_file may be left out; a fine-tuning output's
 run_settings.json supplies the flags not given (max_seq_length, labels, a classifier's
 settings). single: one SavedModel (`serving_default`, `serving_pair`, `serve_ids`); hub_pair:
-DIR/preprocessor and DIR/encoder; tflite: DIR/model.tflite. `--normalize_embeddings` makes an
+DIR/preprocessor and DIR/encoder; tflite: DIR/model.tflite; onnx: DIR/model.onnx (both the
+serve_ids graph, with DIR/vocab.txt). `--normalize_embeddings` makes an
 encoder's mean_pooled_output and sentence_embedding unit length (sentence-transformers
 models); `--pooling` picks sentence_embedding's pooling (a run_embeddings OUTPUT_DIR brings
 both). The work is `serving.exporter`'s.
@@ -25,7 +26,6 @@ from official_bert.modeling import model_types
 from official_bert.modeling import sentence_embedding
 from official_bert.serving import classifier_outputs
 from official_bert.serving import exporter
-from official_bert.serving import tflite_export
 
 
 def define_flags():
@@ -45,11 +45,12 @@ def define_flags():
   flags.DEFINE_integer("num_labels", None, "Labels of a classifier/tagger head.")
   flags.DEFINE_list("label_names", None, "Label strings in id order (classifier, tagger); "
                     "default: the labels.txt beside --checkpoint, if any.")
-  flags.DEFINE_enum("export_format", "single", ["single", "hub_pair", "tflite"],
+  flags.DEFINE_enum("export_format", "single", list(exporter.EXPORT_FORMATS),
                     "One SavedModel, a TF-Hub-style preprocessor + encoder pair, or a "
-                    "TensorFlow Lite model of serve_ids.")
-  flags.DEFINE_enum("quantize", "none", list(tflite_export.QUANTIZE_MODES),
-                    "tflite: float32 weights, int8 (dynamic range) or float16 weights.")
+                    "TensorFlow Lite or ONNX model of serve_ids.")
+  flags.DEFINE_enum("quantize", "none", list(exporter.QUANTIZE_MODES),
+                    "tflite, onnx: float32 weights, or int8 weights (dynamic range: "
+                    "activations quantized on the fly); tflite also float16 weights.")
   flags.DEFINE_integer("top_k", 5, "Predictions per [MASK] (pretraining).")
   flags.DEFINE_bool("allow_random_head", False,
                     "Export even if the checkpoint lacks the head (random head; tests only).")

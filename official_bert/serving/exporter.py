@@ -38,12 +38,17 @@ from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling import sentence_embedding
 from official_bert.serving import classifier_outputs
+from official_bert.serving import onnx_export
 from official_bert.serving import signatures as export_signatures
 from official_bert.serving import squad_answers
 from official_bert.serving import tflite_export
 
 SQUAD_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
                "version_2_with_negative", "null_score_diff_threshold")
+# Formats that hold only the serve_ids graph, one file each: (module, --quantize modes).
+FILE_FORMATS = {"tflite": tflite_export, "onnx": onnx_export}
+EXPORT_FORMATS = ("single", "hub_pair") + tuple(FILE_FORMATS)
+QUANTIZE_MODES = ("none", "dynamic", "float16")
 # The flags a fine-tuning run's run_settings.json supplies when not given.
 FROM_RUN_SETTINGS = ("max_seq_length", "label_names", "num_labels", "problem_type",
                      "multi_label_threshold", "label_separator", "normalize_embeddings",
@@ -185,7 +190,7 @@ def export(bert_config_file,
       num_labels = num_labels or 1
   if export_format == "hub_pair" and model_type != "encoder":
     raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")
-  tflite_export.check_options(export_format, quantize)
+  check_quantize(export_format, quantize)
   if normalize_embeddings and model_type != "encoder":
     raise ValueError("--normalize_embeddings applies to an encoder's mean_pooled_output: use "
                      "--model_type=encoder")
@@ -216,6 +221,35 @@ def export(bert_config_file,
     raise
   _swap_in(building, export_dir, replacing)
   return result
+
+
+def check_quantize(export_format, quantize):
+  """Raises ValueError for a --export_format or --quantize that is unknown, or a --quantize
+  the format does not have."""
+  if export_format not in EXPORT_FORMATS:
+    raise ValueError(f"--export_format={export_format}: expected one of "
+                     f"{', '.join(EXPORT_FORMATS)}")
+  modes = FILE_FORMATS[export_format].QUANTIZE_MODES if export_format in FILE_FORMATS else (
+      "none",)
+  if quantize not in modes:
+    raise ValueError(f"--quantize={quantize} is not one of --export_format={export_format}'s: "
+                     f"{', '.join(modes)}")
+
+
+def _write_file_export(export_dir, export_format, content, info, vocab_file, extra):
+  """A one-file export: DIR/model.tflite or model.onnx, DIR/vocab.txt (the app tokenizes
+  with it) and assets.extra/ (`extra`, with the format's settings in export_info.json)."""
+  tfrecord_io.make_dirs(os.path.join(export_dir, "assets.extra"), "--export_dir")
+  with tf.io.gfile.GFile(os.path.join(export_dir, FILE_FORMATS[export_format].MODEL_FILE),
+                         "wb") as f:
+    f.write(content)
+  tf.io.gfile.copy(vocab_file, os.path.join(export_dir, model_files.VOCAB_FILE))
+  extra = dict(extra)
+  extra["export_info.json"] = json.dumps(
+      dict(json.loads(extra["export_info.json"]), **{export_format: info}), indent=2) + "\n"
+  for name, text in extra.items():
+    with tf.io.gfile.GFile(os.path.join(export_dir, "assets.extra", name), "w") as f:
+      f.write(text)
 
 
 def _sibling(path, kind):
@@ -278,7 +312,7 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
   if model_type == "squad" and export_format == "single":
     answerer = squad_answers.SquadAnswerer(model, tokenizer, vocab, max_seq_length,
                                            **(squad_options or {}))
-  if export_format in ("single", "tflite"):
+  if export_format != "hub_pair":
     # Padded to each request's longest text; the Hub preprocessor below keeps the fixed
     # length its TF-Hub-style users build on.
     preprocessor = export_signatures.make_preprocessor(tokenizer, vocab, max_seq_length,
@@ -294,8 +328,11 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
                                              classifier=classifier_options,
                                              pooling=pooling)
     if export_format == "tflite":
-      tflite_export.write(module, model_type, export_dir, max_seq_length, quantize, vocab_file,
-                          extra)
+      content, file_info = tflite_export.convert(module, model_type, max_seq_length, quantize)
+    elif export_format == "onnx":
+      content, file_info = onnx_export.convert(module, model_type, quantize)
+    if export_format in FILE_FORMATS:
+      _write_file_export(export_dir, export_format, content, file_info, vocab_file, extra)
       return module
     _save(module, export_dir, module.signatures(), vocab_file, extra)
     return module

@@ -18,30 +18,17 @@ in float32). The text signatures are not converted: the tokenizer's ops are not 
 builtins (docs/export.md, "On-device models").
 """
 
-import json
-import os
 import tempfile
 
 import tensorflow as tf
 
-from official_bert.interop import model_files
 from official_bert.serving import signatures
 
 QUANTIZE_MODES = ("none", "dynamic", "float16")
 MODEL_FILE = "model.tflite"
-VOCAB_FILE = model_files.VOCAB_FILE  # beside model.tflite, as beside a checkpoint
 SIGNATURE = "serve_ids"
 # Model types whose graph converts only at a static batch (see the module doc).
 _FIXED_BATCH = {"feature_tagger": 1}
-
-
-def check_options(export_format, quantize):
-  """Raises ValueError for a --quantize that is unknown or given to a non-TFLite export."""
-  if quantize not in QUANTIZE_MODES:
-    raise ValueError(f"--quantize={quantize}: expected one of {', '.join(QUANTIZE_MODES)}")
-  if quantize != "none" and export_format != "tflite":
-    raise ValueError(f"--quantize={quantize} applies to --export_format=tflite only (got "
-                     f"--export_format={export_format})")
 
 
 def input_shape(model_type, max_seq_length):
@@ -53,8 +40,7 @@ def input_shape(model_type, max_seq_length):
 
 
 def convert(module, model_type, max_seq_length, quantize="none"):
-  """(.tflite bytes, output names) of a `signatures.ServingModule`'s serve_ids."""
-  check_options("tflite", quantize)
+  """(.tflite bytes, export info) of a `signatures.ServingModule`'s serve_ids."""
   specs = [tf.TensorSpec(input_shape(model_type, max_seq_length), tf.int32, name=name)
            for name in signatures.INPUT_NAMES]
   # The SavedModel's serve_ids, traced again at the fixed seq length.
@@ -71,26 +57,8 @@ def convert(module, model_type, max_seq_length, quantize="none"):
       converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if quantize == "float16":
       converter.target_spec.supported_types = [tf.float16]
-    return converter.convert(), outputs
-
-
-def write(module, model_type, export_dir, max_seq_length, quantize, vocab_file, extra):
-  """Writes model.tflite, vocab.txt and assets.extra/ (`extra`, with the TFLite settings added
-  to export_info.json) to `export_dir`."""
-  content, outputs = convert(module, model_type, max_seq_length, quantize)
-  tf.io.gfile.makedirs(os.path.join(export_dir, "assets.extra"))
-  with tf.io.gfile.GFile(os.path.join(export_dir, MODEL_FILE), "wb") as f:
-    f.write(content)
-  tf.io.gfile.copy(vocab_file, os.path.join(export_dir, VOCAB_FILE))
-  extra = dict(extra)
-  info = json.loads(extra["export_info.json"])
-  info["tflite"] = {
-      "signature": SIGNATURE,
-      "input_shape": [-1 if d is None else d for d in input_shape(model_type, max_seq_length)],
-      "outputs": outputs,
-      "quantize": quantize,
-  }
-  extra["export_info.json"] = json.dumps(info, indent=2) + "\n"
-  for name, text in extra.items():
-    with tf.io.gfile.GFile(os.path.join(export_dir, "assets.extra", name), "w") as f:
-      f.write(text)
+    content = converter.convert()
+  info = {"signature": SIGNATURE,
+          "input_shape": [-1 if d is None else d for d in input_shape(model_type, max_seq_length)],
+          "outputs": outputs, "quantize": quantize}
+  return content, info

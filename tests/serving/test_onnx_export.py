@@ -1,0 +1,198 @@
+"""ONNX export (`--export_format=onnx`): ONNX Runtime gives the SavedModel's serve_ids outputs.
+
+Every model type is exported from a tiny model's checkpoint as model.onnx (--quantize=none);
+the classifier and the encoder also with --quantize=dynamic. The .onnx runs in ONNX Runtime;
+the reference is the serve_ids signature of the module the export converted (what the
+SavedModel export saves), run in TensorFlow on the same inputs, at two lengths (the graph's
+batch and seq are dynamic).
+
+Tolerances on |onnx - SavedModel| <= TOL * max(1, max |SavedModel|):
+  none     1e-4  both float32; only the kernels' summation order differs.
+  dynamic  1e-1  int8 weights (per output channel) and activations quantized per batch on the
+                 fly, one scale per tensor (ONNX Runtime's dynamic quantization of the
+                 MatMuls): a few % per product on these random weights, compounding over the
+                 layers; the real model's agreement (MiniLM, cosine to float32) is in
+                 bench/RESULTS.md.
+Integer outputs are exact in float32. Quantized, the classifier's predictions on the SST-2
+fixture sentences may differ only where the float model's two logits are within the tolerance;
+the count of changed predictions is asserted small.
+"""
+
+import json
+import os
+
+from conftest import GLUE_DATA
+from conftest import UNCASED_VOCAB
+import keras
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  # registers the ops of the SavedModel's text signatures
+
+from data_prep import tokenization
+from official_bert.interop import model_files
+from official_bert.modeling import model_types
+from official_bert.modeling.bert_config import BertConfig
+from official_bert.serving import exporter
+from official_bert.serving import onnx_export
+from official_bert.serving import text_packing
+from official_bert.training import checkpointing
+
+SEQ = 32
+CONFIG = BertConfig(vocab_size=12207, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                    intermediate_size=128, max_position_embeddings=64, type_vocab_size=2)
+LABELS = ["O", "B", "I"]
+HEAD_CONFIG = {"layers": [-1, -2], "combine": "concat", "lstm_units": 8, "lstm_layers": 1}
+TOL = {"none": 1e-4, "dynamic": 1e-1}
+QUANTIZED = ("classifier", "encoder")
+
+
+@pytest.fixture(scope="module", name="exported")
+def _exported(tmp_path_factory):
+  """{model_type: {"none" | "dynamic": export dir, "serve_ids": the reference function}}."""
+  root = tmp_path_factory.mktemp("onnx")
+  config_file = str(root / "bert_config.json")
+  model_files.write_config_file(config_file, CONFIG)
+  rng = np.random.default_rng(0)
+  dirs = {}
+  for seed, model_type in enumerate(model_types.MODEL_TYPES):
+    keras.utils.set_random_seed(seed)
+    head_config = HEAD_CONFIG if model_type == "feature_tagger" else None
+    labels = LABELS[:2] if model_type == "classifier" else LABELS
+    model = model_types.build_model(model_type, CONFIG, len(labels), head_config)
+    for variable in model.variables:  # apart from the init's 0.02: logits stand apart
+      variable.assign(rng.normal(scale=0.1, size=variable.shape).astype("float32"))
+    checkpoint = checkpointing.model_checkpoint(model).write(str(root / model_type / "ckpt-1"))
+    if head_config:
+      with open(root / model_type / model_files.HEAD_CONFIG_FILE, "w") as f:
+        json.dump(head_config, f)
+    dirs[model_type] = {}
+    for name in ("none",) + (("dynamic",) if model_type in QUANTIZED else ()):
+      dirs[model_type][name] = str(root / model_type / name)
+      module = exporter.export(
+          config_file, checkpoint, UNCASED_VOCAB, True, model_type, dirs[model_type][name],
+          max_seq_length=SEQ,
+          label_names=labels if model_type in model_types.NEEDS_NUM_LABELS else None,
+          top_k=3, export_format="onnx", quantize=name,
+          squad_options={"max_query_length": 8, "doc_stride": 8} if model_type == "squad" else None)
+      dirs[model_type]["serve_ids"] = module.signatures()["serve_ids"]
+  return dirs
+
+
+def _inputs(model_type, seed, seq):
+  rng = np.random.default_rng(seed)
+  shape = [2, 3, seq] if model_type == "multiple_choice" else [3, seq]
+  lengths = rng.integers(4, seq + 1, size=shape[:-1])
+  positions = np.arange(seq)
+  mask = (positions < lengths[..., None]).astype(np.int32)
+  ids = rng.integers(1000, 3000, size=shape).astype(np.int32)
+  ids[rng.random(shape) < 0.15] = 103  # [MASK]
+  ids[..., 0] = 101  # [CLS]
+  types = ((positions >= lengths[..., None] // 2) & (mask > 0)).astype(np.int32)
+  return {"input_word_ids": np.where(mask > 0, ids, 0).astype(np.int32), "input_mask": mask,
+          "input_type_ids": types}
+
+
+def _session(export_dir):
+  options = ort.SessionOptions()
+  options.intra_op_num_threads = 1
+  return ort.InferenceSession(os.path.join(export_dir, onnx_export.MODEL_FILE), options,
+                              providers=["CPUExecutionProvider"])
+
+
+def _run(session, inputs):
+  names = [o.name for o in session.get_outputs()]
+  return dict(zip(names, session.run(names, inputs)))
+
+
+@pytest.mark.parametrize("model_type", model_types.MODEL_TYPES)
+def test_onnx_gives_the_saved_models_serve_ids_outputs(model_type, exported):
+  dirs = exported[model_type]
+  serve_ids = dirs["serve_ids"]
+  for quantize in [q for q in TOL if q in dirs]:
+    session = _session(dirs[quantize])
+    assert sorted(i.name for i in session.get_inputs()) == sorted(
+        ["input_word_ids", "input_mask", "input_type_ids"])
+    for seed, seq in ((0, SEQ), (1, 11)):  # any length up to the maximum
+      inputs = _inputs(model_type, seed, seq)
+      want = {k: v.numpy() for k, v in serve_ids(**{k: tf.constant(v)
+                                                    for k, v in inputs.items()}).items()}
+      got = _run(session, inputs)
+      assert sorted(got) == sorted(want), "every serve_ids output, under the same names"
+      for name, value in want.items():
+        assert got[name].shape == value.shape, (quantize, name)
+        if value.dtype.kind == "f":
+          np.testing.assert_allclose(got[name], value, rtol=0,
+                                     atol=TOL[quantize] * max(1.0, float(np.abs(value).max())),
+                                     err_msg=f"{model_type} {quantize} {name}")
+        elif value.dtype == object:  # strings: ONNX Runtime gives str, TensorFlow bytes
+          np.testing.assert_array_equal(got[name].astype(str), value.astype(str),
+                                        err_msg=f"{model_type} {quantize} {name}")
+        elif quantize == "none":
+          np.testing.assert_array_equal(got[name], value, err_msg=f"{model_type} {name}")
+
+def _matmul_weight_types(export_dir):
+  """{ONNX data type name: count} of the initializers that MatMuls read (directly, or through
+  a DequantizeLinear / DynamicQuantizeLinear-fed MatMulInteger)."""
+  model = onnx.load(os.path.join(export_dir, onnx_export.MODEL_FILE))
+  initializers = {t.name: t for t in model.graph.initializer}
+  counts = {}
+  for node in model.graph.node:
+    if node.op_type in ("MatMul", "MatMulInteger"):
+      for name in node.input:
+        if name in initializers and len(initializers[name].dims) == 2:
+          kind = onnx.TensorProto.DataType.Name(initializers[name].data_type)
+          counts[kind] = counts.get(kind, 0) + 1
+  return counts
+
+
+@pytest.mark.parametrize("model_type", QUANTIZED)
+def test_dynamic_quantization_makes_the_matmul_weights_int8(model_type, exported):
+  dirs = exported[model_type]
+  floats = _matmul_weight_types(dirs["none"])
+  assert set(floats) == {"FLOAT"} and floats["FLOAT"] >= 6 * CONFIG.num_hidden_layers, floats
+  assert _matmul_weight_types(dirs["dynamic"]) == {"INT8": floats["FLOAT"]}
+  sizes = {q: os.path.getsize(os.path.join(dirs[q], onnx_export.MODEL_FILE))
+           for q in ("none", "dynamic")}
+  assert sizes["dynamic"] < sizes["none"], sizes  # the float32 embedding tables stay
+
+
+def test_int8_classifier_predicts_the_sst2_sentences_as_float(exported):
+  with open(os.path.join(GLUE_DATA, "SST-2", "dev.tsv"), encoding="utf-8") as f:
+    sentences = [line.split("\t")[0] for line in f][1:]
+  vocab = tokenization.load_vocab_tokens(UNCASED_VOCAB)
+  pack = text_packing.TextToInputs(tokenization.TextTokenizer(vocab), vocab, SEQ, 8)
+  inputs = {k: v.numpy() for k, v in pack(tf.constant(sentences)).items()}
+  dirs = exported["classifier"]
+  fp32, int8 = _run(_session(dirs["none"]), inputs), _run(_session(dirs["dynamic"]), inputs)
+  margin = np.abs(np.diff(fp32["logits"], axis=-1))[:, 0]
+  changed = fp32["predicted_ids"] != int8["predicted_ids"]
+  tol = TOL["dynamic"] * max(1.0, float(np.abs(fp32["logits"]).max()))
+  assert (margin[changed] < 2 * tol).all(), "only near-ties may change"
+  assert changed.sum() <= max(1, len(sentences) // 20), (changed.sum(), len(sentences))
+  cosine = np.sum(fp32["logits"] * int8["logits"]) / (np.linalg.norm(fp32["logits"]) *
+                                                       np.linalg.norm(int8["logits"]))
+  assert cosine > 0.99
+
+
+def test_export_info_and_files(exported):
+  for quantize in ("none", "dynamic"):
+    d = exported["classifier"][quantize]
+    assert sorted(os.listdir(d)) == ["assets.extra", "model.onnx", "vocab.txt"]
+    with open(os.path.join(d, "assets.extra", "export_info.json")) as f:
+      info = json.load(f)
+    assert info["export_format"] == "onnx"
+    assert info["onnx"] == {"input_shape": [-1, -1], "opset": onnx_export.OPSET,
+                            "quantize": quantize,
+                            "outputs": sorted(o.name for o in _session(d).get_outputs())}
+
+
+def test_quantize_modes_are_checked_per_format():
+  exporter.check_quantize("onnx", "dynamic")
+  exporter.check_quantize("tflite", "float16")
+  with pytest.raises(ValueError, match="--quantize=float16 is not one of --export_format=onnx"):
+    exporter.check_quantize("onnx", "float16")
+  with pytest.raises(ValueError, match="--export_format=pt: expected one of"):
+    exporter.check_quantize("pt", "none")
