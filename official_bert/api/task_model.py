@@ -22,6 +22,7 @@ from official_bert.api import presets
 from official_bert.api.backbone import BackboneModelConfig
 from official_bert.serving import exporter
 from official_bert.training import optimization
+from official_bert.training import padding
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -65,8 +66,17 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def map_batches(self, dataset):
     """A user's dataset of raw (x, y) batches -> (features, y); default: preprocess x."""
-    return dataset.map(lambda x, *rest: (self.preprocessor(x),) + tuple(rest),
+    return dataset.map(lambda x, *rest: (self.trimmed(self.preprocessor(x)),) + tuple(rest),
                        num_parallel_calls=AUTOTUNE)
+
+  def trimmed(self, features):
+    """A preprocessed batch cut to its longest real sequence, at the commands' bucket
+    lengths (`training.padding`, --trim_padding): fit, evaluate and predict do no work on
+    padding. Not for a task with per-position outputs, whose arrays keep their width."""
+    if self.task.position_outputs:
+      return features
+    return padding.trimmer(self.task.token_features, self.preprocessor.sequence_length)(
+        features)
 
   def run_settings(self):
     """run_settings.json's task entries (what `export` and the commands read back)."""

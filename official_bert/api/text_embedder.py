@@ -135,7 +135,8 @@ class TextEmbedder(task_model.TaskModel):
   def _pairs(self, texts):
     """(first, second) [b] strings -> features [b, 2, seq], each text packed on its own."""
     first, second = self.preprocessor(texts[0]), self.preprocessor(texts[1])
-    return {name: tf.stack([first[name], second[name]], axis=1) for name in first}
+    return self.trimmed({name: tf.stack([first[name], second[name]], axis=1)
+                         for name in first})
 
   def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
     if not isinstance(x, tuple):  # texts to encode
@@ -149,7 +150,8 @@ class TextEmbedder(task_model.TaskModel):
   def map_batches(self, dataset):
     """A dataset of raw (texts,) batches, or ((first, second)[, scores]) batches."""
     def features(x, *rest):
-      return (self._pairs(x) if isinstance(x, tuple) else self.preprocessor(x),) + rest
+      return (self._pairs(x) if isinstance(x, tuple) else self.trimmed(self.preprocessor(x)),
+              ) + rest
     return dataset.map(features, num_parallel_calls=task_model.AUTOTUNE)
 
   def loss_features(self, x, y, sample_weight):

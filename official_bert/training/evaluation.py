@@ -22,7 +22,10 @@ SUM = tf.distribute.ReduceOp.SUM
 
 def _finite_loop(strategy, replica_fn, dataset_fn, max_steps=None):
   """Yields `replica_fn`'s per-replica results for each batch of a finite dataset."""
-  step = tf.function(lambda features: strategy.run(replica_fn, args=(features,)))
+  # reduce_retracing: batches cut to their longest sequence (`padding`) come in a dozen
+  # lengths; after the second, one trace with the length left open serves them all.
+  step = tf.function(lambda features: strategy.run(replica_fn, args=(features,)),
+                     reduce_retracing=True)
   iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
   steps = 0
   while max_steps is None or steps < max_steps:
