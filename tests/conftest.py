@@ -164,6 +164,13 @@ def run_command(module, *args):
 
   command = importlib.import_module(module)
   app.define_help_flags()  # once per process, as app.run does: not the command's flags
+  # Flags other modules defined when imported (tf-models-official's scripts, by the parity
+  # tests) are set aside while the command runs: a fresh process would not have them.
+  foreign = {name: (flags.FLAGS[name], flags.FLAGS.find_module_defining_flag(name, ""))
+             for name in list(flags.FLAGS)}
+  foreign = {name: value for name, value in foreign.items() if not value[1].startswith("absl.")}
+  for name in foreign:
+    delattr(flags.FLAGS, name)
   before = set(flags.FLAGS)
   argv = [module] + [str(a) for a in args]
   out, err = io.StringIO(), io.StringIO()
@@ -194,6 +201,10 @@ def run_command(module, *args):
     for name in set(flags.FLAGS) - before:
       delattr(flags.FLAGS, name)
     flags.FLAGS.unparse_flags()
+    for name, (flag, defined_by) in foreign.items():
+      if name not in flags.FLAGS:  # a short name restores with its flag
+        flags.FLAGS[name] = flag
+        flags.FLAGS.register_flag_by_module(defined_by, flag)
     _restore_runtime_state(runtime)
   return CommandResult(argv, returncode, out.getvalue(), err.getvalue())
 

@@ -137,7 +137,7 @@ def test_accumulating_k_micro_batches_equals_one_big_batch(data):
 def test_killed_at_random_points_then_rerun_matches_an_uninterrupted_run(data, tmp_path):
   """Fault injection: -9, TERM and INT at random moments, then a rerun: bit-identical."""
   steps = dict(num_train_steps=12, save_checkpoints_steps=2, steps_per_loop=1)
-  _cli(_args(data, tmp_path / "straight", **steps))
+  _cli(_args(data, tmp_path / "straight", **steps), process=False)
   crashed = tmp_path / "crashed"
   rng = random.Random(5)
   stopped = []
@@ -159,7 +159,7 @@ def test_killed_at_random_points_then_rerun_matches_an_uninterrupted_run(data, t
     assert proc.returncode in (0, -signal.SIGKILL, 128 + signum), err[-2000:]
     stopped.append(proc.returncode != 0)
   assert stopped[0], "the first run was not interrupted"
-  _cli(_args(data, crashed, **steps))  # resumes from whatever the stopped runs saved
+  _cli(_args(data, crashed, **steps), process=False)  # resumes from what the stopped runs saved
   a, b = _model_weights(tmp_path / "straight", 12), _model_weights(crashed, 12)
   assert all(np.array_equal(a[k], b[k]) for k in a), "resumed weights differ"
 
@@ -176,7 +176,7 @@ def _free_ports(n):
 
 def test_two_worker_multi_worker_mirrored_agrees_with_one_device(data, tmp_path):
   common = dict(shuffle_buffer_size=1, num_train_steps=4, save_checkpoints_steps=4)
-  _cli(_args(data, tmp_path / "single", "nodrop", **common))
+  _cli(_args(data, tmp_path / "single", "nodrop", **common), process=False)
   cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
   out = tmp_path / "multi"
   procs = []
