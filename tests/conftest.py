@@ -215,6 +215,7 @@ def run_command(module, *args):
 LONG_FILES_FIRST = (
     "training/test_pretraining_loop.py",
     "serving/test_tflite_export.py",
+    "serving/test_onnx_export.py",
     "api/test_python_api.py",
     "api/test_docs_examples.py",
     "serving/test_export.py",
