@@ -58,6 +58,33 @@ def tiny_model_folder(path, seed=0):
   return str(path)
 
 
+def random_model_checkpoint(root, model_type, config, num_labels, head_config=None, seed=0,
+                            rng=None, scale=0.2):
+  """A checkpoint of `model_type` whose every weight is N(0, scale): larger than the init's
+  0.02, so that logits, choices and top-k tokens stand apart (near-ties would flip an id on
+  rounding noise). Written to root/model_type/ckpt-1, a feature_tagger's head_config.json
+  beside it; returns the checkpoint path."""
+  import json  # pylint: disable=g-import-not-at-top
+
+  import keras  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  from official_bert.interop import model_files  # pylint: disable=g-import-not-at-top
+  from official_bert.modeling import model_types  # pylint: disable=g-import-not-at-top
+  from official_bert.training import checkpointing  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(seed)
+  model = model_types.build_model(model_type, config, num_labels, head_config)
+  rng = rng if rng is not None else np.random.default_rng(seed)
+  for variable in model.variables:
+    variable.assign(rng.normal(scale=scale, size=variable.shape).astype("float32"))
+  folder = os.path.join(str(root), model_type)
+  checkpoint = checkpointing.model_checkpoint(model).write(os.path.join(folder, "ckpt-1"))
+  if head_config:
+    with open(os.path.join(folder, model_files.HEAD_CONFIG_FILE), "w") as f:
+      json.dump(head_config, f)
+  return checkpoint
+
+
 def need(path):
   """Skips the test when `path` is absent (the real data in ../shared/data on a bare clone)."""
   if not os.path.exists(path):

@@ -23,7 +23,7 @@ import os
 
 from conftest import GLUE_DATA
 from conftest import UNCASED_VOCAB
-import keras
+from conftest import random_model_checkpoint
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -38,7 +38,6 @@ from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
 from official_bert.serving import onnx_export
 from official_bert.serving import text_packing
-from official_bert.training import checkpointing
 
 SEQ = 32
 CONFIG = BertConfig(vocab_size=12207, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -58,16 +57,10 @@ def _exported(tmp_path_factory):
   rng = np.random.default_rng(0)
   dirs = {}
   for seed, model_type in enumerate(model_types.MODEL_TYPES):
-    keras.utils.set_random_seed(seed)
     head_config = HEAD_CONFIG if model_type == "feature_tagger" else None
     labels = LABELS[:2] if model_type == "classifier" else LABELS
-    model = model_types.build_model(model_type, CONFIG, len(labels), head_config)
-    for variable in model.variables:  # apart from the init's 0.02: logits stand apart
-      variable.assign(rng.normal(scale=0.1, size=variable.shape).astype("float32"))
-    checkpoint = checkpointing.model_checkpoint(model).write(str(root / model_type / "ckpt-1"))
-    if head_config:
-      with open(root / model_type / model_files.HEAD_CONFIG_FILE, "w") as f:
-        json.dump(head_config, f)
+    checkpoint = random_model_checkpoint(root, model_type, CONFIG, len(labels), head_config,
+                                         seed, rng, scale=0.1)
     dirs[model_type] = {}
     for name in ("none",) + (("dynamic",) if model_type in QUANTIZED else ()):
       dirs[model_type][name] = str(root / model_type / name)

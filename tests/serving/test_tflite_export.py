@@ -1,9 +1,9 @@
 """TFLite export (`--export_format=tflite`): the .tflite gives the SavedModel's serve_ids outputs.
 
-Every model type is exported once (module fixture) from a tiny model's checkpoint as a
-SavedModel and as .tflite with each --quantize; the .tflite runs in the LiteRT interpreter
-(`ai_edge_litert`, builtin ops only: no Flex delegate), the SavedModel's serve_ids in
-TensorFlow, on the same padded inputs.
+Every model type is exported once (module fixture) from a tiny model's checkpoint as .tflite
+with each --quantize; the .tflite runs in the LiteRT interpreter (`ai_edge_litert`, builtin ops
+only: no Flex delegate). The reference ("SavedModel" below) is the exported module's serve_ids
+in TensorFlow, the function a SavedModel export saves, on the same padded inputs.
 
 Tolerances, per output, on |tflite - SavedModel| <= TOL * max(1, max |SavedModel|):
   none     1e-4  both float32; only the kernels' summation order differs (XNNPACK vs TF).
@@ -24,18 +24,16 @@ import subprocess
 import sys
 
 from ai_edge_litert.interpreter import Interpreter
-import keras
+from conftest import random_model_checkpoint
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  # registers the ops the SavedModel's text signatures use
 
 from official_bert.interop import model_files
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
 from official_bert.serving import tflite_export
-from official_bert.training import checkpointing
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ = 16
@@ -51,7 +49,7 @@ LABELS = ["O", "B", "I"]
 HEAD_CONFIG = {"layers": [-1, -2], "combine": "concat", "lstm_units": 32, "lstm_layers": 2}
 TOL = {"none": 1e-4, "float16": 5e-3, "dynamic": 5e-2}
 NUM_CHOICES = 3
-# The SavedModel's SQuAD text signatures need room for a context at this short SEQ.
+# The exported module's SQuAD text signatures need room for a context at this short SEQ.
 SQUAD_OPTIONS = {"max_query_length": 6, "doc_stride": 4}
 _PATHS = {}  # the fixture's files, for the tests that export again
 
@@ -66,7 +64,7 @@ def _label_names(model_type):
 
 @pytest.fixture(scope="module", name="exported")
 def _exported(tmp_path_factory):
-  """{model_type: {"saved_model": dir, "none" | "dynamic" | "float16": dir}}."""
+  """{model_type: {"none" | "dynamic" | "float16": dir, "serve_ids": the reference}}."""
   root = tmp_path_factory.mktemp("tflite")
   vocab_file = str(root / "vocab.txt")
   with open(vocab_file, "w", encoding="utf-8") as f:
@@ -76,26 +74,19 @@ def _exported(tmp_path_factory):
   rng = np.random.default_rng(0)
   dirs = {}
   for seed, model_type in enumerate(model_types.MODEL_TYPES):
-    keras.utils.set_random_seed(seed)
     head_config = HEAD_CONFIG if model_type == "feature_tagger" else None
-    model = model_types.build_model(model_type, CONFIG, len(LABELS), head_config)
-    # Larger than the init's 0.02, so that the logits, choices and top-k tokens stand apart
-    # (near-ties would make the id outputs flip on rounding noise).
-    for variable in model.variables:
-      variable.assign(rng.normal(scale=0.2, size=variable.shape).astype("float32"))
-    checkpoint = checkpointing.model_checkpoint(model).write(str(root / model_type / "ckpt-1"))
-    if head_config:
-      with open(root / model_type / model_files.HEAD_CONFIG_FILE, "w") as f:
-        json.dump(head_config, f)
+    checkpoint = random_model_checkpoint(root, model_type, CONFIG, len(LABELS), head_config,
+                                         seed, rng)
     dirs[model_type] = {}
-    for name in ("saved_model",) + tflite_export.QUANTIZE_MODES:
+    for name in tflite_export.QUANTIZE_MODES:
       dirs[model_type][name] = str(root / model_type / name)
-      exporter.export(config_file, checkpoint, vocab_file, True, model_type,
-                      dirs[model_type][name], max_seq_length=SEQ,
-                      label_names=_label_names(model_type), top_k=3,
-                      export_format="single" if name == "saved_model" else "tflite",
-                      quantize="none" if name == "saved_model" else name,
-                      squad_options=SQUAD_OPTIONS if model_type == "squad" else None)
+      module = exporter.export(config_file, checkpoint, vocab_file, True, model_type,
+                               dirs[model_type][name], max_seq_length=SEQ,
+                               label_names=_label_names(model_type), top_k=3,
+                               export_format="tflite", quantize=name,
+                               squad_options=SQUAD_OPTIONS if model_type == "squad" else None)
+      if name == "none":  # the reference: the module's serve_ids, what a SavedModel saves
+        dirs[model_type]["serve_ids"] = module.signatures()["serve_ids"]
   _PATHS.update(root=root, vocab_file=vocab_file, config_file=config_file)
   return dirs
 
@@ -116,17 +107,14 @@ def _inputs(model_type, seed):
           "input_type_ids": types}
 
 
-_LOADED = {}  # export_dir -> its serve_ids: each SavedModel is loaded once
-_REFERENCE = {}  # (export_dir, seed) -> its outputs on _inputs(model_type, seed)
+_REFERENCE = {}  # (model type, seed) -> serve_ids' outputs on _inputs(model_type, seed)
 
 
-def _saved_model_outputs(export_dir, inputs, seed):
-  if (export_dir, seed) not in _REFERENCE:
-    if export_dir not in _LOADED:
-      _LOADED[export_dir] = tf.saved_model.load(export_dir).signatures["serve_ids"]
-    out = _LOADED[export_dir](**{k: tf.constant(v) for k, v in inputs.items()})
-    _REFERENCE[(export_dir, seed)] = {k: v.numpy() for k, v in out.items()}
-  return _REFERENCE[(export_dir, seed)]
+def _reference_outputs(dirs, model_type, inputs, seed):
+  if (model_type, seed) not in _REFERENCE:
+    out = dirs[model_type]["serve_ids"](**{k: tf.constant(v) for k, v in inputs.items()})
+    _REFERENCE[(model_type, seed)] = {k: v.numpy() for k, v in out.items()}
+  return _REFERENCE[(model_type, seed)]
 
 
 def _tflite_runner(export_dir):
@@ -167,7 +155,7 @@ def test_tflite_gives_the_saved_models_serve_ids_outputs(model_type, quantize, e
   assert list(interpreter.get_signature_list()) == ["serve_ids"]  # no text signature
   for seed in range(2):
     inputs = _inputs(model_type, seed)
-    want = _saved_model_outputs(dirs["saved_model"], inputs, seed)
+    want = _reference_outputs(exported, model_type, inputs, seed)
     got = runner(**inputs)
     assert sorted(got) == sorted(want), "every serve_ids output, under the same names"
     for name, value in want.items():
@@ -250,7 +238,7 @@ def test_cli_exports_and_refuses_bad_quantize(exported, tmp_path):
   assert rc == 0, err[-3000:]
   inputs = _inputs("classifier", 0)
   got = _tflite_runner(str(tmp_path / "ok"))[1](**inputs)
-  want = _saved_model_outputs(exported["classifier"]["saved_model"], inputs, 0)
+  want = _reference_outputs(exported, "classifier", inputs, 0)
   np.testing.assert_allclose(got["logits"], want["logits"], rtol=0,
                              atol=TOL["float16"] * max(1, np.abs(want["logits"]).max()))
   rc, (out, err) = results["bad_value"]
