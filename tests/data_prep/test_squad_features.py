@@ -2,6 +2,7 @@
 
 import collections
 import json
+import os
 
 from conftest import SQUAD_V1
 from conftest import SQUAD_V2
@@ -193,6 +194,7 @@ def test_workers_write_the_same_bytes(tmp_path):
         doc_stride=16, max_query_length=12, is_training=False, num_workers=workers,
         examples_per_chunk=8))
     for p in (out, squad_schema.metadata_path(out)):
-      outputs[p.replace(f"w{workers}", "w")].append(open(p, "rb").read())
+      # Keyed by file name: the directory may hold "w1" too (xdist's popen-gw1).
+      outputs[os.path.basename(p).replace(f"w{workers}", "w")].append(open(p, "rb").read())
   for blobs in outputs.values():
     assert blobs[0] == blobs[1]
