@@ -48,7 +48,8 @@ SQUAD_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_leng
 # Formats that hold only the serve_ids graph, one file each: (module, --quantize modes).
 FILE_FORMATS = {"tflite": tflite_export, "onnx": onnx_export}
 EXPORT_FORMATS = ("single", "hub_pair") + tuple(FILE_FORMATS)
-QUANTIZE_MODES = ("none", "dynamic", "float16")
+# Every format's --quantize modes, in first-seen order (the flag's choices).
+QUANTIZE_MODES = tuple(dict.fromkeys(m for f in FILE_FORMATS.values() for m in f.QUANTIZE_MODES))
 # The flags a fine-tuning run's run_settings.json supplies when not given.
 FROM_RUN_SETTINGS = ("max_seq_length", "label_names", "num_labels", "problem_type",
                      "multi_label_threshold", "label_separator", "normalize_embeddings",

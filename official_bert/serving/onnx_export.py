@@ -35,7 +35,7 @@ def input_shape(model_type):
 
 
 def convert(module, model_type, quantize="none"):
-  """(.onnx bytes, output names, export info) of a `signatures.ServingModule`'s serve_ids."""
+  """(.onnx bytes, export info) of a `signatures.ServingModule`'s serve_ids."""
   # Imported here: only this export needs them, and tf2onnx's import is slow.
   import tf2onnx  # pylint: disable=g-import-not-at-top
 
