@@ -224,10 +224,7 @@ def main():
   if args.child_python_api:
     child_python_api(json.loads(args.child_python_api), int(args.seeds))
     return
-  from official_bert.interop import packaged_weights
-  model_dir = packaged_weights.minilm_dir()
-  if model_dir is None:
-    raise SystemExit(packaged_weights.MINILM_INSTALL)
+  model_dir = machine.minilm_dir()
   work = args.work_dir or tempfile.mkdtemp(prefix="bench_parity_")
   os.makedirs(work, exist_ok=True)
   paths, splits = write_split(args.data, work, args.num_train, args.num_dev)
@@ -236,27 +233,29 @@ def main():
       else []
   runs = {}  # row name -> [(accuracy, examples/s)] per seed
   impls = args.impls.split(",")
+  # (table row, progress label, one run at a seed) in the order each seed runs them: one loop
+  # records every implementation alike.
+  rows = []
+  if "ours" in impls:
+    rows += [(f"ours ({name})", f"ours ({name})",
+              lambda seed, extra=extra: run_ours(args, model_dir, paths, seed, extra, work))
+             for name, extra in variants]
+  bert_schedule = "transformers, google-research/bert's schedule"
+  for impl, row, label, run in [
+      ("python_api", "ob.TextClassifier (Python API)", "python api",
+       lambda seed: run_python_api(args, paths, seed)),
+      ("keras_hub", "keras-hub 0.32", "keras-hub",
+       lambda seed: run_keras_hub(model_dir, splits, seed)),
+      ("transformers", "transformers (PyTorch)", "transformers",
+       lambda seed: run_transformers(model_dir, splits, seed)),
+      ("transformers_bert_schedule", bert_schedule, bert_schedule,
+       lambda seed: run_transformers(model_dir, splits, seed, True))]:
+    if impl in impls:
+      rows.append((row, label, run))
   for seed in seeds:
-    if "ours" in impls:
-      for name, extra in variants:
-        runs.setdefault(f"ours ({name})", []).append(
-            run_ours(args, model_dir, paths, seed, extra, work))
-        print(f"seed {seed} ours ({name}): {runs[f'ours ({name})'][-1]}", flush=True)
-    if "python_api" in impls:
-      runs.setdefault("ob.TextClassifier (Python API)", []).append(
-          run_python_api(args, paths, seed))
-      print(f"seed {seed} python api: {runs['ob.TextClassifier (Python API)'][-1]}", flush=True)
-    if "keras_hub" in impls:
-      runs.setdefault("keras-hub 0.32", []).append(run_keras_hub(model_dir, splits, seed))
-      print(f"seed {seed} keras-hub: {runs['keras-hub 0.32'][-1]}", flush=True)
-    if "transformers" in impls:
-      runs.setdefault("transformers (PyTorch)", []).append(
-          run_transformers(model_dir, splits, seed))
-      print(f"seed {seed} transformers: {runs['transformers (PyTorch)'][-1]}", flush=True)
-    if "transformers_bert_schedule" in impls:
-      name = "transformers, google-research/bert's schedule"
-      runs.setdefault(name, []).append(run_transformers(model_dir, splits, seed, True))
-      print(f"seed {seed} {name}: {runs[name][-1]}", flush=True)
+    for row, label, run in rows:
+      runs.setdefault(row, []).append(run(seed))
+      print(f"seed {seed} {label}: {runs[row][-1]}", flush=True)
   lines = [f"Run {datetime.datetime.now():%Y-%m-%d %H:%M} on {machine.cpu_model()}, "
            f"{os.cpu_count()} cores; `{' '.join(sys.argv)}`", "",
            "| implementation | " + " | ".join(f"seed {s}" for s in seeds)

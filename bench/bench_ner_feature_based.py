@@ -32,8 +32,6 @@ _DATA = os.path.join(os.path.dirname(_REPO), "shared", "data")
 
 import machine  # noqa: E402  # bench/machine.py, beside this script
 
-from official_bert.interop import packaged_weights  # noqa: E402
-
 ROWS = {
     "fine-tuning": [],
     "embeddings": ["--feature_based", "--layers=embeddings", "--combine=last"],
@@ -62,13 +60,6 @@ def parse_args():
   return p.parse_args()
 
 
-def minilm_dir():
-  path = packaged_weights.minilm_dir()
-  if path is None:
-    raise SystemExit(packaged_weights.MINILM_INSTALL)
-  return path
-
-
 def read_results(path):
   out = {}
   with open(path) as f:
@@ -86,7 +77,7 @@ def main():
   args = parse_args()
   names = list(ROWS) if args.rows == "all" else args.rows.split(",")
   work = args.work_dir or tempfile.mkdtemp(prefix="ner_table7_")
-  model = minilm_dir()
+  model = machine.minilm_dir()
   lines = []
   for name in names:
     flags = ROWS[name]

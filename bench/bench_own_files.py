@@ -33,7 +33,6 @@ _DATA = os.path.join(os.path.dirname(_REPO), "shared", "data")
 import machine  # noqa: E402  # bench/machine.py, beside this script
 
 from data_prep.tagging import conll  # noqa: E402
-from official_bert.interop import packaged_weights  # noqa: E402
 
 
 def parse_args():
@@ -43,13 +42,6 @@ def parse_args():
   p.add_argument("--work_dir", default=None)
   p.add_argument("--out", default=os.path.join(_REPO, "bench", "RESULTS_own_files.md"))
   return p.parse_args()
-
-
-def minilm_dir():
-  path = packaged_weights.minilm_dir()
-  if path is None:
-    raise SystemExit(packaged_weights.MINILM_INSTALL)
-  return path
 
 
 def sst2_jsonl(glue_dir, work):
@@ -83,7 +75,7 @@ def main():
   args = parse_args()
   work = args.work_dir or tempfile.mkdtemp(prefix="own_files_")
   os.makedirs(work, exist_ok=True)
-  model = minilm_dir()
+  model = machine.minilm_dir()
   glue, conll_dir = os.path.join(args.data, "glue", "SST-2"), os.path.join(args.data,
                                                                            "conll2003")
   sst = sst2_jsonl(glue, work)

@@ -38,7 +38,6 @@ import tensorflow as tf  # noqa: E402
 from data_prep import tokenization  # noqa: E402
 from official_bert.interop import hf_weights  # noqa: E402
 from official_bert.interop import model_files  # noqa: E402
-from official_bert.interop import packaged_weights  # noqa: E402
 from official_bert.serving import exporter  # noqa: E402
 
 QUANTIZE = ("none", "dynamic", "float16")
@@ -57,13 +56,6 @@ def parse_args():
   p.add_argument("--threads", type=int, default=2)
   p.add_argument("--parts", default="encoder,sst2", help="encoder (size, latency), sst2, or both")
   return p.parse_args()
-
-
-def minilm_dir():
-  path = packaged_weights.minilm_dir()
-  if path is None:
-    raise SystemExit(packaged_weights.MINILM_INSTALL)
-  return path
 
 
 def dir_size(path):
@@ -193,7 +185,7 @@ def main():
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # before any op runs
   started = datetime.datetime.now(datetime.timezone.utc)
   load = os.getloadavg()
-  model = minilm_dir()
+  model = machine.minilm_dir()
   os.makedirs(args.work_dir, exist_ok=True)
   config_file = os.path.join(args.work_dir, "bert_config.json")
   model_files.write_config_file(config_file,

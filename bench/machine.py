@@ -1,4 +1,4 @@
-"""What a benchmark prints about the machine it ran on (shared by the bench scripts)."""
+"""What the bench scripts share: the machine they ran on and the MiniLM weights they load."""
 
 import platform
 
@@ -13,3 +13,14 @@ def cpu_model():
   except OSError:
     pass
   return platform.processor() or "?"
+
+
+def minilm_dir():
+  """The installed MiniLM model folder; exits naming the pip command when it is missing."""
+  # Imported here, not at the top: some scripts import this module before they put the
+  # repository on sys.path (or never do, needing only cpu_model).
+  from official_bert.interop import packaged_weights
+  path = packaged_weights.minilm_dir()
+  if path is None:
+    raise SystemExit(packaged_weights.MINILM_INSTALL)
+  return path

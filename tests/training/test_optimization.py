@@ -282,6 +282,15 @@ def decayed_by_one_step(opt, variables, lr, wd):
   return changed
 
 
+def one_step(opt, variables, gradient):
+  """Builds `opt`, applies one step of `gradient(v)` to each variable, and returns each
+  variable beside its value before the step (a copy: the step changes it in place)."""
+  opt.build(variables)
+  before = [np.array(v.numpy()) for v in variables]
+  opt.apply([gradient(v) for v in variables], variables)
+  return list(zip(variables, before))
+
+
 def suffix(path):
   return path.split("/", 1)[1]
 
@@ -477,11 +486,7 @@ def test_layerwise_lr_decay_scales_each_layers_step(name):
   lr, wd, decay = 0.1, 0.5, 0.5
   opt = create_optimizer(name, learning_rate=lr, weight_decay=wd, layerwise_lr_decay=decay,
                          num_layers=3)
-  variables = model.trainable_variables
-  opt.build(variables)
-  before = [np.array(v.numpy()) for v in variables]
-  opt.apply([tf.zeros_like(v) for v in variables], variables)
-  for v, old in zip(variables, before):
+  for v, old in one_step(opt, model.trainable_variables, tf.zeros_like):
     scale = decay ** (3 - optimization.layer_depth(v.path, 3))
     rate = 1 - decay_factor(opt, lr * scale, wd) if uses_weight_decay(v) else 0.0
     np.testing.assert_allclose(v.numpy(), old - old * rate, rtol=1e-6, atol=1e-7,
@@ -497,10 +502,6 @@ def test_layerwise_lr_decay_with_gradients_adamw():
   encoder = tiny_encoder(num_layers=2)
   opt = create_optimizer("adamw", learning_rate=0.01, weight_decay=0.0, layerwise_lr_decay=0.8,
                          num_layers=2)
-  variables = encoder.trainable_variables
-  opt.build(variables)
-  before = [np.array(v.numpy()) for v in variables]
-  opt.apply([tf.ones_like(v) for v in variables], variables)
-  for v, old in zip(variables, before):
+  for v, old in one_step(opt, encoder.trainable_variables, tf.ones_like):
     want = 0.01 * 0.8 ** (2 - optimization.layer_depth(v.path, 2))
     np.testing.assert_allclose(old - v.numpy(), want, rtol=1e-4, err_msg=v.path)

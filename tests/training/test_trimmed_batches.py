@@ -59,36 +59,37 @@ def write(path, rows):
   return str(path)
 
 
-def classifier_rows(rng, n, longest=L // 2):
-  rows = []
+def _sequences(rng, n, shortest=3, longest=L // 2):
+  """Yields `n` (length, inputs) pairs: a random real length in [shortest, longest] and the
+  input_ids, input_mask and segment_ids features of a sequence that long. A generator, so each
+  task's own draws (labels, spans) follow its row's, as when every task drew them inline."""
   for _ in range(n):
-    ids, mask, types = _row(rng, int(rng.integers(3, longest + 1)))
-    rows.append({"input_ids": ids, "input_mask": mask, "segment_ids": types,
-                 "label_ids": [int(rng.integers(0, LABELS))], "is_real_example": [1]})
-  return rows
+    length = int(rng.integers(shortest, longest + 1))
+    ids, mask, types = _row(rng, length)
+    yield length, {"input_ids": ids, "input_mask": mask, "segment_ids": types}
+
+
+def classifier_rows(rng, n, longest=L // 2):
+  return [dict(inputs, label_ids=[int(rng.integers(0, LABELS))], is_real_example=[1])
+          for _, inputs in _sequences(rng, n, longest=longest)]
 
 
 def ner_rows(rng, n):
   rows = []
-  for _ in range(n):
-    length = int(rng.integers(3, L // 2 + 1))
-    ids, mask, types = _row(rng, length)
+  for length, inputs in _sequences(rng, n):
+    mask = inputs["input_mask"]
     labels = rng.integers(0, LABELS, L) * mask
     weights = (rng.random(L) < 0.7) * mask
     weights[0] = weights[length - 1] = 0  # [CLS], [SEP]
-    rows.append({"input_ids": ids, "input_mask": mask, "segment_ids": types,
-                 "label_ids": labels, "label_weights": weights.astype(np.float32)})
+    rows.append(dict(inputs, label_ids=labels, label_weights=weights.astype(np.float32)))
   return rows
 
 
 def squad_rows(rng, n):
   rows = []
-  for i in range(n):
-    length = int(rng.integers(6, L // 2 + 1))
-    ids, mask, types = _row(rng, length)
+  for i, (length, inputs) in enumerate(_sequences(rng, n, shortest=6)):
     start = int(rng.integers(1, length - 2))
-    rows.append({"unique_ids": [1000 + i], "input_ids": ids, "input_mask": mask,
-                 "segment_ids": types, "start_positions": [start],
+    rows.append({"unique_ids": [1000 + i], **inputs, "start_positions": [start],
                  "end_positions": [start + 1], "is_impossible": [0]})
   return rows
 
