@@ -170,6 +170,53 @@ def test_int8_classifier_predicts_the_sst2_sentences_as_float(exported):
   assert cosine > 0.99
 
 
+@pytest.mark.parametrize("model_type", QUANTIZED)
+def test_graph_is_rewritten_for_onnx_runtimes_fusions(model_type, exported):
+  """LayerNorms as single ops, Dense MatMuls on their 3-D input, GELU's erf(x / sqrt(2))."""
+  for quantize in ("none", "dynamic"):
+    graph = onnx.load(os.path.join(exported[model_type][quantize],
+                                   onnx_export.MODEL_FILE)).graph
+    ops = [n.op_type for n in graph.node]
+    # The embeddings' LayerNorm, and two per layer.
+    assert ops.count("LayerNormalization") == 1 + 2 * CONFIG.num_hidden_layers, quantize
+    assert "GlobalAveragePool" not in ops and "Sqrt" not in ops, quantize
+    producer = {o: n for n in graph.node for o in n.output}
+    # CONFIG's "gelu" is the tanh approximation (no Erf); the exact one: the test below.
+    erfs = [n for n in graph.node if n.op_type == "Erf"]
+    assert all(producer[n.input[0]].op_type == "Div" for n in erfs), quantize
+    # No Tensordot flattening to [-1, in] before a MatMul (quantized: before its input's
+    # DynamicQuantizeLinear).
+    initializers = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    flattened = [producer.get(n.input[0]) for n in graph.node
+                 if n.op_type in ("MatMul", "DynamicQuantizeLinear")]
+    flattened = [n for n in flattened if n is not None and n.op_type == "Reshape" and
+                 n.input[1] in initializers and initializers[n.input[1]].tolist()[:1] == [-1]
+                 and initializers[n.input[1]].size == 2]
+    assert not flattened, (quantize, [n.name for n in flattened])
+
+
+def test_exact_gelu_divides_by_sqrt2_with_the_same_values():
+  """TensorFlow's folded x * 0.70710677 before the Erf becomes x / sqrt(2)."""
+  h = onnx.helper
+  constants = {"half": 0.5, "one": 1.0, "rsqrt2": 0.70710677}
+  graph = h.make_graph(
+      [h.make_node("Mul", ["half", "x"], ["half_x"]), h.make_node("Mul", ["x", "rsqrt2"], ["s"]),
+       h.make_node("Erf", ["s"], ["e"]), h.make_node("Add", ["one", "e"], ["e1"]),
+       h.make_node("Mul", ["half_x", "e1"], ["y"])], "gelu",
+      [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None, 8])],
+      [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 8])],
+      [onnx.numpy_helper.from_array(np.array(v, np.float32), k) for k, v in constants.items()])
+  model = h.make_model(graph, opset_imports=[h.make_opsetid("", onnx_export.OPSET)])
+  x = np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32) * 3
+  run = lambda m: ort.InferenceSession(m.SerializeToString(), providers=[
+      "CPUExecutionProvider"]).run(["y"], {"x": x})[0]
+  want = run(model)
+  assert onnx_export.divide_gelu_by_sqrt2(model) == 1
+  assert [n.op_type for n in model.graph.node] == ["Mul", "Div", "Erf", "Add", "Mul"]
+  assert "rsqrt2" not in [t.name for t in model.graph.initializer]  # unread now
+  np.testing.assert_allclose(run(model), want, rtol=1e-6, atol=1e-6)
+
+
 def test_export_info_and_files(exported):
   for quantize in ("none", "dynamic"):
     d = exported["classifier"][quantize]
