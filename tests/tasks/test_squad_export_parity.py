@@ -36,7 +36,7 @@ def test_exported_answers_equal_run_squad_predictions(tmp_path, version):
   out = tmp_path / "out"
   flags = ["--max_seq_length=64", "--doc_stride=16", "--max_query_length=16", "--do_train",
            f"--train_file={data}", "--do_predict", f"--predict_file={data}"]
-  _run_squad(tmp_path, out, *flags, *(["--version_2_with_negative"] if v2 else []))
+  _run_squad(tmp_path, out, *flags, *(["--version_2_with_negative"] if v2 else []), process=False)
   predictions = json.loads((out / "predictions.json").read_text())
   nbest = json.loads((out / "nbest_predictions.json").read_text())
 

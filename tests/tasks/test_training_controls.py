@@ -11,8 +11,8 @@ import sys
 
 from conftest import CASED_VOCAB
 from conftest import CHINESE_VOCAB
-from conftest import REPO
 from conftest import UNCASED_VOCAB
+from conftest import run_command
 import pytest
 import tensorflow as tf
 from test_glue_run_classifier import _glue_slice
@@ -26,11 +26,9 @@ from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
 
 
-def _module(*args):
-  """`python -m` with only the given flags (no model flags added)."""
-  return subprocess.run([sys.executable, "-m"] + list(args), cwd=REPO, capture_output=True,
-                        text=True, timeout=300,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
+def _module(module, *args):
+  """The command with only the given flags (no model flags added), in this process."""
+  return run_command(module, *args)
 
 
 def eval_events(output_dir):
