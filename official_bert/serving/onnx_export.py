@@ -13,7 +13,7 @@ SavedModel's, not a second model definition. Three rewrites of tf2onnx's graph (
 ops, the same values) let ONNX Runtime's CPU graph optimizations fuse it: LayerNorm as one
 LayerNormalization op (then SkipLayerNormalization), the Dense MatMuls without Tensordot's
 Reshapes (then MatMul + bias kernels), and GELU's erf(x / sqrt(2)) as a Div (then one Gelu
-kernel); the int8 MiniLM serves about 15% more sentences/s (bench/RESULTS.md). --quantize=dynamic
+kernel); the int8 MiniLM serves about 8% more sentences/s (bench/RESULTS.md). --quantize=dynamic
 then applies ONNX Runtime's dynamic quantization: int8 weights per output channel, activations
 quantized on the fly per batch, float outputs.
 """
@@ -278,8 +278,8 @@ def divide_gelu_by_sqrt2(model):
 
   TensorFlow's constant folding turned Keras' x / sqrt(2) into x * 0.70710677; ONNX Runtime
   fuses x * 0.5 * (1 + erf(x / sqrt(2))) into one Gelu kernel (and a bias Add before it into
-  BiasGelu) only when it finds the Div. Its four element-wise ops are about a tenth of the
-  int8 model's time on sentences.
+  BiasGelu) only when it finds the Div. Unfused, its four element-wise ops took about a tenth
+  of the int8 MiniLM's time on sentences (an ONNX Runtime profile).
 
   Args:
     model: an onnx.ModelProto from tf2onnx.
