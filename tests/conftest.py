@@ -85,6 +85,30 @@ def random_model_checkpoint(root, model_type, config, num_labels, head_config=No
   return checkpoint
 
 
+def random_model_checkpoints(root, config, num_labels, head_config, scale=0.2):
+  """{model_type: checkpoint} of every model type (`random_model_checkpoint`, each seeded by
+  its position, the values from one stream); `num_labels(model_type)`: its head's labels;
+  `head_config`: the feature_tagger's."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+
+  from official_bert.modeling import model_types  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  return {model_type: random_model_checkpoint(
+      root, model_type, config, num_labels(model_type),
+      head_config if model_type == "feature_tagger" else None, seed, rng, scale)
+          for seed, model_type in enumerate(model_types.MODEL_TYPES)}
+
+
+def write_vocab_and_config(root, tokens, config):
+  """root/vocab.txt (`tokens`, one a line) and root/bert_config.json; returns their paths."""
+  from official_bert.interop import model_files  # pylint: disable=g-import-not-at-top
+  vocab_file, config_file = os.path.join(root, "vocab.txt"), os.path.join(root, "bert_config.json")
+  with open(vocab_file, "w", encoding="utf-8") as f:
+    f.write("\n".join(tokens) + "\n")
+  model_files.write_config_file(config_file, config)
+  return vocab_file, config_file
+
+
 def need(path):
   """Skips the test when `path` is absent (the real data in ../shared/data on a bare clone)."""
   if not os.path.exists(path):

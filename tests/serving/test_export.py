@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 
+from conftest import write_vocab_and_config
 import keras
 import numpy as np
 import numpy_bert
@@ -22,7 +23,6 @@ import tensorflow as tf
 
 from data_prep import quiet_startup
 from data_prep import tokenization
-from official_bert.interop import model_files
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
@@ -143,12 +143,8 @@ def _vocab_file():
 def _exported(tmp_path_factory):
   """Exports every model type; returns {name: (export dir, Keras model)}."""
   root = tmp_path_factory.mktemp("export")
-  vocab_file = str(root / "vocab.txt")
-  with open(vocab_file, "w", encoding="utf-8") as f:
-    f.write("\n".join(VOCAB) + "\n")
+  vocab_file, config_file = write_vocab_and_config(root, VOCAB, CONFIG)
   _STATE["vocab_file"] = vocab_file
-  config_file = str(root / "bert_config.json")
-  model_files.write_config_file(config_file, CONFIG)
   models, checkpoints = {}, {}
   for model_type in ("pretraining", "classifier", "squad", "tagger"):
     keras.utils.set_random_seed(HEAD_SEEDS[model_type])

@@ -23,7 +23,7 @@ import os
 
 from conftest import GLUE_DATA
 from conftest import UNCASED_VOCAB
-from conftest import random_model_checkpoint
+from conftest import random_model_checkpoints
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -37,6 +37,7 @@ from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
 from official_bert.serving import onnx_export
+from official_bert.serving import onnx_rewrites
 from official_bert.serving import text_packing
 
 SEQ = 32
@@ -48,19 +49,21 @@ TOL = {"none": 1e-4, "dynamic": 1e-1}
 QUANTIZED = ("classifier", "encoder")
 
 
+def _labels(model_type):
+  return LABELS[:2] if model_type == "classifier" else LABELS
+
+
 @pytest.fixture(scope="module", name="exported")
 def _exported(tmp_path_factory):
   """{model_type: {"none" | "dynamic": export dir, "serve_ids": the reference function}}."""
   root = tmp_path_factory.mktemp("onnx")
   config_file = str(root / "bert_config.json")
   model_files.write_config_file(config_file, CONFIG)
-  rng = np.random.default_rng(0)
+  checkpoints = random_model_checkpoints(root, CONFIG, lambda t: len(_labels(t)), HEAD_CONFIG,
+                                         scale=0.1)
   dirs = {}
-  for seed, model_type in enumerate(model_types.MODEL_TYPES):
-    head_config = HEAD_CONFIG if model_type == "feature_tagger" else None
-    labels = LABELS[:2] if model_type == "classifier" else LABELS
-    checkpoint = random_model_checkpoint(root, model_type, CONFIG, len(labels), head_config,
-                                         seed, rng, scale=0.1)
+  for model_type, checkpoint in checkpoints.items():
+    labels = _labels(model_type)
     dirs[model_type] = {}
     for name in ("none",) + (("dynamic",) if model_type in QUANTIZED else ()):
       dirs[model_type][name] = str(root / model_type / name)
@@ -211,7 +214,7 @@ def test_exact_gelu_divides_by_sqrt2_with_the_same_values():
   run = lambda m: ort.InferenceSession(m.SerializeToString(), providers=[
       "CPUExecutionProvider"]).run(["y"], {"x": x})[0]
   want = run(model)
-  assert onnx_export.divide_gelu_by_sqrt2(model) == 1
+  assert onnx_rewrites.divide_gelu_by_sqrt2(model) == 1
   assert [n.op_type for n in model.graph.node] == ["Mul", "Div", "Erf", "Add", "Mul"]
   assert "rsqrt2" not in [t.name for t in model.graph.initializer]  # unread now
   np.testing.assert_allclose(run(model), want, rtol=1e-6, atol=1e-6)

@@ -24,12 +24,12 @@ import subprocess
 import sys
 
 from ai_edge_litert.interpreter import Interpreter
-from conftest import random_model_checkpoint
+from conftest import random_model_checkpoints
+from conftest import write_vocab_and_config
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from official_bert.interop import model_files
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
@@ -66,17 +66,10 @@ def _label_names(model_type):
 def _exported(tmp_path_factory):
   """{model_type: {"none" | "dynamic" | "float16": dir, "serve_ids": the reference}}."""
   root = tmp_path_factory.mktemp("tflite")
-  vocab_file = str(root / "vocab.txt")
-  with open(vocab_file, "w", encoding="utf-8") as f:
-    f.write("\n".join(VOCAB) + "\n")
-  config_file = str(root / "bert_config.json")
-  model_files.write_config_file(config_file, CONFIG)
-  rng = np.random.default_rng(0)
+  vocab_file, config_file = write_vocab_and_config(root, VOCAB, CONFIG)
+  checkpoints = random_model_checkpoints(root, CONFIG, lambda _: len(LABELS), HEAD_CONFIG)
   dirs = {}
-  for seed, model_type in enumerate(model_types.MODEL_TYPES):
-    head_config = HEAD_CONFIG if model_type == "feature_tagger" else None
-    checkpoint = random_model_checkpoint(root, model_type, CONFIG, len(LABELS), head_config,
-                                         seed, rng)
+  for model_type, checkpoint in checkpoints.items():
     dirs[model_type] = {}
     for name in tflite_export.QUANTIZE_MODES:
       dirs[model_type][name] = str(root / model_type / name)
