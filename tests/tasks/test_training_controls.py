@@ -26,11 +26,6 @@ from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
 
 
-def _module(module, *args):
-  """The command with only the given flags (no model flags added), in this process."""
-  return run_command(module, *args)
-
-
 def eval_events(output_dir):
   """{step: {tag: value}} of the TensorBoard events in OUTPUT_DIR/eval."""
   events = {}
@@ -106,14 +101,14 @@ def test_output_dir_exports_and_predicts_without_model_flags(trained):
   assert settings == {"task": "MRPC", "model_type": "classifier", "labels": ["0", "1"],
                       "num_labels": 2, "max_seq_length": 32, "do_lower_case": True}
   export_dir = tmp / "exported"
-  proc = _module("official_bert.export", f"--checkpoint={out / 'best'}", "--model_type=classifier",
-                 f"--export_dir={export_dir}")
+  proc = run_command("official_bert.export", f"--checkpoint={out / 'best'}",
+                     "--model_type=classifier", f"--export_dir={export_dir}")
   assert proc.returncode == 0, proc.stderr[-3000:]
   info = json.loads((export_dir / "assets.extra" / "export_info.json").read_text())
   assert info["label_names"] == ["0", "1"] and info["max_seq_length"] == 32
   assert info["checkpoint"].endswith(f"ckpt-{_state(out)['best_step']}")
-  proc = _module("official_bert.run_classifier", "--task_name=MRPC", f"--data_dir={data}",
-                 f"--output_dir={out}", "--do_predict")
+  proc = run_command("official_bert.run_classifier", "--task_name=MRPC", f"--data_dir={data}",
+                     f"--output_dir={out}", "--do_predict")
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert len((out / "MRPC.tsv").read_text().splitlines()) == 11
 
@@ -159,8 +154,8 @@ def test_final_scores_and_predictions_come_from_the_best_checkpoint(tmp_path):
   assert read_results(out / "eval_results.txt")["global_step"] == "3"
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-6")  # resuming goes on from 6
   # The predictions are those of a --do_predict run on best/ alone.
-  again = _module("official_bert.run_classifier", "--task_name=MRPC", f"--data_dir={data}",
-                  f"--output_dir={out / 'best'}", "--do_predict")
+  again = run_command("official_bert.run_classifier", "--task_name=MRPC", f"--data_dir={data}",
+                      f"--output_dir={out / 'best'}", "--do_predict")
   assert again.returncode == 0, again.stderr[-3000:]
   ours = (out / "test_results.tsv").read_text()
   assert len(ours.splitlines()) == 4 and ours == (out / "best" / "test_results.tsv").read_text()
