@@ -54,8 +54,8 @@ def fuse_layer_norms(model):
   for reciprocal in [n for n in graph.node if n.op_type == "Reciprocal"]:
     sqrt = made_by(reciprocal.input[0], "Sqrt")
     add_eps = sqrt and made_by(sqrt.input[0], "Add")
-    var = add_eps and next((made_by(i, "GlobalAveragePool") for i in add_eps.input
-                            if made_by(i, "GlobalAveragePool")), None)
+    var = add_eps and next(filter(None, (made_by(i, "GlobalAveragePool")
+                                         for i in add_eps.input)), None)
     square = var and made_by(var.input[0], "Mul")
     if not square or square.input[0] != square.input[1]:
       continue
