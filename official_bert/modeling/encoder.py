@@ -4,6 +4,7 @@ import keras
 
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.layers.embeddings import BertEmbeddings
+from official_bert.modeling.layers.token_packing import TokenPacking
 from official_bert.modeling.layers.transformer_block import TransformerBlock
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
@@ -33,6 +34,13 @@ class BertEncoder(keras.Model):
       (or a list in that order).
     training: enables dropout.
 
+  Attributes:
+    skip_padding: False by default. True: inference (`training` false) runs the Transformer
+      layers on the real tokens only (`TokenPacking`), a batch of uneven texts then costs
+      its tokens, not batch x seq; outputs at padded positions are 0 instead of the (unused)
+      values the padded computation gives them. For CPU/GPU inference graphs (exports): its
+      shapes depend on the data, which XLA and TPUs do not take. Not saved in the config.
+
   Returns:
     dict with
       sequence_output: [batch, seq, hidden], the last layer's output;
@@ -46,6 +54,7 @@ class BertEncoder(keras.Model):
     # (name, dtype, trainable) go to keras.Model.
     fields = {k: kwargs.pop(k) for k in BertConfig.__dataclass_fields__ if k in kwargs}
     super().__init__(**kwargs)
+    self.skip_padding = False
     # Validates all fields up front with clear messages.
     self.bert_config = BertConfig(vocab_size=vocab_size, **fields)
     for name, value in self.bert_config.to_dict().items():  # e.g. self.hidden_size
@@ -87,10 +96,14 @@ class BertEncoder(keras.Model):
     x = self.embeddings(word_ids, type_ids,
                         training=training)  # [batch, seq, hidden]
     embedding_output = x
+    packing = TokenPacking(mask) if self.skip_padding and not training else None
+    if packing is not None:
+      x = packing.pack(x)  # [tokens, hidden]
     encoder_outputs = []
     for layer in self.transformer_layers:
-      x = layer(x, padding_mask=mask, training=training)  # [b, seq, hidden]
-      encoder_outputs.append(x)
+      x = layer(x, padding_mask=mask, training=training, packing=packing)  # [b, seq, hidden]
+      encoder_outputs.append(x if packing is None else packing.unpack(x))
+    x = encoder_outputs[-1]
     first_token = x[:, 0, :]  # [batch, hidden]
     pooled = self.pooler_dense(first_token)  # [batch, hidden]
     return {

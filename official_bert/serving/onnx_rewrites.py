@@ -22,7 +22,9 @@ def fuse_layer_norms(model):
   tf2onnx spells Keras' LayerNormalization (last axis) as primitive ops, which no ONNX
   Runtime fusion recognizes (its patterns start from ReduceMean and Pow or Div):
 
-    mean = GlobalAveragePool(x); var = GlobalAveragePool((x - mean) * (x - mean))
+    mean = Mean(x); var = Mean((x - mean) * (x - mean))
+    (Mean over the last axis: GlobalAveragePool for x [batch, seq, hidden], ReduceMean for
+    the packed [tokens, hidden] of `TokenPacking`)
     scale = Reciprocal(Sqrt(var + eps)) * gamma
     y = x * scale + (Neg(mean) * scale + beta)
 
@@ -43,6 +45,22 @@ def fuse_layer_norms(model):
     rest = [i for i in node.input if i != name]
     return rest[0] if len(rest) == 1 else None
 
+  ranks = _ranks(model)
+
+  def last_axis_mean(name):
+    """The node that makes `name` as the mean over its input's last axis, else None."""
+    node = g.producer.get(name)
+    if node is None or node.op_type == "GlobalAveragePool":
+      return node
+    if node.op_type != "ReduceMean" or len(node.input) != 1:
+      return None
+    attributes = {a.name: a for a in node.attribute}
+    axes = list(attributes["axes"].ints) if "axes" in attributes else None
+    keepdims = attributes["keepdims"].i if "keepdims" in attributes else 1
+    last = {-1, ranks.get(node.input[0], 0) - 1}
+    return node if keepdims == 1 and axes is not None and len(axes) == 1 and axes[0] in last \
+        else None
+
   def vector(name):
     """A constant's value as a 1-D array, or None if it is not one ([1, .., 1, D])."""
     value = g.value(name)
@@ -54,13 +72,12 @@ def fuse_layer_norms(model):
   for reciprocal in [n for n in graph.node if n.op_type == "Reciprocal"]:
     sqrt = made_by(reciprocal.input[0], "Sqrt")
     add_eps = sqrt and made_by(sqrt.input[0], "Add")
-    var = add_eps and next(filter(None, (made_by(i, "GlobalAveragePool")
-                                         for i in add_eps.input)), None)
+    var = add_eps and next(filter(None, (last_axis_mean(i) for i in add_eps.input)), None)
     square = var and made_by(var.input[0], "Mul")
     if not square or square.input[0] != square.input[1]:
       continue
     diff = made_by(square.input[0], "Sub")
-    mean = diff and made_by(diff.input[1], "GlobalAveragePool")
+    mean = diff and last_axis_mean(diff.input[1])
     x = diff and diff.input[0]
     if not mean or mean.input[0] != x:
       continue
@@ -238,6 +255,15 @@ class _Graph:
     del self.graph.node[:]
     self.graph.node.extend(kept)
     _prune(self.graph)
+
+
+def _ranks(model):
+  """{value name: its rank}, where ONNX's shape inference knows it."""
+  import onnx  # pylint: disable=g-import-not-at-top
+  graph = onnx.shape_inference.infer_shapes(model).graph
+  return {v.name: len(v.type.tensor_type.shape.dim)
+          for v in list(graph.value_info) + list(graph.input) + list(graph.output)
+          if v.type.tensor_type.HasField("shape")}
 
 
 def _consumers(graph):

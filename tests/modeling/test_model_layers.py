@@ -7,6 +7,7 @@ import math
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from official_bert.interop import model_files
 from official_bert.modeling import activations
@@ -238,6 +239,26 @@ def test_encoder_ignores_padded_tokens():
                              b["sequence_output"][0, :4], atol=1e-6)
   np.testing.assert_allclose(a["pooled_output"], b["pooled_output"],
                              atol=1e-6)
+
+
+def test_skip_padding_runs_the_real_tokens_only_with_the_padded_values():
+  x = _inputs(batch=4, seq=9)
+  x["input_mask"] = (np.arange(9)[None] < np.array([[9], [2], [5], [1]])).astype(np.int32)
+  encoder = BertEncoder(**TINY)
+  padded = encoder(x, training=False)
+  encoder.skip_padding = True
+  packed = tf.function(lambda: encoder(x, training=False))()  # a graph, as exports run it
+  real = x["input_mask"] == 1
+  for key in ("sequence_output", "embedding_output"):
+    np.testing.assert_allclose(np.asarray(packed[key])[real], np.asarray(padded[key])[real],
+                               atol=1e-5)
+  assert (np.asarray(packed["sequence_output"])[~real] == 0).all()
+  for got, want in zip(packed["encoder_outputs"], padded["encoder_outputs"]):
+    np.testing.assert_allclose(np.asarray(got)[real], np.asarray(want)[real], atol=1e-5)
+  np.testing.assert_allclose(packed["pooled_output"], padded["pooled_output"], atol=1e-5)
+  # Training keeps the padded computation (its dropout and gradients are the original's).
+  training = encoder(x, training=True)
+  assert (np.asarray(training["sequence_output"])[~real] != 0).all()
 
 
 def test_pretraining_model_round_trip_and_tying():

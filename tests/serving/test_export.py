@@ -270,13 +270,19 @@ def _fresh(exported, tmp_path_factory):
 
 # ----------------------------------------------------------------------------- tests
 
-def _check(got, want, what):
+def _check(got, want, what, mask=None):
+  """`want`'s outputs in `got`; with `mask` (the inputs' input_mask [batch, seq]), the
+  outputs per position ([batch, seq, ...]) at the real tokens only: an export runs the layers
+  on those alone (`TokenPacking`), its padded positions are 0 (a head's output of 0)."""
   for key, value in want.items():
     assert key in got, f"{what}: no output {key!r} (have {sorted(got)})"
-    if np.issubdtype(np.asarray(value).dtype, np.floating):
-      np.testing.assert_allclose(got[key], value, atol=1e-5, rtol=0, err_msg=f"{what} {key}")
+    actual, value = got[key], np.asarray(value)
+    if mask is not None and value.shape[:2] == np.shape(mask):
+      actual, value = actual[mask == 1], value[mask == 1]
+    if np.issubdtype(value.dtype, np.floating):
+      np.testing.assert_allclose(actual, value, atol=1e-5, rtol=0, err_msg=f"{what} {key}")
     else:
-      np.testing.assert_array_equal(got[key], value, err_msg=f"{what} {key}")
+      np.testing.assert_array_equal(actual, value, err_msg=f"{what} {key}")
 
 
 @pytest.mark.parametrize("model_type", ["encoder", "pretraining", "classifier", "squad",
@@ -295,7 +301,9 @@ def test_signatures_give_the_in_process_models_outputs(model_type, exported, fre
       _check(got, inputs, prefix)
       np.testing.assert_array_equal(got["tokens"].astype(str),
                                     np.array(VOCAB)[inputs["input_word_ids"]])
-    _check(got, _expected(model_type, model, inputs), prefix)
+    _check(got, _expected(model_type, model, inputs), prefix, inputs["input_mask"])
+    if model_type == "encoder":
+      assert (got["sequence_output"][inputs["input_mask"] == 0] == 0).all(), prefix
     if model_type == "classifier":
       np.testing.assert_array_equal(got["predicted_labels"].astype(str),
                                     np.array(LABELS)[got["predicted_ids"]])
@@ -366,8 +374,9 @@ def test_hub_pair(exported, fresh):
   np.testing.assert_allclose(outputs["hub/enc/pooled_output"], want["pooled_output"],
                              atol=1e-5, rtol=0)
   assert int(outputs["hub/enc/num_layers"]) == CONFIG.num_hidden_layers
-  np.testing.assert_allclose(outputs["hub/sig/encoder_outputs"],
-                             np.stack(want["encoder_outputs"], axis=1), atol=1e-5, rtol=0)
+  real = inputs["input_mask"] == 1  # the export skips padding (`_check`)
+  np.testing.assert_allclose(np.moveaxis(outputs["hub/sig/encoder_outputs"], 1, 2)[real],
+                             np.stack(want["encoder_outputs"], axis=2)[real], atol=1e-5, rtol=0)
   # Exported with --normalize_embeddings: unit-length means over the real tokens.
   mean = numpy_bert.mean_pool(np.asarray(want["sequence_output"]), inputs["input_mask"],
                               normalize=True)

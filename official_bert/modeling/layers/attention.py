@@ -23,12 +23,14 @@ class BertSelfAttention(ConfigLayer):
   `TransformerBlock`, matching the checkpoint's `attention/output/dense`.
 
   Call args:
-    x: float [batch, seq, hidden].
+    x: float [batch, seq, hidden], or [tokens, hidden] with `packing`.
     padding_mask: optional [batch, seq], 1 (or True) for real tokens.
     training: enables dropout on attention probabilities.
+    packing: optional `TokenPacking` of `padding_mask`: `x` holds the real tokens only; the
+      projections run on them, the seq x seq part on the unpacked batch.
 
   Returns:
-    Context vectors, float [batch, seq, hidden].
+    Context vectors, float shaped like `x`.
   """
 
   def __init__(self,
@@ -73,11 +75,15 @@ class BertSelfAttention(ConfigLayer):
     x = ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
     return ops.transpose(x, (0, 2, 1, 3))
 
-  def call(self, x, padding_mask=None, training=None):
-    q = self._split_heads(self.query(x))  # [batch, heads, seq, head_size]
-    k = self._split_heads(self.key(x))  # [batch, heads, seq, head_size]
-    v = self._split_heads(self.value(x))  # [batch, heads, seq, head_size]
+  def call(self, x, padding_mask=None, training=None, packing=None):
+    def heads(projected):  # -> [batch, heads, seq, head_size]
+      if packing is not None:  # [tokens, hidden] -> [batch, seq, hidden]; padding masked below
+        projected = packing.unpack(projected, pad_with_zeros=False)
+      return self._split_heads(projected)
 
+    q = heads(self.query(x))  # [batch, heads, seq, head_size]
+    k = heads(self.key(x))  # [batch, heads, seq, head_size]
+    v = heads(self.value(x))  # [batch, heads, seq, head_size]
     scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [b, h, s, s]
     scores = scores * (1.0 / float(self.head_size) ** 0.5)
     if padding_mask is not None:
@@ -89,8 +95,9 @@ class BertSelfAttention(ConfigLayer):
 
     context = ops.matmul(probs, v)  # [batch, heads, seq, head_size]
     context = ops.transpose(context, (0, 2, 1, 3))  # [b, seq, heads, head]
-    batch, seq = ops.shape(x)[0], ops.shape(x)[1]
-    return ops.reshape(context, (batch, seq, self.hidden_size))
+    batch, seq = ops.shape(context)[0], ops.shape(context)[1]
+    context = ops.reshape(context, (batch, seq, self.hidden_size))  # [b, seq, hidden]
+    return packing.pack(context) if packing is not None else context
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape)

@@ -20,12 +20,13 @@ class TransformerBlock(ConfigLayer):
   `attention/output/dense`, `intermediate/dense`, `output/dense`, ...).
 
   Call args:
-    x: float [batch, seq, hidden].
+    x: float [batch, seq, hidden], or [tokens, hidden] with `packing`.
     padding_mask: optional [batch, seq], 1 for real tokens, 0 for padding.
     training: enables dropout.
+    packing: optional `TokenPacking` of `padding_mask` (`x` holds the real tokens only).
 
   Returns:
-    float [batch, seq, hidden].
+    float shaped like `x`.
   """
 
   def __init__(self,
@@ -81,9 +82,10 @@ class TransformerBlock(ConfigLayer):
     self.output_layer_norm.build(hidden)
     self.built = True
 
-  def call(self, x, padding_mask=None, training=None):
-    context = self.attention(x, padding_mask=padding_mask,
-                             training=training)  # [batch, seq, hidden]
+  def call(self, x, padding_mask=None, training=None, packing=None):
+    # Shapes say [batch, seq, hidden]; with packing they are [tokens, hidden].
+    context = self.attention(x, padding_mask=padding_mask, training=training,
+                             packing=packing)  # [batch, seq, hidden]
     attn = self.attention_output_dense(context)  # [batch, seq, hidden]
     attn = self.attention_dropout(attn, training=training)
     x = self.attention_layer_norm(x + attn)  # [batch, seq, hidden]
