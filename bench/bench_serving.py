@@ -10,7 +10,9 @@ sentence embeddings, every runtime with --threads CPU threads:
                    raw strings in, `sentence_embedding` out (tokenization in the graph)
   savedmodel_ids   the same SavedModel's serve_ids; the client tokenizes (below)
   onnx_fp32        `export --export_format=onnx` in ONNX Runtime; the client tokenizes
-  onnx_int8        `export --export_format=onnx --quantize=dynamic`
+  onnx_int8        `export --export_format=onnx --quantize=dynamic`, calibrated on 128 SST-2
+                   train sentences (`--quantize_calibration_file`, `--quantize_min_cosine`
+                   0.99: the MatMuls that cost agreement most stay float32)
   tflite           `export --export_format=tflite` in the LiteRT interpreter, seq fixed at 128
                    (sentences) or 512 (paragraphs): TFLite's converter needs a static seq
   pytorch          transformers' BertModel + mean pooling over the attention mask (the
@@ -25,14 +27,19 @@ included. Texts: SST-2's 872 dev sentences, and 64 paragraphs of about 400 WordP
 English book corpus. Throughput: batch 32 over the whole set, sentences/s, the median of
 --rounds passes; latency: batch 1, the median of --latency_calls calls; the runtimes take turns
 pass by pass and call by call, so the machine's load falls on all alike. Agreement: each
-runtime's embeddings' cosine to savedmodel_text's (the worst and the mean of the first 64
+runtime's embeddings' cosine to savedmodel_text's (the worst and the mean over all the
 texts; savedmodel_text is the reference also when --runtimes leaves it out).
+
+TensorFlow uses oneDNN's CPU kernels by default only on CPUs with AVX-512 (and similar); the
+header says whether they were on. `TF_ENABLE_ONEDNN_OPTS=1 python bench/bench_serving.py ...`
+turns them on elsewhere (docs/export.md).
 """
 
 import argparse
 import datetime
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -47,6 +54,7 @@ import numpy as np  # noqa: E402
 
 BATCH = 32
 PARAGRAPH_PIECES = 400
+CALIBRATION_TEXTS = 128
 
 
 def parse_args():
@@ -85,7 +93,9 @@ for line in sys.stdin:
   cmd = json.loads(line)
   rows, max_length = texts[cmd["set"]], cmd["max_length"]
   if cmd["op"] == "embed":
-    np.save(cmd["out"], embed(rows[:cmd["n"]], max_length)); answer = {}
+    np.save(cmd["out"], np.concatenate([embed(rows[i:i + cmd["batch"]], max_length)
+                                        for i in range(0, cmd["n"], cmd["batch"])]))
+    answer = {}
   elif cmd["op"] == "pass":
     start = time.perf_counter()
     for i in range(0, len(rows), cmd["batch"]):
@@ -122,7 +132,7 @@ class Peer:
     return self._read()
 
   def embed(self, name, n, max_length):
-    self.ask(op="embed", set=name, n=n, max_length=max_length, out=self.out)
+    self.ask(op="embed", set=name, n=n, batch=BATCH, max_length=max_length, out=self.out)
     return np.load(self.out)
 
   def pass_seconds(self, name, batch, max_length):
@@ -140,7 +150,8 @@ class Ours:
 
   def embed(self, name, n, max_length):
     del max_length  # fixed by the export
-    return self.fn(name, self.texts[name][:n])
+    rows = self.texts[name][:n]
+    return np.concatenate([self.fn(name, rows[i:i + BATCH]) for i in range(0, n, BATCH)])
 
   def pass_seconds(self, name, batch, max_length):
     rows = self.texts[name]
@@ -173,12 +184,25 @@ def _texts(data, tokenizer):
   return {"sst2": sentences, "paragraphs": paragraphs}
 
 
-def _export_all(model_dir, work_dir):
+def _calibration_file(data, work_dir):
+  """CALIBRATION_TEXTS SST-2 train sentences (seeded), one per line: the dev set's kind of
+  text, none of its sentences."""
+  path = os.path.join(work_dir, "calibration.txt")
+  with open(os.path.join(data, "glue", "SST-2", "train.tsv"), encoding="utf-8") as f:
+    sentences = [line.split("\t")[0] for line in f][1:]
+  random.Random(0).shuffle(sentences)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("\n".join(sentences[:CALIBRATION_TEXTS]) + "\n")
+  return path
+
+
+def _export_all(model_dir, work_dir, calibration_file):
   from official_bert.serving import exporter  # pylint: disable=g-import-not-at-top
   dirs = {}
   for name, kwargs in (("savedmodel", dict(max_seq_length=512)),
                        ("onnx_fp32", dict(export_format="onnx")),
-                       ("onnx_int8", dict(export_format="onnx", quantize="dynamic")),
+                       ("onnx_int8", dict(export_format="onnx", quantize="dynamic",
+                                          calibration_file=calibration_file)),
                        ("tflite_128", dict(export_format="tflite", max_seq_length=128)),
                        ("tflite_512", dict(export_format="tflite", max_seq_length=512))):
     dirs[name] = os.path.join(work_dir, name)
@@ -251,7 +275,7 @@ def main():
   vocab = tokenization.load_vocab_tokens(os.path.join(model_dir, "vocab.txt"))
   texts = _texts(args.data, tokenization.FullTokenizer(os.path.join(model_dir, "vocab.txt")))
   names = args.runtimes.split(",")
-  dirs = _export_all(model_dir, args.work_dir)
+  dirs = _export_all(model_dir, args.work_dir, _calibration_file(args.data, args.work_dir))
   ours = _our_runtimes(dirs, args.threads, vocab, names)
   # savedmodel_text is the agreement's reference, also when it is not one of the timed runtimes.
   reference_runtime = Ours(ours["savedmodel_text"], texts)
@@ -261,7 +285,7 @@ def main():
   max_length = {"sst2": 128, "paragraphs": 512}
   results = {}
   for name in texts:
-    reference = reference_runtime.embed(name, 64, max_length[name])
+    reference = reference_runtime.embed(name, len(texts[name]), max_length[name])
     for runtime in runtimes.values():  # warm-up: every shape class once
       runtime.pass_seconds(name, BATCH, max_length[name])
     passes = {r: [] for r in runtimes}
@@ -273,14 +297,16 @@ def main():
       for r, runtime in runtimes.items():
         calls[r].append(runtime.call_seconds(name, i, max_length[name]))
     for r, runtime in runtimes.items():
-      got = runtime.embed(name, 64, max_length[name])
+      got = runtime.embed(name, len(texts[name]), max_length[name])
       cosine = np.sum(got * reference, 1) / (np.linalg.norm(got, axis=1) *
                                             np.linalg.norm(reference, axis=1))
       results[(name, r)] = (len(texts[name]) / statistics.median(passes[r]),
                             1000 * statistics.median(calls[r]), float(cosine.min()),
                             float(cosine.mean()))
+  onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (off without AVX-512)")
   print(f"\nRun {datetime.datetime.now():%Y-%m-%d %H:%M} on {machine.cpu_model()}, "
-        f"{args.threads} threads, batch {BATCH} throughput, batch 1 latency (medians)")
+        f"{args.threads} threads, batch {BATCH} throughput, batch 1 latency (medians), "
+        f"TF_ENABLE_ONEDNN_OPTS={onednn}")
   for name in texts:
     torch_rate = results.get((name, "pytorch"), (None,))[0]
     print(f"\n{name}: {len(texts[name])} texts")

@@ -51,6 +51,12 @@ def define_flags():
   flags.DEFINE_enum("quantize", "none", list(exporter.QUANTIZE_MODES),
                     "tflite, onnx: float32 weights, or int8 weights (dynamic range: "
                     "activations quantized on the fly); tflite also float16 weights.")
+  flags.DEFINE_string("quantize_calibration_file", None,
+                      "onnx, --quantize=dynamic: sample texts (one per line; a tab between a "
+                      "pair's two): the export keeps float32 the fewest MatMuls that bring "
+                      "every text's outputs to --quantize_min_cosine (default: all int8).")
+  flags.DEFINE_float("quantize_min_cosine", 0.99, "With --quantize_calibration_file: the "
+                     "least cosine of a text's int8 outputs to its float32 ones.")
   flags.DEFINE_integer("top_k", 5, "Predictions per [MASK] (pretraining).")
   flags.DEFINE_bool("allow_random_head", False,
                     "Export even if the checkpoint lacks the head (random head; tests only).")
@@ -104,7 +110,9 @@ def main(argv):
                   FLAGS.allow_random_head, FLAGS.overwrite, FLAGS.head_config_file,
                   value["normalize_embeddings"],
                   {name: value[name] for name in exporter.SQUAD_FLAGS}, FLAGS.quantize,
-                  classifier_options, value["pooling"])
+                  classifier_options, value["pooling"],
+                  calibration_file=FLAGS.quantize_calibration_file,
+                  min_cosine=FLAGS.quantize_min_cosine)
   print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
 
 

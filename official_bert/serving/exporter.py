@@ -39,6 +39,7 @@ from official_bert.modeling import model_types
 from official_bert.modeling import sentence_embedding
 from official_bert.serving import classifier_outputs
 from official_bert.serving import onnx_export
+from official_bert.serving import onnx_quantization
 from official_bert.serving import signatures as export_signatures
 from official_bert.serving import squad_answers
 from official_bert.serving import tflite_export
@@ -153,7 +154,9 @@ def export(bert_config_file,
            squad_options=None,
            quantize="none",
            classifier_options=None,
-           pooling="mean"):
+           pooling="mean",
+           calibration_file=None,
+           min_cosine=0.99):
   """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks).
 
   `bert_config_file`, `vocab_file` and `do_lower_case` may be None for a Hugging Face
@@ -161,6 +164,8 @@ def export(bert_config_file,
   keyword arguments (doc_stride, max_query_length, n_best_size, ...) for a squad export.
   `classifier_options`: a `classifier_outputs.Options` for a classifier export.
   `pooling`: an encoder's `sentence_embedding` output (`sentence_embedding.POOLINGS`).
+  `calibration_file`, `min_cosine`: --quantize_calibration_file and --quantize_min_cosine
+  (ONNX int8, `onnx_quantization`).
   """
   config, vocab_file, do_lower_case = resolve_model_files(bert_config_file, checkpoint,
                                                           vocab_file, do_lower_case)
@@ -192,6 +197,17 @@ def export(bert_config_file,
   if export_format == "hub_pair" and model_type != "encoder":
     raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")
   check_quantize(export_format, quantize)
+  calibration_texts = None
+  if calibration_file:
+    if (export_format, quantize) != ("onnx", "dynamic"):
+      raise ValueError("--quantize_calibration_file calibrates --export_format=onnx "
+                       "--quantize=dynamic")
+    if model_type == "multiple_choice":
+      raise ValueError("--quantize_calibration_file: not for --model_type=multiple_choice "
+                       "(its inputs are a text and its choices)")
+    if not 0.0 < min_cosine <= 1.0:
+      raise ValueError(f"--quantize_min_cosine={min_cosine} must be in (0, 1]")
+    calibration_texts = onnx_quantization.read_texts(calibration_file)
   if normalize_embeddings and model_type != "encoder":
     raise ValueError("--normalize_embeddings applies to an encoder's mean_pooled_output: use "
                      "--model_type=encoder")
@@ -215,7 +231,7 @@ def export(bert_config_file,
     result = _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, building,
                     max_seq_length, num_labels, label_names, export_format, top_k,
                     allow_random_head, head_config, normalize_embeddings, squad_options,
-                    quantize, classifier_options, pooling)
+                    quantize, classifier_options, pooling, (calibration_texts, min_cosine))
   except BaseException:
     if tf.io.gfile.exists(building):
       tf.io.gfile.rmtree(building)
@@ -274,8 +290,11 @@ def _swap_in(building, export_dir, replacing):
 def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
            max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head,
            head_config=None, normalize_embeddings=False, squad_options=None, quantize="none",
-           classifier_options=None, pooling="mean"):
-  """Writes the SavedModel(s) to `export_dir` (a fresh directory)."""
+           classifier_options=None, pooling="mean", calibration=(None, 0.99)):
+  """Writes the SavedModel(s) to `export_dir` (a fresh directory).
+
+  calibration: (`onnx_quantization.read_texts`' texts or None, the least cosine).
+  """
   weights = weights_io.read_weights(checkpoint)
   # A masked-LM-only checkpoint (run_pretraining --next_sentence=False) exports without the
   # next-sentence head and outputs.
@@ -334,7 +353,9 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
     if export_format == "tflite":
       content, file_info = tflite_export.convert(module, model_type, max_seq_length, quantize)
     elif export_format == "onnx":
-      content, file_info = onnx_export.convert(module, model_type, quantize)
+      texts, min_cosine = calibration
+      feeds = texts and onnx_quantization.calibration_inputs(preprocessor, texts)
+      content, file_info = onnx_export.convert(module, model_type, quantize, feeds, min_cosine)
     if export_format in FILE_FORMATS:
       _write_file_export(export_dir, export_format, content, file_info, vocab_file, extra)
       return module

@@ -15,7 +15,8 @@ Tolerances on |onnx - SavedModel| <= TOL * max(1, max |SavedModel|):
                  bench/RESULTS.md.
 Integer outputs are exact in float32. Quantized, the classifier's predictions on the SST-2
 fixture sentences may differ only where the float model's two logits are within the tolerance;
-the count of changed predictions is asserted small.
+the count of changed predictions is asserted small. Calibrated (--quantize_calibration_file),
+the export keeps float32 the MatMuls that bring its texts to --quantize_min_cosine.
 """
 
 import json
@@ -74,6 +75,7 @@ def _exported(tmp_path_factory):
           top_k=3, export_format="onnx", quantize=name,
           squad_options={"max_query_length": 8, "doc_stride": 8} if model_type == "squad" else None)
       dirs[model_type]["serve_ids"] = module.signatures()["serve_ids"]
+    dirs[model_type]["files"] = (config_file, checkpoint)
   return dirs
 
 
@@ -156,8 +158,7 @@ def test_dynamic_quantization_makes_the_matmul_weights_int8(model_type, exported
 
 
 def test_int8_classifier_predicts_the_sst2_sentences_as_float(exported):
-  with open(os.path.join(GLUE_DATA, "SST-2", "dev.tsv"), encoding="utf-8") as f:
-    sentences = [line.split("\t")[0] for line in f][1:]
+  sentences = _sst2_sentences()
   vocab = tokenization.load_vocab_tokens(UNCASED_VOCAB)
   pack = text_packing.TextToInputs(tokenization.TextTokenizer(vocab), vocab, SEQ, 8)
   inputs = {k: v.numpy() for k, v in pack(tf.constant(sentences)).items()}
@@ -227,9 +228,78 @@ def test_export_info_and_files(exported):
     with open(os.path.join(d, "assets.extra", "export_info.json")) as f:
       info = json.load(f)
     assert info["export_format"] == "onnx"
-    assert info["onnx"] == {"input_shape": [-1, -1], "opset": onnx_export.OPSET,
-                            "quantize": quantize,
-                            "outputs": sorted(o.name for o in _session(d).get_outputs())}
+    want = {"input_shape": [-1, -1], "opset": onnx_export.OPSET, "quantize": quantize,
+            "outputs": sorted(o.name for o in _session(d).get_outputs())}
+    if quantize == "dynamic":  # without calibration texts, every MatMul is int8
+      want["quantization"] = {"float_matmuls": []}
+    assert info["onnx"] == want
+
+
+def _sst2_sentences():
+  with open(os.path.join(GLUE_DATA, "SST-2", "dev.tsv"), encoding="utf-8") as f:
+    return [line.split("\t")[0] for line in f][1:]
+
+
+def test_calibrated_int8_keeps_the_fewest_harmful_matmuls_float(exported, tmp_path):
+  """--quantize_calibration_file: every calibration text's outputs reach the cosine."""
+  config_file, checkpoint = exported["encoder"]["files"]
+  texts = tmp_path / "calibration.txt"
+  texts.write_text("\n".join(_sst2_sentences()) + "\n", encoding="utf-8")
+
+  def export(min_cosine):
+    out = str(tmp_path / f"int8_{min_cosine}")
+    module = exporter.export(config_file, checkpoint, UNCASED_VOCAB, True, "encoder", out,
+                             max_seq_length=SEQ, export_format="onnx", quantize="dynamic",
+                             calibration_file=str(texts), min_cosine=min_cosine)
+    with open(os.path.join(out, "assets.extra", "export_info.json")) as f:
+      return out, module, json.load(f)["onnx"]["quantization"]
+
+  _, module, all_int8 = export(0.5)
+  assert all_int8["float_matmuls"] == [] and all_int8["worst_cosine"] < 0.9999, all_int8
+  # A target between all-int8's worst text and 1: some MatMuls must stay float32.
+  target = 1.0 - (1.0 - all_int8["worst_cosine"]) / 4
+  out, _, mixed = export(target)
+  kept = mixed["float_matmuls"]
+  assert 0 < len(kept) < 6 * CONFIG.num_hidden_layers, mixed
+  assert mixed["calibration_texts"] == len(_sst2_sentences())
+  assert mixed["worst_cosine"] >= target > all_int8["worst_cosine"], mixed
+  total = sum(_matmul_weight_types(exported["encoder"]["none"]).values())
+  assert _matmul_weight_types(out) == {"FLOAT": len(kept), "INT8": total - len(kept)}
+  # Checked independently: the file's outputs on the texts, against float32's.
+  vocab = tokenization.load_vocab_tokens(UNCASED_VOCAB)
+  pack = text_packing.TextToInputs(tokenization.TextTokenizer(vocab), vocab, SEQ, 8)
+  inputs = {k: v.numpy() for k, v in pack(tf.constant(_sst2_sentences())).items()}
+  want, got = _run(_session(exported["encoder"]["none"]), inputs), _run(_session(out), inputs)
+  flat = lambda outputs: np.concatenate(
+      [outputs[k].reshape(len(inputs["input_mask"]), -1) for k in sorted(outputs)
+       if outputs[k].dtype == np.float32], 1)
+  a, b = flat(want), flat(got)
+  cosine = np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+  assert cosine.min() >= target - 1e-6, (cosine.min(), target)
+  del module
+
+
+def test_calibration_flags_are_checked(exported, tmp_path):
+  config_file, checkpoint = exported["classifier"]["files"]
+  texts = tmp_path / "texts.txt"
+  texts.write_text("a text\n", encoding="utf-8")
+  common = dict(max_seq_length=SEQ, num_labels=2)
+  for kwargs, message in (
+      (dict(export_format="tflite", quantize="dynamic", calibration_file=str(texts)),
+       "calibrates --export_format=onnx --quantize=dynamic"),
+      (dict(export_format="onnx", quantize="dynamic", calibration_file=str(tmp_path / "no")),
+       "--quantize_calibration_file=.*no: no such file"),
+      (dict(export_format="onnx", quantize="dynamic", calibration_file=str(texts),
+            min_cosine=1.5), r"--quantize_min_cosine=1.5 must be in \(0, 1\]")):
+    with pytest.raises(ValueError, match=message):
+      exporter.export(config_file, checkpoint, UNCASED_VOCAB, True, "classifier",
+                      str(tmp_path / "out"), **common, **kwargs)
+  empty = tmp_path / "empty.txt"
+  empty.write_text("\n \n", encoding="utf-8")
+  with pytest.raises(ValueError, match="holds no text"):
+    exporter.export(config_file, checkpoint, UNCASED_VOCAB, True, "classifier",
+                    str(tmp_path / "out"), export_format="onnx", quantize="dynamic",
+                    calibration_file=str(empty), **common)
 
 
 def test_quantize_modes_are_checked_per_format():
