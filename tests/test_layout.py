@@ -164,7 +164,7 @@ _WRITERS_ALLOWED = {
     "official_bert.serving.exporter":
         "writes inside an export folder built beside --export_dir and swapped in whole",
     "official_bert.serving.tflite_export": "writes inside the exporter's folder (as above)",
-    "official_bert.serving.onnx_export":
+    "official_bert.serving.onnx_quantization":
         "writes scratch files in a tempfile.TemporaryDirectory (ONNX Runtime's quantizer)",
     "official_bert.training.best_checkpoint":
         "copies into best/'s folder built beside and swapped in whole",

@@ -302,9 +302,12 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
                        and weight_names.is_masked_lm_only(weights.tensors))
   model = model_types.build_model(model_type, config, num_labels, head_config, next_sentence)
   weights_io.assign_weights(model, weights, require_heads=not allow_random_head)
-  # The Transformer layers run on each request's real tokens only (`TokenPacking`); TFLite's
-  # converter needs the static shapes of the padded graph.
-  (model if model_type == "encoder" else model.encoder).skip_padding = export_format != "tflite"
+  # The Transformer layers run on each request's real tokens only (`TokenPacking`). Not for
+  # TFLite, whose converter needs the padded graph's static shapes, nor squad: the original's
+  # n-best takes the top logits of every position, padding included, before it drops invalid
+  # spans, so the padded positions' logits must be the padded computation's.
+  (model if model_type == "encoder" else model.encoder).skip_padding = (
+      export_format != "tflite" and model_type != "squad")
   resolved = weights.source
   if allow_random_head:
     logging.warning(
