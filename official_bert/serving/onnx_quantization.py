@@ -69,12 +69,11 @@ def quantize(content, calibration=None, min_cosine=0.99):
   and `mean_cosine`.
   """
   with tempfile.TemporaryDirectory(prefix="onnx_quantize_") as tmp:
-    fp32 = os.path.join(tmp, "fp32.onnx")
-    with open(fp32, "wb") as f:
-      f.write(content)
+    fp32, path = os.path.join(tmp, "fp32.onnx"), os.path.join(tmp, "int8.onnx")
+    with open(fp32, "wb") as f:  # the quantizer's source: smoothed when calibrated
+      f.write(content if calibration is None else smooth(content, calibration))
 
-    def int8(keep_float, name="int8.onnx"):
-      path = os.path.join(tmp, name)
+    def int8(keep_float):
       _quantize_file(fp32, path, keep_float)
       with open(path, "rb") as f:
         return f.read()
@@ -82,8 +81,6 @@ def quantize(content, calibration=None, min_cosine=0.99):
     if calibration is None:
       return int8([]), {"float_matmuls": []}
     reference = _outputs(content, calibration)
-    with open(fp32, "wb") as f:
-      f.write(smooth(content, calibration))
 
     def cosines(model):
       got = _outputs(model, calibration)

@@ -248,17 +248,17 @@ def test_calibrated_int8_keeps_the_fewest_harmful_matmuls_float(exported, tmp_pa
 
   def export(min_cosine):
     out = str(tmp_path / f"int8_{min_cosine}")
-    module = exporter.export(config_file, checkpoint, UNCASED_VOCAB, True, "encoder", out,
-                             max_seq_length=SEQ, export_format="onnx", quantize="dynamic",
-                             calibration_file=str(texts), min_cosine=min_cosine)
+    exporter.export(config_file, checkpoint, UNCASED_VOCAB, True, "encoder", out,
+                    max_seq_length=SEQ, export_format="onnx", quantize="dynamic",
+                    calibration_file=str(texts), min_cosine=min_cosine)
     with open(os.path.join(out, "assets.extra", "export_info.json")) as f:
-      return out, module, json.load(f)["onnx"]["quantization"]
+      return out, json.load(f)["onnx"]["quantization"]
 
-  _, module, all_int8 = export(0.5)
+  _, all_int8 = export(0.5)
   assert all_int8["float_matmuls"] == [] and all_int8["worst_cosine"] < 0.9999, all_int8
   # A target between all-int8's worst text and 1: some MatMuls must stay float32.
   target = 1.0 - (1.0 - all_int8["worst_cosine"]) / 4
-  out, _, mixed = export(target)
+  out, mixed = export(target)
   kept = mixed["float_matmuls"]
   assert 0 < len(kept) < 6 * CONFIG.num_hidden_layers, mixed
   assert mixed["calibration_texts"] == len(_sst2_sentences())
@@ -276,7 +276,6 @@ def test_calibrated_int8_keeps_the_fewest_harmful_matmuls_float(exported, tmp_pa
   a, b = flat(want), flat(got)
   cosine = np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
   assert cosine.min() >= target - 1e-6, (cosine.min(), target)
-  del module
 
 
 def test_calibration_flags_are_checked(exported, tmp_path):

@@ -23,16 +23,16 @@ class TokenPacking:
   """
 
   def __init__(self, mask):
-    self.batch, self.seq = ops.shape(mask)[0], ops.shape(mask)[1]
+    shape = ops.shape(mask)  # [batch, seq]
     flat = ops.reshape(ops.cast(mask, "int32") > 0, (-1,))  # [batch * seq]
     # The real positions in order, row by row.
     self.positions = ops.cast(ops.nonzero(flat)[0], "int32")  # [tokens]
-    self.num_tokens = ops.shape(self.positions)[0]
-    # For each padded position its packed row; padding reads row `tokens`, a row of zeros
-    # (`rows`), or any real row (`rows_or_first`), for values that are masked out anyway.
+    # For each position of the padded batch, the packed row it reads. Padding reads row
+    # `tokens`, a row of zeros (`rows`), or the last real row before it (`rows_or_first`,
+    # row 0 before the first), for values that attention masks out anyway.
     rows = ops.cumsum(ops.cast(flat, "int32")) - 1
-    shape = (self.batch, self.seq)
-    self.rows = ops.reshape(ops.where(flat, rows, self.num_tokens), shape)  # [batch, seq]
+    num_tokens = ops.shape(self.positions)[0]
+    self.rows = ops.reshape(ops.where(flat, rows, num_tokens), shape)  # [batch, seq]
     self.rows_or_first = ops.reshape(ops.maximum(rows, 0), shape)  # [batch, seq]
 
   def pack(self, x):
