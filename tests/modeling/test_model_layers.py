@@ -242,8 +242,12 @@ def test_encoder_ignores_padded_tokens():
 
 
 def test_skip_padding_runs_the_real_tokens_only_with_the_padded_values():
-  x = _inputs(batch=4, seq=9)
-  x["input_mask"] = (np.arange(9)[None] < np.array([[9], [2], [5], [1]])).astype(np.int32)
+  # 19 sequences of uneven lengths: attention's 8 blocks of 3 (the last one empty), each
+  # sized to its longest. One mask has a hole (padding need not be a suffix).
+  lengths = np.array([9, 2, 5, 1, 7, 3, 9, 4, 6, 1, 8, 2, 5, 5, 3, 7, 2, 6, 4])
+  x = _inputs(batch=len(lengths), seq=9)
+  x["input_mask"] = (np.arange(9)[None] < lengths[:, None]).astype(np.int32)
+  x["input_mask"][4, 3] = 0
   encoder = BertEncoder(**TINY)
   padded = encoder(x, training=False)
   encoder.skip_padding = True
@@ -256,6 +260,16 @@ def test_skip_padding_runs_the_real_tokens_only_with_the_padded_values():
   for got, want in zip(packed["encoder_outputs"], padded["encoder_outputs"]):
     np.testing.assert_allclose(np.asarray(got)[real], np.asarray(want)[real], atol=1e-5)
   np.testing.assert_allclose(packed["pooled_output"], padded["pooled_output"], atol=1e-5)
+  # Fewer sequences than blocks, and a batch with no real token at all (serve_ids takes any
+  # mask): all-zero sequence outputs, the pooler's value at zeros.
+  for mask in (x["input_mask"][:2], np.zeros((3, 9), np.int32)):
+    few = {k: v[:len(mask)] for k, v in x.items()} | {"input_mask": mask}
+    encoder.skip_padding = False
+    want = np.asarray(encoder(few, training=False)["sequence_output"])
+    encoder.skip_padding = True
+    got = tf.function(lambda: encoder(few, training=False))()["sequence_output"]  # pylint: disable=cell-var-from-loop
+    np.testing.assert_allclose(np.asarray(got)[mask == 1], want[mask == 1], atol=1e-5)
+    assert (np.asarray(got)[mask == 0] == 0).all()
   # Training keeps the padded computation (its dropout and gradients are the original's).
   training = encoder(x, training=True)
   assert (np.asarray(training["sequence_output"])[~real] != 0).all()

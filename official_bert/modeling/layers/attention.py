@@ -27,7 +27,7 @@ class BertSelfAttention(ConfigLayer):
     padding_mask: optional [batch, seq], 1 (or True) for real tokens.
     training: enables dropout on attention probabilities.
     packing: optional `TokenPacking` of `padding_mask`: `x` holds the real tokens only; the
-      projections run on them, the seq x seq part on the unpacked batch.
+      projections run on them, the seq x seq part on the packing's blocks of sequences.
 
   Returns:
     Context vectors, float shaped like `x`.
@@ -76,14 +76,16 @@ class BertSelfAttention(ConfigLayer):
     return ops.transpose(x, (0, 2, 1, 3))
 
   def call(self, x, padding_mask=None, training=None, packing=None):
-    def heads(projected):  # -> [batch, heads, seq, head_size]
-      if packing is not None:  # [tokens, hidden] -> [batch, seq, hidden]; padding masked below
-        projected = packing.unpack(projected, pad_with_zeros=False)
-      return self._split_heads(projected)
+    q, k, v = self.query(x), self.key(x), self.value(x)  # [batch, seq, hidden]
+    if packing is None:
+      return self._attend(q, k, v, padding_mask, training)
+    # [tokens, hidden]: attention runs per block of similar-length sequences.
+    blocks = zip(packing.split(q), packing.split(k), packing.split(v), packing.block_masks)
+    return packing.merge([self._attend(*block, training) for block in blocks])
 
-    q = heads(self.query(x))  # [batch, heads, seq, head_size]
-    k = heads(self.key(x))  # [batch, heads, seq, head_size]
-    v = heads(self.value(x))  # [batch, heads, seq, head_size]
+  def _attend(self, q, k, v, padding_mask, training):
+    """q, k, v [batch, seq, hidden] -> context [batch, seq, hidden]."""
+    q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
     scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [b, h, s, s]
     scores = scores * (1.0 / float(self.head_size) ** 0.5)
     if padding_mask is not None:
@@ -96,8 +98,7 @@ class BertSelfAttention(ConfigLayer):
     context = ops.matmul(probs, v)  # [batch, heads, seq, head_size]
     context = ops.transpose(context, (0, 2, 1, 3))  # [b, seq, heads, head]
     batch, seq = ops.shape(context)[0], ops.shape(context)[1]
-    context = ops.reshape(context, (batch, seq, self.hidden_size))  # [b, seq, hidden]
-    return packing.pack(context) if packing is not None else context
+    return ops.reshape(context, (batch, seq, self.hidden_size))  # [b, seq, hidden]
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape)

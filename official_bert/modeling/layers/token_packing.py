@@ -3,10 +3,14 @@
 Every part of a BERT layer but attention's seq x seq product acts on each position alone (the
 Dense projections, GELU, LayerNorm: nearly all of the FLOPs), so it can run on the real
 tokens only (input_mask 1) and skip the padding a batch of uneven texts carries: SST-2's
-sentences average 25 WordPieces in batches padded to about 50, so half the work. Attention
-unpacks its projections to [batch, seq, ...], masks padded keys as usual and packs the context
-back. The real positions' values are those of the padded computation (float rounding aside);
-a padded position comes back as 0.
+sentences average 25 WordPieces in batches padded to about 50, so half the work.
+
+Attention runs in blocks: the batch's sequences sorted by length and cut into
+`ATTENTION_BLOCKS` groups, each unpacked to [sequences, its longest, ...], so the seq x seq
+products and softmax are sized to each group's texts rather than to the batch's longest
+(MiniLM on SST-2 batches of 32, 2 CPU threads: 185 -> 233 sentences/s against one block;
+more blocks cost batch-1 latency for no gain). The real positions' values are those of the
+padded computation (float rounding aside); a padded position comes back as 0.
 
 The index ops have data-dependent shapes: for CPU/GPU inference graphs (exports), not for
 XLA or TPU programs, which need static shapes.
@@ -14,36 +18,73 @@ XLA or TPU programs, which need static shapes.
 
 from keras import ops
 
+ATTENTION_BLOCKS = 8
+
 
 class TokenPacking:
-  """Where a batch's real tokens are.
+  """Where a batch's real tokens are, and attention's blocks of similar-length sequences.
 
   Args:
     mask: int or bool [batch, seq], 1 (True) for a real token.
+    attention_blocks: how many groups of sequences attention runs in (some are empty when
+      the batch has fewer sequences).
   """
 
-  def __init__(self, mask):
-    shape = ops.shape(mask)  # [batch, seq]
-    flat = ops.reshape(ops.cast(mask, "int32") > 0, (-1,))  # [batch * seq]
+  def __init__(self, mask, attention_blocks=ATTENTION_BLOCKS):
+    mask = ops.cast(mask, "int32") > 0  # [batch, seq]
+    flat = ops.reshape(mask, (-1,))  # [batch * seq]
     # The real positions in order, row by row.
     self.positions = ops.cast(ops.nonzero(flat)[0], "int32")  # [tokens]
-    # For each position of the padded batch, the packed row it reads. Padding reads row
-    # `tokens`, a row of zeros (`rows`), or the last real row before it (`rows_or_first`,
-    # row 0 before the first), for values that attention masks out anyway.
-    rows = ops.cumsum(ops.cast(flat, "int32")) - 1
-    num_tokens = ops.shape(self.positions)[0]
-    self.rows = ops.reshape(ops.where(flat, rows, num_tokens), shape)  # [batch, seq]
-    self.rows_or_first = ops.reshape(ops.maximum(rows, 0), shape)  # [batch, seq]
+    tokens = ops.shape(self.positions)[0]
+    # For each position of the padded batch, the packed row it reads; padding reads row
+    # `tokens`, which `unpack` makes a row of zeros.
+    rows = ops.reshape(ops.cumsum(ops.cast(flat, "int32")) - 1, ops.shape(mask))
+    self.rows = ops.where(mask, rows, tokens)  # [batch, seq]
+    self._blocks(mask, tokens, attention_blocks)
+
+  def _blocks(self, mask, tokens, count):
+    batch, seq = ops.shape(mask)[0], ops.shape(mask)[1]
+    # A sequence's extent: one past its last real token (any mask, not only a prefix).
+    extent = ops.max(ops.where(mask, ops.arange(1, seq + 1)[None], 0), axis=1)  # [batch]
+    order = ops.argsort(-extent)  # longest first
+    size = (batch + count - 1) // count
+    # Per block: the packed row each [sequence, position] reads (padding reads the last
+    # token, masked out as a key; as a query its row is dropped) and the key mask.
+    self.block_rows, self.block_masks = [], []
+    block_real, destinations = [], []
+    for b in range(count):
+      members = order[b * size:(b + 1) * size]  # [n], n = 0 past the batch's end
+      length = ops.max(ops.take(extent, members), initial=0)
+      rows = ops.take(self.rows, members, axis=0)[:, :length]  # [n, length]
+      self.block_rows.append(ops.minimum(rows, tokens - 1))
+      self.block_masks.append(rows < tokens)
+      real = ops.cast(ops.nonzero(ops.reshape(rows < tokens, (-1,)))[0], "int32")
+      block_real.append(real)  # [block tokens], into the block's [n * length]
+      destinations.append(ops.take(ops.reshape(rows, (-1,)), real))
+    self._block_real = block_real
+    # merge(): concatenated blocks' rows -> packed order.
+    self._merge_order = ops.scatter(
+        ops.concatenate(destinations, 0)[:, None], ops.arange(tokens, dtype="int32"),
+        (tokens,))
 
   def pack(self, x):
     """[batch, seq, ...] -> [tokens, ...], the real positions only."""
     flat = ops.reshape(x, (-1,) + tuple(x.shape[2:]))  # [batch * seq, ...]
     return ops.take(flat, self.positions, axis=0)
 
-  def unpack(self, x, pad_with_zeros=True):
-    """[tokens, ...] -> [batch, seq, ...]: zeros at padding, or without `pad_with_zeros` a
-    real token's values there (no copy of x; for keys and values attention masks out)."""
-    if not pad_with_zeros:
-      return ops.take(x, self.rows_or_first, axis=0)
+  def unpack(self, x):
+    """[tokens, ...] -> [batch, seq, ...], zeros at padding."""
     zero_row = ops.zeros((1,) + tuple(x.shape[1:]), x.dtype)
     return ops.take(ops.concatenate([x, zero_row], 0), self.rows, axis=0)
+
+  def split(self, x):
+    """[tokens, ...] -> per attention block [n, length, ...]; see `block_masks`."""
+    return [ops.take(x, rows, axis=0) for rows in self.block_rows]
+
+  def merge(self, blocks):
+    """Per attention block [n, length, ...] (as `split` gives) -> [tokens, ...]."""
+    real = []
+    for x, positions in zip(blocks, self._block_real):
+      flat = ops.reshape(x, (-1,) + tuple(x.shape[2:]))  # [n * length, ...]
+      real.append(ops.take(flat, positions, axis=0))
+    return ops.take(ops.concatenate(real, 0), self._merge_order, axis=0)
