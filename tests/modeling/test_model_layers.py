@@ -267,7 +267,7 @@ def test_skip_padding_runs_the_real_tokens_only_with_the_padded_values():
     encoder.skip_padding = False
     want = np.asarray(encoder(few, training=False)["sequence_output"])
     encoder.skip_padding = True
-    got = tf.function(lambda: encoder(few, training=False))()["sequence_output"]  # pylint: disable=cell-var-from-loop
+    got = tf.function(lambda f=few: encoder(f, training=False))()["sequence_output"]
     np.testing.assert_allclose(np.asarray(got)[mask == 1], want[mask == 1], atol=1e-5)
     assert (np.asarray(got)[mask == 0] == 0).all()
   # Training keeps the padded computation (its dropout and gradients are the original's).
