@@ -64,6 +64,7 @@ class QuestionAnswerer(task_model.TaskModel):
   (`DEFAULT_OPTIONS`' keys, as run_squad's flags)."""
 
   model_type = "squad"
+  skips_padding = False  # the original's n-best ranks padded positions' logits too
 
   def __init__(self, backbone, preprocessor, version_2_with_negative=False, **options):
     kwargs = {k: options.pop(k) for k in ("name", "trainable", "dtype") if k in options}

@@ -88,6 +88,26 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def call(self, inputs, training=None):
     return self.network(inputs, training=training)["logits"]
 
+  # evaluate and predict run the Transformer layers on the real tokens only, as the exports
+  # do (`BertEncoder.skip_padding`): not in XLA-compiled steps (Keras' jit_compile="auto"
+  # compiles on GPUs) nor on TPUs, whose programs need static shapes, nor for squad (the
+  # original's n-best ranks padded positions' logits too). Keras makes these functions
+  # again after each compile, so the choice follows jit_compile.
+  skips_padding = True
+
+  def make_test_function(self, force=False):
+    self._set_skip_padding()
+    return super().make_test_function(force)
+
+  def make_predict_function(self, force=False):
+    self._set_skip_padding()
+    return super().make_predict_function(force)
+
+  def _set_skip_padding(self):
+    self.backbone.skip_padding = (
+        self.skips_padding and not self.jit_compile
+        and not isinstance(self.distribute_strategy, tf.distribute.TPUStrategy))
+
   def compile(self, optimizer=None, loss=None, metrics=None, learning_rate=5e-5,
               warmup_fraction=0.1, weight_decay=0.01, lr_schedule="linear",
               adam_bias_correction=True, clip_norm=1.0, **kwargs):

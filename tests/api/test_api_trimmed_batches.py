@@ -1,4 +1,5 @@
-"""The Python API does no work on padding: batches cut to their longest text, same outputs."""
+"""The Python API does no work on padding: batches cut to their longest text, the Transformer
+layers of evaluate and predict on the real tokens only, same outputs."""
 
 from conftest import tiny_model_folder
 import numpy as np
@@ -19,8 +20,14 @@ def test_classifier_and_embedder_batches_are_cut_and_give_the_fixed_length_outpu
   logits = classifier.network(full, training=False)["logits"].numpy()
   want = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
   np.testing.assert_allclose(classifier.predict(TEXTS, batch_size=2), want, atol=1e-5)
+  # predict ran the Transformer layers on the real tokens only, as the exports do.
+  assert classifier.backbone.skip_padding
   history = classifier.fit(TEXTS, [0, 1, 0, 1], batch_size=2, epochs=1, verbose=0)
   assert np.isfinite(history.history["loss"]).all()
+  trained = classifier.predict(TEXTS, batch_size=2)
+  classifier.compile(jit_compile=True)  # XLA takes static shapes only: the padded graph
+  np.testing.assert_allclose(classifier.predict(TEXTS, batch_size=2), trained, atol=1e-5)
+  assert not classifier.backbone.skip_padding
 
   embedder = ob.TextEmbedder.from_preset(folder, sequence_length=64)
   pairs, _ = next(iter(embedder.make_dataset((TEXTS[:2], TEXTS[2:]), [1.0, 0.0], batch_size=2)))

@@ -270,6 +270,7 @@ def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path):
   answer = qa.answer("Where is Normandy?", context)
   assert answer["text"] == context[answer["start"]:answer["end"]]
   assert set(answer) == {"text", "start", "end", "score"}
+  assert not qa.backbone.skip_padding  # the n-best ranks padded positions' logits too
 
   assert "loss" in qa.evaluate(examples[:4], batch_size=2, return_dict=True, verbose=0)
   qa.save(str(tmp_path / "qa"))
