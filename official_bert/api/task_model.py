@@ -12,6 +12,7 @@ is called uncompiled) builds AdamW, warmup then linear decay over the steps of t
 takes Keras' own arguments instead.
 """
 
+import contextlib
 import os
 import tempfile
 
@@ -25,6 +26,7 @@ from official_bert.training import optimization
 from official_bert.training import padding
 
 AUTOTUNE = tf.data.AUTOTUNE
+_TPU_STRATEGIES = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
 
 
 class TaskModel(BackboneModelConfig, keras.Model):
@@ -91,22 +93,29 @@ class TaskModel(BackboneModelConfig, keras.Model):
   # evaluate and predict run the Transformer layers on the real tokens only, as the exports
   # do (`BertEncoder.skip_padding`): not in XLA-compiled steps (Keras' jit_compile="auto"
   # compiles on GPUs) nor on TPUs, whose programs need static shapes, nor for squad (the
-  # original's n-best ranks padded positions' logits too). Keras makes these functions
-  # again after each compile, so the choice follows jit_compile.
+  # original's n-best ranks padded positions' logits too). Set only while a step is traced
+  # (or run eagerly): the backbone may be shared, and calls outside these steps keep its own
+  # setting.
   skips_padding = True
 
-  def make_test_function(self, force=False):
-    self._set_skip_padding()
-    return super().make_test_function(force)
+  def test_step(self, data):
+    with self._inference_without_padding():
+      return super().test_step(data)
 
-  def make_predict_function(self, force=False):
-    self._set_skip_padding()
-    return super().make_predict_function(force)
+  def predict_step(self, data):
+    with self._inference_without_padding():
+      return super().predict_step(data)
 
-  def _set_skip_padding(self):
-    self.backbone.skip_padding = (
+  @contextlib.contextmanager
+  def _inference_without_padding(self):
+    backbone, own = self.backbone, self.backbone.skip_padding
+    backbone.skip_padding = (
         self.skips_padding and not self.jit_compile
-        and not isinstance(self.distribute_strategy, tf.distribute.TPUStrategy))
+        and not isinstance(self.distribute_strategy, _TPU_STRATEGIES))
+    try:
+      yield
+    finally:
+      backbone.skip_padding = own
 
   def compile(self, optimizer=None, loss=None, metrics=None, learning_rate=5e-5,
               warmup_fraction=0.1, weight_decay=0.01, lr_schedule="linear",

@@ -6,11 +6,22 @@ import numpy as np
 import tensorflow as tf
 
 import official_bert as ob
+from official_bert.modeling import encoder
 
 TEXTS = ["a cat", "the dog sat on the mat", "who", "the man played the guitar on the mat"]
 
 
-def test_classifier_and_embedder_batches_are_cut_and_give_the_fixed_length_outputs(tmp_path):
+def test_classifier_and_embedder_batches_are_cut_and_give_the_fixed_length_outputs(
+    tmp_path, monkeypatch):
+  packings = []  # masks the encoder packed its real tokens for
+
+  class CountedPacking(encoder.TokenPacking):
+
+    def __init__(self, mask):
+      packings.append(mask)
+      super().__init__(mask)
+
+  monkeypatch.setattr(encoder, "TokenPacking", CountedPacking)
   folder = tiny_model_folder(tmp_path / "model")
   classifier = ob.TextClassifier.from_preset(folder, num_classes=2, sequence_length=64)
   features, labels = next(iter(classifier.make_dataset(TEXTS[:2], [0, 1], batch_size=2)))
@@ -20,14 +31,16 @@ def test_classifier_and_embedder_batches_are_cut_and_give_the_fixed_length_outpu
   logits = classifier.network(full, training=False)["logits"].numpy()
   want = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
   np.testing.assert_allclose(classifier.predict(TEXTS, batch_size=2), want, atol=1e-5)
-  # predict ran the Transformer layers on the real tokens only, as the exports do.
-  assert classifier.backbone.skip_padding
+  # predict ran the Transformer layers on the real tokens only, as the exports do; the
+  # backbone keeps its own setting for other calls.
+  assert packings and not classifier.backbone.skip_padding
   history = classifier.fit(TEXTS, [0, 1, 0, 1], batch_size=2, epochs=1, verbose=0)
   assert np.isfinite(history.history["loss"]).all()
   trained = classifier.predict(TEXTS, batch_size=2)
   classifier.compile(jit_compile=True)  # XLA takes static shapes only: the padded graph
+  packings.clear()
   np.testing.assert_allclose(classifier.predict(TEXTS, batch_size=2), trained, atol=1e-5)
-  assert not classifier.backbone.skip_padding
+  assert not packings
 
   embedder = ob.TextEmbedder.from_preset(folder, sequence_length=64)
   pairs, _ = next(iter(embedder.make_dataset((TEXTS[:2], TEXTS[2:]), [1.0, 0.0], batch_size=2)))

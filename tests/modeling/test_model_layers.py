@@ -270,6 +270,8 @@ def test_skip_padding_runs_the_real_tokens_only_with_the_padded_values():
     got = tf.function(lambda f=few: encoder(f, training=False))()["sequence_output"]
     np.testing.assert_allclose(np.asarray(got)[mask == 1], want[mask == 1], atol=1e-5)
     assert (np.asarray(got)[mask == 0] == 0).all()
+  empty = encoder({k: v[:0] for k, v in x.items()}, training=False)  # eagerly, no sequence
+  assert tuple(empty["sequence_output"].shape) == (0, 9, TINY["hidden_size"])
   # Training keeps the padded computation (its dropout and gradients are the original's).
   training = encoder(x, training=True)
   assert (np.asarray(training["sequence_output"])[~real] != 0).all()

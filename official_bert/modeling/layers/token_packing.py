@@ -45,7 +45,8 @@ class TokenPacking:
   def _blocks(self, mask, tokens, count):
     batch, seq = ops.shape(mask)[0], ops.shape(mask)[1]
     # A sequence's extent: one past its last real token (any mask, not only a prefix).
-    extent = ops.max(ops.where(mask, ops.arange(1, seq + 1)[None], 0), axis=1)  # [batch]
+    extent = ops.max(ops.where(mask, ops.arange(1, seq + 1)[None], 0), axis=1,
+                     initial=0)  # [batch]
     order = ops.argsort(-extent)  # longest first
     size = (batch + count - 1) // count
     # Per block: the packed row each [sequence, position] reads (padding reads the last
