@@ -12,6 +12,11 @@ from official_bert.modeling.layers.config_layer import truncated_normal
 _MASK_ADDER = -10000.0
 
 
+def _key_bias(mask, dtype):
+  """[batch, seq] 1 for real keys -> [batch, 1, 1, seq]: 0, or -10000 for padded keys."""
+  return (1.0 - ops.cast(mask, dtype)[:, None, None, :]) * _MASK_ADDER
+
+
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertSelfAttention(ConfigLayer):
   """Scaled dot-product self-attention with [hidden, hidden] projections.
@@ -78,27 +83,36 @@ class BertSelfAttention(ConfigLayer):
   def call(self, x, padding_mask=None, training=None, packing=None):
     q, k, v = self.query(x), self.key(x), self.value(x)  # [batch, seq, hidden]
     if packing is None:
-      return self._attend(q, k, v, padding_mask, training)
-    # [tokens, hidden]: attention runs per block of similar-length sequences.
-    blocks = zip(packing.split(q), packing.split(k), packing.split(v), packing.block_masks)
-    return packing.merge([self._attend(*block, training) for block in blocks])
+      bias = None if padding_mask is None else _key_bias(padding_mask, q.dtype)
+      context = self._attend(self._split_heads(q), self._split_heads(k), self._split_heads(v),
+                             bias, training)  # [batch, heads, seq, head_size]
+      context = ops.transpose(context, (0, 2, 1, 3))  # [batch, seq, heads, head_size]
+      batch, seq = ops.shape(context)[0], ops.shape(context)[1]
+      return ops.reshape(context, (batch, seq, self.hidden_size))
 
-  def _attend(self, q, k, v, padding_mask, training):
-    """q, k, v [batch, seq, hidden] -> context [batch, seq, hidden]."""
-    q, k, v = self._split_heads(q), self._split_heads(k), self._split_heads(v)
+    # Packed [tokens, hidden]: attention per block of similar-length sequences, each gathered
+    # from the packed rows as [n, length, heads, head_size] (reshapes with static sizes only:
+    # no shape arithmetic per block, which would multiply the graph's ops).
+    def heads(t):  # [tokens, hidden] -> per block [n, heads, length, head_size]
+      t = ops.reshape(t, (-1, self.num_attention_heads, self.head_size))
+      return [ops.transpose(block, (0, 2, 1, 3)) for block in packing.split(t)]
+
+    biases = [_key_bias(mask, q.dtype) for mask in packing.block_masks]
+    blocks = zip(heads(q), heads(k), heads(v), biases)
+    contexts = [ops.transpose(self._attend(*block, training), (0, 2, 1, 3))
+                for block in blocks]  # per block [n, length, heads, head_size]
+    return ops.reshape(packing.merge(contexts), (-1, self.hidden_size))  # [tokens, hidden]
+
+  def _attend(self, q, k, v, key_bias, training):
+    """q, k, v [batch, heads, seq, head_size], `_key_bias` or None -> context, q's shape."""
     scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [b, h, s, s]
     scores = scores * (1.0 / float(self.head_size) ** 0.5)
-    if padding_mask is not None:
+    if key_bias is not None:
       # Only keys are masked; padded *queries* still produce (ignored) rows.
-      mask = ops.cast(padding_mask, scores.dtype)[:, None, None, :]  # [b,1,1,s]
-      scores = scores + (1.0 - mask) * _MASK_ADDER
+      scores = scores + key_bias  # [b, 1, 1, s]
     probs = ops.softmax(scores, axis=-1)  # [batch, heads, seq, seq]
     probs = self.dropout(probs, training=training)
-
-    context = ops.matmul(probs, v)  # [batch, heads, seq, head_size]
-    context = ops.transpose(context, (0, 2, 1, 3))  # [b, seq, heads, head]
-    batch, seq = ops.shape(context)[0], ops.shape(context)[1]
-    return ops.reshape(context, (batch, seq, self.hidden_size))  # [b, seq, hidden]
+    return ops.matmul(probs, v)  # [batch, heads, seq, head_size]
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape)

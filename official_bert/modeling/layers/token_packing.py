@@ -13,10 +13,13 @@ more blocks cost batch-1 latency for no gain). The real positions' values are th
 padded computation (float rounding aside); a padded position comes back as 0.
 
 The index ops have data-dependent shapes: for CPU/GPU inference graphs (exports), not for
-XLA or TPU programs, which need static shapes.
+XLA or TPU programs, which need static shapes. The gathers are `tf.gather`: keras' `take`
+adds a negative-index fix-up to each (five more ops a gather, per block and layer, which
+tripled tf2onnx's conversion time); these indices are never negative.
 """
 
 from keras import ops
+import tensorflow as tf
 
 ATTENTION_BLOCKS = 8
 
@@ -55,13 +58,13 @@ class TokenPacking:
     block_real, destinations = [], []
     for b in range(count):
       members = order[b * size:(b + 1) * size]  # [n], n = 0 past the batch's end
-      length = ops.max(ops.take(extent, members), initial=0)
-      rows = ops.take(self.rows, members, axis=0)[:, :length]  # [n, length]
+      length = ops.max(tf.gather(extent, members), initial=0)
+      rows = tf.gather(self.rows, members)[:, :length]  # [n, length]
       self.block_rows.append(ops.minimum(rows, tokens - 1))
       self.block_masks.append(rows < tokens)
       real = ops.cast(ops.nonzero(ops.reshape(rows < tokens, (-1,)))[0], "int32")
       block_real.append(real)  # [block tokens], into the block's [n * length]
-      destinations.append(ops.take(ops.reshape(rows, (-1,)), real))
+      destinations.append(tf.gather(ops.reshape(rows, (-1,)), real))
     self._block_real = block_real
     # merge(): concatenated blocks' rows -> packed order.
     self._merge_order = ops.scatter(
@@ -71,21 +74,21 @@ class TokenPacking:
   def pack(self, x):
     """[batch, seq, ...] -> [tokens, ...], the real positions only."""
     flat = ops.reshape(x, (-1,) + tuple(x.shape[2:]))  # [batch * seq, ...]
-    return ops.take(flat, self.positions, axis=0)
+    return tf.gather(flat, self.positions)
 
   def unpack(self, x):
     """[tokens, ...] -> [batch, seq, ...], zeros at padding."""
     zero_row = ops.zeros((1,) + tuple(x.shape[1:]), x.dtype)
-    return ops.take(ops.concatenate([x, zero_row], 0), self.rows, axis=0)
+    return tf.gather(ops.concatenate([x, zero_row], 0), self.rows)
 
   def split(self, x):
     """[tokens, ...] -> per attention block [n, length, ...]; see `block_masks`."""
-    return [ops.take(x, rows, axis=0) for rows in self.block_rows]
+    return [tf.gather(x, rows) for rows in self.block_rows]
 
   def merge(self, blocks):
     """Per attention block [n, length, ...] (as `split` gives) -> [tokens, ...]."""
     real = []
     for x, positions in zip(blocks, self._block_real):
       flat = ops.reshape(x, (-1,) + tuple(x.shape[2:]))  # [n * length, ...]
-      real.append(ops.take(flat, positions, axis=0))
-    return ops.take(ops.concatenate(real, 0), self._merge_order, axis=0)
+      real.append(tf.gather(flat, positions))
+    return tf.gather(ops.concatenate(real, 0), self._merge_order)
