@@ -27,6 +27,8 @@ import tempfile
 
 import numpy as np
 
+from official_bert.serving import onnx_rewrites
+
 BATCH = 32
 SMOOTHING = 0.75  # SmoothQuant's alpha: how much of an activation's range moves to the weights
 
@@ -128,13 +130,10 @@ def smooth(content, feeds, alpha=SMOOTHING):
   model = onnx.load_from_string(content)
   graph = model.graph
   weights = {t.name: t for t in graph.initializer}
-  readers = {}
-  for node in graph.node:
-    for name in node.input:
-      readers[name] = readers.get(name, 0) + 1
+  readers = onnx_rewrites.consumers_of(graph)
   by_input = {}  # {activation: [MatMul]}; a weight read elsewhere too is left alone
   for node in graph.node:
-    if node.op_type == "MatMul" and node.input[1] in weights and readers[node.input[1]] == 1:
+    if node.op_type == "MatMul" and node.input[1] in weights and len(readers[node.input[1]]) == 1:
       by_input.setdefault(node.input[0], []).append(node)
   if not by_input:
     return content

@@ -223,7 +223,7 @@ class _Graph:
     self.graph = graph
     self.initializers = {t.name: t for t in graph.initializer}
     self.producer = {out: node for node in graph.node for out in node.output}
-    self.consumers = _consumers(graph)
+    self.consumers = consumers_of(graph)
 
   def made_by(self, name, op_type):
     """The node of `op_type` that makes `name`, else None."""
@@ -266,7 +266,7 @@ def _ranks(model):
           if v.type.tensor_type.HasField("shape")}
 
 
-def _consumers(graph):
+def consumers_of(graph):
   """{value name: the nodes that read it}; a node whose subgraphs (Loop, If bodies: the
   feature_tagger's LSTM) read an outer value counts as its reader."""
   consumers = {}
@@ -291,12 +291,12 @@ def _prune(graph):
   """Removes the nodes and initializers that nothing reads (after a rewrite)."""
   wanted = {o.name for o in graph.output}
   while True:
-    read = wanted | set(_consumers(graph))
+    read = wanted | set(consumers_of(graph))
     dead = [n for n in graph.node if not any(o in read for o in n.output)]
     if not dead:
       break
     for node in dead:
       graph.node.remove(node)
-  read = wanted | set(_consumers(graph))
+  read = wanted | set(consumers_of(graph))
   for t in [t for t in graph.initializer if t.name not in read]:
     graph.initializer.remove(t)
