@@ -22,11 +22,11 @@ import tensorflow as tf
 from official_bert.api import presets
 from official_bert.api.backbone import BackboneModelConfig
 from official_bert.serving import exporter
+from official_bert.training import distribution
 from official_bert.training import optimization
 from official_bert.training import padding
 
 AUTOTUNE = tf.data.AUTOTUNE
-_TPU_STRATEGIES = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
 
 
 class TaskModel(BackboneModelConfig, keras.Model):
@@ -111,7 +111,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
     backbone, own = self.backbone, self.backbone.skip_padding
     backbone.skip_padding = (
         self.skips_padding and not self.jit_compile
-        and not isinstance(self.distribute_strategy, _TPU_STRATEGIES))
+        and not distribution.is_tpu(self.distribute_strategy))
     try:
       yield
     finally:

@@ -64,6 +64,12 @@ def get_strategy(name="one_device",
   return tf.distribute.TPUStrategy(resolver)
 
 
+def is_tpu(strategy):
+  """Whether `strategy` runs TPU programs, which take static shapes only."""
+  return isinstance(strategy, (tf.distribute.TPUStrategy,
+                               tf.distribute.experimental.TPUStrategy))
+
+
 def is_chief(strategy):
   """Whether this worker writes checkpoints and summaries (worker 0 / single host)."""
   resolver = getattr(strategy, "cluster_resolver", None)

@@ -88,8 +88,8 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
       getattr(settings, "resize_vocab", False), getattr(settings, "extend_positions", False))
   # Fine-tuning settings only (pretraining's sequences are mostly full); TPUs compile one
   # static shape.
-  tpu = isinstance(strategy, tf.distribute.TPUStrategy)
-  task.trim_padding = getattr(settings, "trim_padding", False) and not tpu
+  task.trim_padding = (getattr(settings, "trim_padding", False)
+                      and not distribution.is_tpu(strategy))
   task.group_by_length = getattr(settings, "group_by_length", False)
   return trainer
 
