@@ -60,9 +60,10 @@ class TokenPacking:
       members = order[b * size:(b + 1) * size]  # [n], n = 0 past the batch's end
       length = ops.max(tf.gather(extent, members), initial=0)
       rows = tf.gather(self.rows, members)[:, :length]  # [n, length]
+      real_mask = rows < tokens  # [n, length]
       self.block_rows.append(ops.minimum(rows, tokens - 1))
-      self.block_masks.append(rows < tokens)
-      real = ops.cast(ops.nonzero(ops.reshape(rows < tokens, (-1,)))[0], "int32")
+      self.block_masks.append(real_mask)
+      real = ops.cast(ops.nonzero(ops.reshape(real_mask, (-1,)))[0], "int32")
       self._block_real.append(real)  # [block tokens], into the block's [n * length]
       destinations.append(tf.gather(ops.reshape(rows, (-1,)), real))
     # merge(): concatenated blocks' rows -> packed order.
