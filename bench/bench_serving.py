@@ -9,6 +9,8 @@ sentence embeddings, every runtime with --threads CPU threads:
   savedmodel_text  `export --model_type=encoder` (max_seq_length 512), its serving_default:
                    raw strings in, `sentence_embedding` out (tokenization in the graph)
   savedmodel_ids   the same SavedModel's serve_ids; the client tokenizes (below)
+  savedmodel_xla   savedmodel_text exported with --xla_single_sequence: a batch of one text
+                   runs XLA-compiled (other batches as savedmodel_text's)
   onnx_fp32        `export --export_format=onnx` in ONNX Runtime; the client tokenizes
   onnx_int8        `export --export_format=onnx --quantize=dynamic`, calibrated on 128 SST-2
                    train sentences (`--quantize_calibration_file`, `--quantize_min_cosine`
@@ -25,7 +27,8 @@ sentence embeddings, every runtime with --threads CPU threads:
 batch to its longest text rounded up to 8, as the SavedModel's text signatures do; its time is
 included. Texts: SST-2's 872 dev sentences, and 64 paragraphs of about 400 WordPieces from the
 English book corpus. Throughput: batch 32 over the whole set, sentences/s, the median of
---rounds passes; latency: batch 1, the median of --latency_calls calls. The runtimes take turns
+--rounds passes; latency: batch 1, the median of --latency_calls calls, after one untimed call
+of each (XLA compiles a program per width on its first call). The runtimes take turns
 pass by pass, and for latency in blocks of --latency_block consecutive calls, so the machine's
 load falls on all alike. Not call by call: a runtime's worker threads keep spinning a while
 after its call (OpenMP's spin-wait in PyTorch, Eigen's in TensorFlow) and slow the next
@@ -72,8 +75,8 @@ def parse_args():
   p.add_argument("--latency_calls", type=int, default=200)
   p.add_argument("--latency_block", type=int, default=10,
                  help="consecutive batch-1 calls a runtime makes before the next one's turn")
-  p.add_argument("--runtimes", default="savedmodel_text,savedmodel_ids,onnx_fp32,onnx_int8,"
-                 "tflite,pytorch")
+  p.add_argument("--runtimes", default="savedmodel_text,savedmodel_ids,savedmodel_xla,"
+                 "onnx_fp32,onnx_int8,tflite,pytorch")
   return p.parse_args()
 
 
@@ -206,6 +209,7 @@ def _export_all(model_dir, work_dir, calibration_file):
   from official_bert.serving import exporter  # pylint: disable=g-import-not-at-top
   dirs = {}
   for name, kwargs in (("savedmodel", dict(max_seq_length=512)),
+                       ("savedmodel_xla", dict(max_seq_length=512, xla_single_sequence=True)),
                        ("onnx_fp32", dict(export_format="onnx")),
                        ("onnx_int8", dict(export_format="onnx", quantize="dynamic",
                                           calibration_file=calibration_file)),
@@ -235,8 +239,10 @@ def _our_runtimes(dirs, threads, vocab, names):
   padded = lambda texts: {k: v.numpy() for k, v in pack["dynamic"](tf.constant(texts)).items()}
   saved = tf.saved_model.load(dirs["savedmodel"])
   text_sig, ids_sig = saved.signatures["serving_default"], saved.signatures["serve_ids"]
+  xla_sig = tf.saved_model.load(dirs["savedmodel_xla"]).signatures["serving_default"]
   runtimes = {
       "savedmodel_text": lambda _, t: text_sig(text=tf.constant(t))["sentence_embedding"].numpy(),
+      "savedmodel_xla": lambda _, t: xla_sig(text=tf.constant(t))["sentence_embedding"].numpy(),
       "savedmodel_ids": lambda _, t: ids_sig(**pack["dynamic"](tf.constant(t)))[
           "sentence_embedding"].numpy(),
   }
@@ -300,6 +306,9 @@ def main():
         passes[r].append(runtime.pass_seconds(name, BATCH, max_length[name]))
     calls = {r: [] for r in runtimes}
     count = min(args.latency_calls, len(texts[name]))
+    for runtime in runtimes.values():  # warm-up: every batch-1 width once
+      for i in range(count):
+        runtime.call_seconds(name, i, max_length[name])
     for start in range(0, count, args.latency_block):
       for r, runtime in runtimes.items():
         for i in range(start, min(start + args.latency_block, count)):

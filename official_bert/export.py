@@ -4,7 +4,7 @@ r"""Exports a BERT model as a SavedModel that serves raw text (TensorFlow Servin
     --do_lower_case=BOOL --model_type=encoder|pretraining|classifier|squad|tagger|feature_tagger \
     --export_dir=DIR [--max_seq_length=128] [--num_labels=N] [--label_names=a,b,c] \
     [--export_format=single|hub_pair|tflite|onnx] [--quantize=none|dynamic|float16] \
-    [--top_k=5] [--normalize_embeddings] [--pooling=mean|cls|pooled]
+    [--top_k=5] [--normalize_embeddings] [--pooling=mean|cls|pooled] [--xla_single_sequence]
   python -m official_bert.export --checkpoint=HF_MODEL_DIR --model_type=encoder --export_dir=DIR
 
 --checkpoint is ours, a google-research TF1 checkpoint (prefix or directory) or a Hugging Face
@@ -91,6 +91,10 @@ def define_flags():
   flags.DEFINE_enum("pooling", "mean", list(sentence_embedding.POOLINGS),
                     "encoder: how sentence_embedding pools the tokens (default: a "
                     "run_embeddings model's own, else mean).")
+  flags.DEFINE_bool("xla_single_sequence", False,
+                    "single, hub_pair: a request of one text (batch 1) runs XLA-compiled, "
+                    "~15% lower latency on a CPU; serving then needs XLA (TensorFlow Serving: "
+                    "--xla_cpu_compilation_enabled=true). Other batches as without.")
 
 
 FLAGS = flags.FLAGS
@@ -112,7 +116,8 @@ def main(argv):
                   {name: value[name] for name in exporter.SQUAD_FLAGS}, FLAGS.quantize,
                   classifier_options, value["pooling"],
                   calibration_file=FLAGS.quantize_calibration_file,
-                  min_cosine=FLAGS.quantize_min_cosine)
+                  min_cosine=FLAGS.quantize_min_cosine,
+                  xla_single_sequence=FLAGS.xla_single_sequence)
   print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
 
 

@@ -6,6 +6,7 @@ from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.layers.embeddings import BertEmbeddings
 from official_bert.modeling.layers.token_packing import TokenPacking
 from official_bert.modeling.layers.transformer_block import TransformerBlock
+from official_bert.modeling.single_sequence_xla import SingleSequenceXla
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -40,6 +41,9 @@ class BertEncoder(keras.Model):
       its tokens, not batch x seq; outputs at padded positions are 0 instead of the (unused)
       values the padded computation gives them. For CPU/GPU inference graphs (exports): its
       shapes depend on the data, which XLA and TPUs do not take. Not saved in the config.
+    xla_single_sequence: False by default. True: at inference a batch of one sequence runs
+      XLA-compiled (`SingleSequenceXla`: lower latency on a CPU; serving then needs XLA),
+      other batches as above. Not saved in the config.
 
   Returns:
     dict with
@@ -55,11 +59,15 @@ class BertEncoder(keras.Model):
     fields = {k: kwargs.pop(k) for k in BertConfig.__dataclass_fields__ if k in kwargs}
     super().__init__(**kwargs)
     self.skip_padding = False
+    self.xla_single_sequence = False
     # Validates all fields up front with clear messages.
     self.bert_config = BertConfig(vocab_size=vocab_size, **fields)
     for name, value in self.bert_config.to_dict().items():  # e.g. self.hidden_size
       setattr(self, name, value)
     c = self.bert_config
+    self._single_sequence = SingleSequenceXla(
+        lambda *inputs: self._forward(*inputs, training=False, packing=None),
+        c.max_position_embeddings)
 
     self.embeddings = BertEmbeddings(**c.layer_arguments(BertEmbeddings),
                                      dtype=self.dtype_policy, name="embeddings")
@@ -93,10 +101,17 @@ class BertEncoder(keras.Model):
 
   def call(self, inputs, training=None):
     word_ids, mask, type_ids = unpack_inputs(inputs)
+    skip_padding = self.skip_padding and not training
+    usual = lambda: self._forward(  # noqa: E731
+        word_ids, mask, type_ids, training, TokenPacking(mask) if skip_padding else None)
+    if self.xla_single_sequence and not training:
+      return self._single_sequence(word_ids, mask, type_ids, usual, zero_padding=skip_padding)
+    return usual()
+
+  def _forward(self, word_ids, mask, type_ids, training, packing):
     x = self.embeddings(word_ids, type_ids,
                         training=training)  # [batch, seq, hidden]
     embedding_output = x
-    packing = TokenPacking(mask) if self.skip_padding and not training else None
     if packing is not None:
       x = packing.pack(x)  # [tokens, hidden]
     encoder_outputs = []

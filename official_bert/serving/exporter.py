@@ -156,7 +156,8 @@ def export(bert_config_file,
            classifier_options=None,
            pooling="mean",
            calibration_file=None,
-           min_cosine=0.99):
+           min_cosine=0.99,
+           xla_single_sequence=False):
   """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks).
 
   `bert_config_file`, `vocab_file` and `do_lower_case` may be None for a Hugging Face
@@ -166,6 +167,8 @@ def export(bert_config_file,
   `pooling`: an encoder's `sentence_embedding` output (`sentence_embedding.POOLINGS`).
   `calibration_file`, `min_cosine`: --quantize_calibration_file and --quantize_min_cosine
   (ONNX int8, `onnx_quantization`).
+  `xla_single_sequence`: a request of one text runs XLA-compiled
+  (`modeling.single_sequence_xla`): SavedModel formats only.
   """
   config, vocab_file, do_lower_case = resolve_model_files(bert_config_file, checkpoint,
                                                           vocab_file, do_lower_case)
@@ -197,6 +200,9 @@ def export(bert_config_file,
   if export_format == "hub_pair" and model_type != "encoder":
     raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")
   check_quantize(export_format, quantize)
+  if xla_single_sequence and export_format in FILE_FORMATS:
+    raise ValueError(f"--xla_single_sequence compiles a SavedModel's requests of one text; "
+                     f"--export_format={export_format} runs in its own runtime")
   calibration_texts = None
   if calibration_file:
     if (export_format, quantize) != ("onnx", "dynamic"):
@@ -231,7 +237,8 @@ def export(bert_config_file,
     result = _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, building,
                     max_seq_length, num_labels, label_names, export_format, top_k,
                     allow_random_head, head_config, normalize_embeddings, squad_options,
-                    quantize, classifier_options, pooling, (calibration_texts, min_cosine))
+                    quantize, classifier_options, pooling, (calibration_texts, min_cosine),
+                    xla_single_sequence)
   except BaseException:
     if tf.io.gfile.exists(building):
       tf.io.gfile.rmtree(building)
@@ -290,7 +297,8 @@ def _swap_in(building, export_dir, replacing):
 def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
            max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head,
            head_config=None, normalize_embeddings=False, squad_options=None, quantize="none",
-           classifier_options=None, pooling="mean", calibration=(None, 0.99)):
+           classifier_options=None, pooling="mean", calibration=(None, 0.99),
+           xla_single_sequence=False):
   """Writes the SavedModel(s) to `export_dir` (a fresh directory).
 
   calibration: (`onnx_quantization.read_texts`' texts or None, the least cosine).
@@ -306,8 +314,9 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
   # TFLite, whose converter needs the padded graph's static shapes, nor squad: the original's
   # n-best takes the top logits of every position, padding included, before it drops invalid
   # spans, so the padded positions' logits must be the padded computation's.
-  (model if model_type == "encoder" else model.encoder).skip_padding = (
-      export_format != "tflite" and model_type != "squad")
+  encoder = model if model_type == "encoder" else model.encoder
+  encoder.skip_padding = export_format != "tflite" and model_type != "squad"
+  encoder.xla_single_sequence = bool(xla_single_sequence)
   resolved = weights.source
   if allow_random_head:
     logging.warning(
@@ -325,6 +334,7 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
       "head_config": head_config,
       "normalize_embeddings": bool(normalize_embeddings),
       "pooling": pooling if model_type == "encoder" else None,
+      "xla_single_sequence": bool(xla_single_sequence),
       "squad_options": squad_options if model_type == "squad" else None,
       "classifier_options": (classifier_options._asdict()
                              if model_type == "classifier" and classifier_options else None),

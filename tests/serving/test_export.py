@@ -175,10 +175,13 @@ def _exported(tmp_path_factory):
                 max_seq_length=SEQ, top_k=3)
   for model_type in ("encoder", "pretraining", "classifier", "squad", "tagger"):
     dirs[model_type] = str(root / model_type / "export")
+    # The pretraining export's requests of one text (demo_query, saved_model_cli run) run
+    # XLA-compiled: its batch-1 checks are those of `--xla_single_sequence`.
     exporter.export(checkpoint=checkpoints[model_type], model_type=model_type,
                     export_dir=dirs[model_type], squad_options=SQUAD_OPTIONS,
                     label_names=LABELS if model_type == "classifier" else None,
-                    num_labels=3 if model_type == "tagger" else None, **common)
+                    num_labels=3 if model_type == "tagger" else None,
+                    xla_single_sequence=model_type == "pretraining", **common)
   dirs["hub"] = str(root / "hub")
   exporter.export(checkpoint=checkpoints["encoder"], model_type="encoder", export_dir=dirs["hub"],
                   export_format="hub_pair", normalize_embeddings=True, **common)
@@ -361,6 +364,10 @@ def test_saved_model_cli_run_on_a_raw_sentence(exported, fresh):
   inputs = _python_inputs(TEXTS[:1])
   _check(got, inputs, "saved_model_cli")
   _check(got, _expected("pretraining", exported["pretraining"][1], inputs), "saved_model_cli")
+  # A batch of one: XLA-compiled in this export, in saved_model_cli's plain TensorFlow.
+  with open(os.path.join(exported["pretraining"][0], "assets.extra", "export_info.json"),
+            encoding="utf-8") as f:
+    assert json.load(f)["xla_single_sequence"] is True
 
 
 def test_hub_pair(exported, fresh):

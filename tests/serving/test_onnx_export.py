@@ -282,7 +282,7 @@ def test_calibrated_int8_keeps_the_fewest_harmful_matmuls_float(exported, tmp_pa
   assert cosine.min() >= target - 1e-6, (cosine.min(), target)
 
 
-def test_calibration_flags_are_checked(exported, tmp_path):
+def test_calibration_and_xla_flags_are_checked(exported, tmp_path):
   config_file, checkpoint = exported["classifier"]["files"]
   texts = tmp_path / "texts.txt"
   texts.write_text("a text\n", encoding="utf-8")
@@ -293,7 +293,9 @@ def test_calibration_flags_are_checked(exported, tmp_path):
       (dict(export_format="onnx", quantize="dynamic", calibration_file=str(tmp_path / "no")),
        "--quantize_calibration_file=.*no: no such file"),
       (dict(export_format="onnx", quantize="dynamic", calibration_file=str(texts),
-            min_cosine=1.5), r"--quantize_min_cosine=1.5 must be in \(0, 1\]")):
+            min_cosine=1.5), r"--quantize_min_cosine=1.5 must be in \(0, 1\]"),
+      (dict(export_format="onnx", xla_single_sequence=True),
+       "--xla_single_sequence compiles a SavedModel's .*--export_format=onnx")):
     with pytest.raises(ValueError, match=message):
       exporter.export(config_file, checkpoint, UNCASED_VOCAB, True, "classifier",
                       str(tmp_path / "out"), **common, **kwargs)
