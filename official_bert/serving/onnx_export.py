@@ -44,7 +44,7 @@ def convert(module, model_type, quantize="none", calibration=None, min_cosine=0.
 
   specs = [tf.TensorSpec(input_shape(model_type), tf.int32, name=name)
            for name in signatures.INPUT_NAMES]
-  serve_ids = tf.function(module.signatures()[SIGNATURE].python_function,
+  serve_ids = tf.function(module.serve_ids_in_graph,
                           input_signature=specs, autograph=False)
   outputs = sorted(serve_ids.get_concrete_function().structured_outputs)
   proto, _ = tf2onnx.convert.from_function(serve_ids, input_signature=specs, opset=OPSET)

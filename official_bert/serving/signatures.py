@@ -191,13 +191,26 @@ class ServingModule(tf.Module):
     # The variables the traced functions read must be tracked to be saved.
     self.model_variables = [getattr(v, "value", v) for v in model.variables]
     self.preprocessor = preprocessor
+    # The model on packed ids, one function that every signature calls: traced and saved
+    # once, not once per signature (a third of the export's tracing, the SavedModel's graph
+    # and its load time). Only pretraining's serve_ids (mlm_logits) has its own.
+    ids = _CHOICE_IDS if model_type == "multiple_choice" else _IDS
+    self._static.model_functions = {
+        all_mlm_logits: tf.function(
+            lambda inputs, all_mlm_logits=all_mlm_logits: self._model_outputs(
+                inputs, all_mlm_logits), input_signature=[dict(ids)], autograph=False)
+        for all_mlm_logits in (False, True)}
 
-  def _outputs(self, inputs, all_mlm_logits=False):
+  def _model_outputs(self, inputs, all_mlm_logits):
     st = self._static
     return model_outputs(st.model, st.model_type, inputs, self.preprocessor.mask_id,
                          tf.constant(st.vocab), st.top_k, st.label_names, all_mlm_logits,
                          normalize_embeddings=st.normalize_embeddings,
                          classifier=st.classifier, pooling=st.pooling)
+
+  def _outputs(self, inputs, all_mlm_logits=False):
+    all_mlm_logits = all_mlm_logits and self._static.model_type == "pretraining"
+    return dict(self._static.model_functions[all_mlm_logits](inputs))
 
   def _from_text(self, inputs):
     outputs = self._outputs(inputs)
@@ -257,6 +270,13 @@ class ServingModule(tf.Module):
     inputs = {"input_word_ids": input_word_ids, "input_mask": input_mask,
               "input_type_ids": input_type_ids}
     return self._outputs(inputs, all_mlm_logits=True)
+
+  def serve_ids_in_graph(self, input_word_ids, input_mask, input_type_ids):
+    """serve_ids' outputs, the model traced into the caller's graph at the caller's shapes
+    rather than called as the shared function (the TFLite converter needs static shapes)."""
+    inputs = {"input_word_ids": input_word_ids, "input_mask": input_mask,
+              "input_type_ids": input_type_ids}
+    return self._model_outputs(inputs, all_mlm_logits=True)
 
   def signatures(self):
     """{name: tf.function} for `tf.saved_model.save(..., signatures=...)`.

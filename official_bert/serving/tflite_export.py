@@ -44,7 +44,7 @@ def convert(module, model_type, max_seq_length, quantize="none"):
   specs = [tf.TensorSpec(input_shape(model_type, max_seq_length), tf.int32, name=name)
            for name in signatures.INPUT_NAMES]
   # The SavedModel's serve_ids, traced again at the fixed seq length.
-  serve_ids = tf.function(module.signatures()[SIGNATURE].python_function,
+  serve_ids = tf.function(module.serve_ids_in_graph,
                           input_signature=specs, autograph=False)
   concrete = serve_ids.get_concrete_function()  # traced once, saved as is
   outputs = sorted(concrete.structured_outputs)
