@@ -1,6 +1,7 @@
 """`BertEncoder`: embeddings + Transformer stack + pooler."""
 
 import keras
+from keras import ops
 
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.layers.embeddings import BertEmbeddings
@@ -66,7 +67,9 @@ class BertEncoder(keras.Model):
       setattr(self, name, value)
     c = self.bert_config
     self._single_sequence = SingleSequenceXla(
-        lambda *inputs: self._forward(*inputs, training=False, packing=None),
+        lambda ids, mask, types, zero_padding: self._forward(
+            ids, mask, types, training=False, packing=None, zero_padding=zero_padding),
+        lambda ids, types: self.embeddings(ids, types, training=False),
         c.max_position_embeddings)
 
     self.embeddings = BertEmbeddings(**c.layer_arguments(BertEmbeddings),
@@ -108,7 +111,9 @@ class BertEncoder(keras.Model):
       return self._single_sequence(word_ids, mask, type_ids, usual, zero_padding=skip_padding)
     return usual()
 
-  def _forward(self, word_ids, mask, type_ids, training, packing):
+  def _forward(self, word_ids, mask, type_ids, training, packing, zero_padding=False):
+    """zero_padding: the padded computation's padded positions set to 0 (as `packing`
+    leaves them) before the pooler reads the first one."""
     x = self.embeddings(word_ids, type_ids,
                         training=training)  # [batch, seq, hidden]
     embedding_output = x
@@ -118,6 +123,9 @@ class BertEncoder(keras.Model):
     for layer in self.transformer_layers:
       x = layer(x, padding_mask=mask, training=training, packing=packing)  # [b, seq, hidden]
       encoder_outputs.append(x if packing is None else packing.unpack(x))
+    if zero_padding:
+      keep = ops.cast(ops.not_equal(ops.cast(mask, "int32"), 0), x.dtype)[..., None]
+      encoder_outputs = [y * keep for y in encoder_outputs]  # [b, seq, hidden]
     x = encoder_outputs[-1]
     first_token = x[:, 0, :]  # [batch, hidden]
     pooled = self.pooler_dense(first_token)  # [batch, hidden]

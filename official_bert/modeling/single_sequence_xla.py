@@ -10,8 +10,9 @@ and `TokenPacking`'s data-dependent shapes cannot be compiled; so a batch of one
 compiled path and every other batch the usual one (a `tf.cond` on the batch size).
 
 XLA compiles a program per input shape, on the first request of that shape (~1.5 s for
-MiniLM on 2 cores): the sequence is padded up to a multiple of `PAD_TO_MULTIPLE` (at most to
-max_position_embeddings), so at most max_position_embeddings / 8 programs. Serving then needs
+MiniLM on 2 cores): the sequence is cut after its last real token and padded up to a multiple
+of `PAD_TO_MULTIPLE` (at most to max_position_embeddings), so at most max_position_embeddings /
+8 programs, and a request padded to a fixed length costs its text. Serving then needs
 XLA: `tf.saved_model.load` has it; TensorFlow Serving takes
 `--xla_cpu_compilation_enabled=true` on a CPU.
 """
@@ -25,42 +26,49 @@ class SingleSequenceXla:
   """Runs `padded_forward` XLA-compiled for a batch of one, `otherwise` for other batches.
 
   Args:
-    padded_forward: (word_ids, mask, type_ids) -> the encoder's output dict, computed over
-      every position (no `TokenPacking`).
+    padded_forward: (word_ids, mask, type_ids, zero_padding) -> the encoder's output dict,
+      computed over every position (no `TokenPacking`); zero_padding: padded positions of
+      sequence_output and encoder_outputs set to 0 before the pooler reads the first.
+    embed: (word_ids, type_ids) -> the embeddings [batch, seq, hidden] (`embedding_output`).
     max_length: the longest sequence it takes (max_position_embeddings).
   """
 
-  def __init__(self, padded_forward, max_length):
-    self._padded_forward = padded_forward
+  def __init__(self, padded_forward, embed, max_length):
+    self._embed = embed
     self._max_length = max_length
-    self._compiled = tf.function(self._forward, jit_compile=True, autograph=False)
-
-  def _forward(self, word_ids, mask, type_ids, zero_padding):
-    out = self._padded_forward(word_ids, mask, type_ids)
-    if zero_padding:  # as `TokenPacking.unpack` leaves the padded positions
-      keep = tf.cast(mask, out["sequence_output"].dtype)[..., None]  # [1, seq, 1]
-      out["encoder_outputs"] = [x * keep for x in out["encoder_outputs"]]
-      out["sequence_output"] = out["encoder_outputs"][-1]
-    return out
+    # reduce_retracing: eager callers trace once for every width, not once per width.
+    self._compiled = tf.function(padded_forward, jit_compile=True, autograph=False,
+                                 reduce_retracing=True)
 
   def _single(self, word_ids, mask, type_ids, zero_padding):
     seq = tf.shape(word_ids)[1]
-    extra = tf.maximum(tf.minimum((-seq) % PAD_TO_MULTIPLE, self._max_length - seq), 0)
-    pad = [[0, 0], [0, extra]]
-    out = self._compiled(tf.pad(word_ids, pad), tf.pad(mask, pad), tf.pad(type_ids, pad),
-                         zero_padding)
-    # [1, seq + extra, hidden] -> [1, seq, hidden]
-    cut = lambda x: x[:, :seq]  # noqa: E731
-    return {"sequence_output": cut(out["sequence_output"]),
-            "pooled_output": out["pooled_output"],
-            "embedding_output": cut(out["embedding_output"]),
-            "encoder_outputs": [cut(x) for x in out["encoder_outputs"]]}
+    length = seq
+    if zero_padding:
+      # Past the last real token every output is 0 (what `otherwise` gives): not computed,
+      # so a request padded to a fixed length (TF-Hub preprocessors, serve_ids clients)
+      # costs its text. The mask need not be a prefix.
+      real = tf.cast(tf.not_equal(tf.cast(mask[0], tf.int32), 0), tf.int32)  # [seq]
+      length = tf.reduce_max(tf.concat([[0], real * tf.range(1, seq + 1)], 0))
+    # At least one position, up to a multiple of 8: few widths, so few compiled programs.
+    width = tf.minimum((tf.maximum(length, 1) + PAD_TO_MULTIPLE - 1) // PAD_TO_MULTIPLE
+                       * PAD_TO_MULTIPLE, tf.maximum(self._max_length, seq))
+    take = tf.minimum(width, seq)
+    fit_in = lambda t: tf.pad(t[:, :take], [[0, 0], [0, width - take]])  # noqa: E731
+    out = self._compiled(fit_in(word_ids), fit_in(mask), fit_in(type_ids), zero_padding)
+    # [1, width, hidden] -> [1, seq, hidden]: zeros past `take` (only with zero_padding).
+    fit_out = lambda x: tf.pad(x[:, :take], [[0, 0], [0, seq - take], [0, 0]])  # noqa: E731
+    encoder_outputs = [fit_out(x) for x in out["encoder_outputs"]]
+    # The embeddings of every position, padding included, as `otherwise` returns them.
+    embedding_output = (self._embed(word_ids, type_ids) if zero_padding
+                        else fit_out(out["embedding_output"]))
+    return {"sequence_output": encoder_outputs[-1], "pooled_output": out["pooled_output"],
+            "embedding_output": embedding_output, "encoder_outputs": encoder_outputs}
 
   def __call__(self, word_ids, mask, type_ids, otherwise, zero_padding):
     """The outputs of `otherwise()` (the usual path), computed compiled for a batch of one.
 
-    zero_padding: the compiled path's padded positions of sequence_output and
-      encoder_outputs are 0, as `otherwise`'s are when it skips the padding.
+    zero_padding: whether `otherwise` gives 0 at the padded positions of sequence_output and
+      encoder_outputs (it skips the padding); the compiled path then does the same.
     """
     word_ids, mask, type_ids = (tf.convert_to_tensor(t) for t in (word_ids, mask, type_ids))
     return tf.cond(tf.equal(tf.shape(word_ids)[0], 1),

@@ -364,10 +364,16 @@ def test_saved_model_cli_run_on_a_raw_sentence(exported, fresh):
   inputs = _python_inputs(TEXTS[:1])
   _check(got, inputs, "saved_model_cli")
   _check(got, _expected("pretraining", exported["pretraining"][1], inputs), "saved_model_cli")
-  # A batch of one: XLA-compiled in this export, in saved_model_cli's plain TensorFlow.
+  # A batch of one: XLA-compiled in this export (--xla_single_sequence), here in
+  # saved_model_cli's plain TensorFlow; not in the others.
   with open(os.path.join(exported["pretraining"][0], "assets.extra", "export_info.json"),
             encoding="utf-8") as f:
     assert json.load(f)["xla_single_sequence"] is True
+  for model_type, compiled in (("pretraining", True), ("encoder", False)):
+    graph = tf.saved_model.load(exported[model_type][0]).signatures[
+        "serving_default"].graph.as_graph_def()
+    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+    assert any(n.attr["_XlaMustCompile"].b for n in nodes) == compiled, model_type
 
 
 def test_hub_pair(exported, fresh):
