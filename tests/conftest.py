@@ -282,3 +282,11 @@ LONG_FILES_FIRST = (
 def pytest_collection_modifyitems(items):
   rank = {os.path.join(REPO, "tests", name): i for i, name in enumerate(LONG_FILES_FIRST)}
   items.sort(key=lambda item: rank.get(str(item.path), len(rank)))  # stable: the rest in order
+
+
+def xla_compiled_calls(graph):
+  """The names of the calls a traced `graph` (a tf.Graph, any nested function included)
+  marks for XLA (`tf.function(jit_compile=True)`)."""
+  graph_def = graph.as_graph_def()
+  nodes = list(graph_def.node) + [n for f in graph_def.library.function for n in f.node_def]
+  return [n.name for n in nodes if n.attr["_XlaMustCompile"].b]

@@ -19,6 +19,8 @@ XLA: `tf.saved_model.load` has it; TensorFlow Serving takes
 
 import tensorflow as tf
 
+from official_bert.modeling.layers import token_packing
+
 PAD_TO_MULTIPLE = 8
 
 
@@ -47,8 +49,7 @@ class SingleSequenceXla:
       # Past the last real token every output is 0 (what `otherwise` gives): not computed,
       # so a request padded to a fixed length (TF-Hub preprocessors, serve_ids clients)
       # costs its text. The mask need not be a prefix.
-      real = tf.cast(tf.not_equal(tf.cast(mask[0], tf.int32), 0), tf.int32)  # [seq]
-      length = tf.reduce_max(tf.concat([[0], real * tf.range(1, seq + 1)], 0))
+      length = token_packing.extents(mask)[0]
     # At least one position, up to a multiple of 8: few widths, so few compiled programs.
     width = tf.minimum((tf.maximum(length, 1) + PAD_TO_MULTIPLE - 1) // PAD_TO_MULTIPLE
                        * PAD_TO_MULTIPLE, tf.maximum(self._max_length, seq))

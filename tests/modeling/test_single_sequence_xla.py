@@ -1,5 +1,6 @@
 """`BertEncoder.xla_single_sequence`: a batch of one runs XLA-compiled, with the same outputs."""
 
+from conftest import xla_compiled_calls
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -27,13 +28,6 @@ def _inputs(mask, seed=0):
           "input_type_ids": (np.arange(seq)[None] >= seq // 2).astype(np.int32).repeat(batch, 0)}
 
 
-def _compiled_calls(concrete):
-  """Function calls the traced graph marks for XLA (in any nested function)."""
-  graph = concrete.graph.as_graph_def()
-  nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
-  return [n.name for n in nodes if n.attr["_XlaMustCompile"].b]
-
-
 def _assert_same(got, want, what):
   for key in ("sequence_output", "embedding_output", "pooled_output"):
     assert got[key].shape == want[key].shape, (what, key)
@@ -48,10 +42,10 @@ def test_a_batch_of_one_is_compiled_with_the_usual_outputs(skip_padding):
   encoder.skip_padding = skip_padding
   usual = tf.function(lambda x: encoder(x, training=False), input_signature=[SPEC])
   want = [usual(_inputs(mask, i)) for i, mask in enumerate(MASKS)]
-  assert not _compiled_calls(usual.get_concrete_function())
+  assert not xla_compiled_calls(usual.get_concrete_function().graph)
   encoder.xla_single_sequence = True
   compiled = tf.function(lambda x: encoder(x, training=False), input_signature=[SPEC])
-  assert _compiled_calls(compiled.get_concrete_function())
+  assert xla_compiled_calls(compiled.get_concrete_function().graph)
   for i, mask in enumerate(MASKS):
     if not skip_padding and i == 5:
       # All padding, computed: every key masked, attention averages over all positions,
@@ -65,7 +59,7 @@ def test_a_batch_of_one_is_compiled_with_the_usual_outputs(skip_padding):
     if skip_padding:
       assert (got["sequence_output"].numpy()[x["input_mask"] == 0] == 0).all()
   training = tf.function(lambda x: encoder(x, training=True), input_signature=[SPEC])
-  assert not _compiled_calls(training.get_concrete_function())
+  assert not xla_compiled_calls(training.get_concrete_function().graph)
 
 
 def test_only_a_batch_of_one_takes_the_compiled_path_eagerly():

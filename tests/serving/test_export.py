@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 from conftest import write_vocab_and_config
+from conftest import xla_compiled_calls
 import keras
 import numpy as np
 import numpy_bert
@@ -370,10 +371,8 @@ def test_saved_model_cli_run_on_a_raw_sentence(exported, fresh):
             encoding="utf-8") as f:
     assert json.load(f)["xla_single_sequence"] is True
   for model_type, compiled in (("pretraining", True), ("encoder", False)):
-    graph = tf.saved_model.load(exported[model_type][0]).signatures[
-        "serving_default"].graph.as_graph_def()
-    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
-    assert any(n.attr["_XlaMustCompile"].b for n in nodes) == compiled, model_type
+    signature = tf.saved_model.load(exported[model_type][0]).signatures["serving_default"]
+    assert bool(xla_compiled_calls(signature.graph)) == compiled, model_type
 
 
 def test_hub_pair(exported, fresh):

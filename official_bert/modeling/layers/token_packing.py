@@ -24,6 +24,17 @@ import tensorflow as tf
 ATTENTION_BLOCKS = 8
 
 
+def extents(mask):
+  """Each sequence's extent: one past its last real token (any mask, not only a prefix).
+
+  mask: int or bool [batch, seq], 1 (True) for a real token. Returns int32 [batch].
+  """
+  mask = ops.cast(mask, "int32") > 0
+  seq = ops.shape(mask)[1]
+  return ops.max(ops.where(mask, ops.arange(1, seq + 1, dtype="int32")[None], 0), axis=1,
+                 initial=0)
+
+
 class TokenPacking:
   """Where a batch's real tokens are, and attention's blocks of similar-length sequences.
 
@@ -46,10 +57,8 @@ class TokenPacking:
     self._blocks(mask, tokens, attention_blocks)
 
   def _blocks(self, mask, tokens, count):
-    batch, seq = ops.shape(mask)[0], ops.shape(mask)[1]
-    # A sequence's extent: one past its last real token (any mask, not only a prefix).
-    extent = ops.max(ops.where(mask, ops.arange(1, seq + 1)[None], 0), axis=1,
-                     initial=0)  # [batch]
+    batch = ops.shape(mask)[0]
+    extent = extents(mask)  # [batch]
     order = ops.argsort(-extent)  # longest first
     size = (batch + count - 1) // count
     # Per block: the packed row each [sequence, position] reads (padding reads the last
