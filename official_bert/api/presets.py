@@ -14,11 +14,12 @@ import os
 import tensorflow as tf
 
 from data_prep import tokenization
+from official_bert.interop import folder_writes
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
 from official_bert.interop import weight_loading
+from official_bert.interop import weight_names
 from official_bert.interop import weights_io
-from official_bert.training import best_checkpoint
 from official_bert.training import case_check
 from official_bert.training import checkpointing
 
@@ -63,17 +64,22 @@ def load(path, read_weights=True):
 
 def assign(model, preset, require_heads=False):
   """Loads the preset's weights into `model`; a head absent from the file keeps its
-  initialization (a warm start) unless `require_heads`."""
-  weights_io.assign_weights(model, preset.weights, require_heads=require_heads)
+  initialization (a warm start) unless `require_heads`. Returns the names of the variables
+  left at their random initialization (a new head's; [] when the file had everything)."""
+  loaded = set(weights_io.assign_weights(model, preset.weights, require_heads=require_heads))
+  return [name for name, _ in weight_names.model_weight_pairs(model) if name not in loaded]
 
 
-def save(path, network, preprocessor, record):
-  """Writes `network`'s weights and the model files to the folder `path`, atomically.
+def save(path, network, preprocessor, record, overwrite=False):
+  """Writes `network`'s weights and the model files to the folder `path`, atomically, by
+  `folder_writes`' rule: a non-empty folder only with `overwrite`, which replaces the model
+  there (`model_files.model_entries`) and keeps every other file.
 
   Weights are read through their canonical names (a LoRA layer's kernel is the merged one),
   so the folder holds a plain model any reader loads. `record`: run_settings.json's task
   entries (task, model_type, max_seq_length, labels, ...).
   """
+  folder_writes.check_writable(path, overwrite, "overwrite=True")  # before any work
   encoder = network.encoder if hasattr(network, "encoder") else network
   tensors = weight_loading.export_canonical_weights(network)
   plain = type(network).from_config(network.get_config())
@@ -87,6 +93,4 @@ def save(path, network, preprocessor, record):
     model_files.write(building, encoder.bert_config, preprocessor.vocab_file,
                       preprocessor.lower_case, record)
 
-  parent = os.path.dirname(os.path.abspath(path)) if "://" not in path else os.path.dirname(path)
-  tf.io.gfile.makedirs(parent)
-  best_checkpoint.write_dir_atomically(path.rstrip("/"), fill)
+  folder_writes.write_folder(path, fill, overwrite, owned=model_files.model_entries)

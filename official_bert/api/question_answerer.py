@@ -101,7 +101,7 @@ class QuestionAnswerer(task_model.TaskModel):
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
     model = cls(backbone, preprocessor, version_2_with_negative,
                 **options)
-    presets.assign(model.network, preset, require_heads=bool(stored))
+    model.untrained_weights = presets.assign(model.network, preset, require_heads=bool(stored))
     return model
 
   def call(self, inputs, training=None):

@@ -16,11 +16,14 @@ import contextlib
 import os
 import tempfile
 
+from absl import logging
 import keras
 import tensorflow as tf
 
 from official_bert.api import presets
 from official_bert.api.backbone import BackboneModelConfig
+from official_bert.interop import folder_writes
+from official_bert.interop import weight_names
 from official_bert.serving import exporter
 from official_bert.training import distribution
 from official_bert.training import optimization
@@ -51,6 +54,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
     self._uses_task_metrics = True
     # The commands' metrics (`Task.metric_sums`: ratios of sums over the whole set).
     self.task_metrics = [RatioMetric(name=name) for name in task.metric_names()]
+    # Names of the variables at their random initialization (`from_preset` of a model
+    # without this head) until `fit` trains them: `predict` says so (`warn_if_untrained`).
+    self.untrained_weights = []
 
   @property
   def backbone(self):
@@ -240,16 +246,35 @@ class TaskModel(BackboneModelConfig, keras.Model):
       return self.map_batches(x).prefetch(AUTOTUNE)
     return self.make_dataset(x, y, batch_size, shuffle, seed).prefetch(AUTOTUNE)
 
+  # Whether `fit`/`evaluate` take a file's path as x (QuestionAnswerer: a SQuAD JSON file).
+  reads_files = False
+
+  def _check_inputs(self, x, y, call):
+    """A clear error for inputs Keras would reject with a message about something else."""
+    if isinstance(x, (str, bytes, os.PathLike)) and not self.reads_files:
+      raise ValueError(
+          f"{call}: x is one string ({os.fspath(x)!r}), not a list of texts. To train on a "
+          f"file, read its columns first, e.g. with pandas: `df = pandas.read_csv(path)`, "
+          f"then {call}(df['text'], df['label'])")
+    if not isinstance(x, tf.data.Dataset) and x is not None and _length(x) == 0:
+      raise ValueError(f"{call}: x has no examples (an empty list)")
+
   def fit(self, x=None, y=None, batch_size=32, epochs=1, validation_data=None, shuffle=True,
           seed=None, steps_per_epoch=None, **kwargs):
     """Keras' fit on raw inputs (see the subclass); `x` may be a tf.data.Dataset of raw
-    (x, y) batches."""
+    (x, y) batches. `seed` (an int) makes the run repeatable: it sets the order of the
+    examples, dropout, and an untrained head's initial weights (drawn again from it)."""
+    self._check_inputs(x, y, "fit")
+    if seed is not None:
+      self._reseed(seed)
     if not self.compiled:
       self.compile()
     dataset = self._dataset(x, y, batch_size, shuffle, seed)
     if self._optimizer_settings is not None:
       steps = steps_per_epoch or int(dataset.cardinality())
-      if steps <= 0:
+      if steps == 0:
+        raise ValueError("fit: x has no examples")
+      if steps < 0:
         raise ValueError("fit: the number of batches is unknown; pass steps_per_epoch "
                          "(the learning rate schedule spans the steps of this fit)")
       # A fresh optimizer whose schedule spans exactly this fit's steps.
@@ -257,8 +282,28 @@ class TaskModel(BackboneModelConfig, keras.Model):
     if validation_data is not None:
       validation_data = self._dataset(*_x_y(validation_data), batch_size)
     self._build_optimizer()
-    return super().fit(dataset, epochs=epochs, validation_data=validation_data,
-                       steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)
+    history = super().fit(dataset, epochs=epochs, validation_data=validation_data,
+                          steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)
+    self.untrained_weights = []
+    return history
+
+  def _reseed(self, seed):
+    """Dropout's random state and an untrained head's initial weights from `seed`."""
+    generators = []
+    for layer in self._flatten_layers(include_self=True, recursive=True):
+      generators += [v for v in vars(layer).values()
+                     if isinstance(v, keras.random.SeedGenerator)]
+    for i, generator in enumerate(generators):
+      generator.state.assign(tf.constant([seed + i, 0], generator.state.dtype))
+    if not self.untrained_weights:
+      return
+    variables = dict(weight_names.model_weight_pairs(self.network))
+    initializer = keras.initializers.TruncatedNormal(
+        stddev=self.backbone.bert_config.initializer_range, seed=seed)
+    for name in self.untrained_weights:  # kernels as the heads draw them; biases stay 0
+      variable = variables[name]
+      if len(variable.shape) >= 2:
+        variable.assign(initializer(variable.shape, variable.dtype))
 
   def _build_optimizer(self):
     """Creates the optimizer's slots now. Under the default strategy Keras leaves that to the
@@ -273,12 +318,26 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def evaluate(self, x=None, y=None, batch_size=32, **kwargs):
     if kwargs.get("_use_cached_eval_dataset"):  # fit's validation: already preprocessed
       return super().evaluate(x, y, batch_size=batch_size, **kwargs)
+    self._check_inputs(x, y, "evaluate")
+    self.warn_if_untrained("evaluate")
     if not self.compiled:
       self.compile()
     return super().evaluate(self._dataset(x, y, batch_size), **kwargs)
 
+  def warn_if_untrained(self, call):
+    """A warning, once per model, when its head has never been trained: its outputs are
+    random (`untrained_weights`)."""
+    if self.untrained_weights and not getattr(self, "_warned_untrained", False):
+      self._warned_untrained = True
+      logging.warning(
+          "%s: this %s's head was never trained (the model it was loaded from has no "
+          "weights for it, e.g. %s), so its outputs are random: call fit() first, or load a "
+          "fine-tuned model folder", call, type(self).__name__, self.untrained_weights[0])
+
   def predict_logits(self, x, batch_size=32, **kwargs):
     """The network's raw outputs over raw inputs (numpy)."""
+    self._check_inputs(x, None, "predict")
+    self.warn_if_untrained("predict")
     outputs = super().predict(self._dataset(x, None, batch_size),
                               verbose=kwargs.pop("verbose", 0), **kwargs)
     # float32 whatever the compute dtype (mixed precision computes logits in float16).
@@ -286,20 +345,26 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   # --- files -------------------------------------------------------------------------------
 
-  def save(self, path, overwrite=True, **kwargs):
+  def save(self, path, overwrite=None, **kwargs):
     """Writes a self-contained model folder (a checkpoint and the model files) that
-    `from_preset`, `export --checkpoint` and `run_* --init_checkpoint` read. A path ending
-    in `.keras` is Keras' own format instead (`keras.saving.load_model`; what
-    `keras.callbacks.ModelCheckpoint` writes)."""
+    `from_preset`, `export --checkpoint` and `run_* --init_checkpoint` read.
+
+    A folder that exists and is not empty is refused unless `overwrite=True`, which replaces
+    the model there (its checkpoint and model files) and keeps every other file. A path
+    ending in `.keras` is Keras' own one-file format instead (`keras.saving.load_model`;
+    what `keras.callbacks.ModelCheckpoint` writes; overwritten unless `overwrite=False`,
+    as Keras does)."""
     path = os.fspath(path)
     if path.endswith(".keras"):
-      return super().save(path, overwrite=overwrite, **kwargs)
+      return super().save(path, overwrite=True if overwrite is None else overwrite, **kwargs)
     presets.save(path, self.network, self.preprocessor,
-                 dict(self.run_settings(), task=self.model_type))
+                 dict(self.run_settings(), task=self.model_type), overwrite=bool(overwrite))
     return None
 
   def export(self, path, overwrite=False, **options):
-    """Writes the raw-text SavedModel the `export` command writes for this model."""
+    """Writes the raw-text SavedModel the `export` command writes for this model. A
+    non-empty folder is refused unless `overwrite=True` (which replaces the export's files
+    and keeps every other file)."""
     return export_saved(self, self.model_type, path, overwrite, self.export_arguments(options))
 
   def export_arguments(self, options):
@@ -310,11 +375,13 @@ class TaskModel(BackboneModelConfig, keras.Model):
 def export_saved(model, model_type, path, overwrite, arguments):
   """`model.save`s a model folder, then exports it with the export library, as the `export`
   command exports a command's OUTPUT_DIR."""
+  path = os.fspath(path)
+  folder_writes.check_writable(path, overwrite, "overwrite=True")  # before any work
   with tempfile.TemporaryDirectory() as folder:
     saved = os.path.join(folder, "model")
     model.save(saved)
-    return exporter.export(None, saved, None, None, model_type, os.fspath(path),
-                           overwrite=overwrite, **arguments)
+    return exporter.export(None, saved, None, None, model_type, path, overwrite=overwrite,
+                           source=f"the Python API's {type(model).__name__}", **arguments)
 
 
 def check_sequence_length(preprocessor, encoder):
@@ -338,6 +405,16 @@ class RatioMetric(keras.metrics.Metric):
 
   def result(self):
     return self.numerator / tf.maximum(self.denominator, 1e-12)
+
+
+def _length(x):
+  """The number of examples in raw inputs x (a list, array, Series or a pair of them)."""
+  if isinstance(x, tuple) and x:
+    x = x[0]
+  try:
+    return len(x)
+  except TypeError:
+    return int(x.shape[0]) if getattr(x, "shape", None) is not None and x.shape else -1
 
 
 def _x_y(data):

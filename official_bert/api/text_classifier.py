@@ -10,6 +10,7 @@ sigmoid per label; `y` lists of labels), regression (`y` floats; `predict` -> [n
 `x` is a list / array / pandas Series of strings, or a `(first, second)` pair of them.
 """
 
+from absl import logging
 import keras
 import numpy as np
 import tensorflow as tf
@@ -36,6 +37,9 @@ class TextClassifier(task_model.TaskModel):
     if problem_type not in classifier_outputs.PROBLEM_TYPES:
       raise ValueError(f"problem_type={problem_type!r} must be one of "
                        f"{', '.join(classifier_outputs.PROBLEM_TYPES)}")
+    # The labels as given (ints stay ints: `predict_labels` returns them as they went in);
+    # `self.labels` are their names, matched against `y` and written to the model files.
+    label_values = None if labels is None else [_plain(label) for label in labels]
     if labels is not None:
       labels = [str(label) for label in labels]
       if len(set(labels)) != len(labels):
@@ -56,10 +60,14 @@ class TextClassifier(task_model.TaskModel):
     super().__init__(network, preprocessor, task, **kwargs)
     self.num_classes = num_classes
     self.labels = labels
+    self.label_values = label_values
     self.problem_type = problem_type
     self.multi_label_threshold = float(multi_label_threshold)
     # Whether the model was trained on (first, second) pairs; None until known.
     self.text_pairs = text_pairs
+    # How often each class was predicted in the current evaluation (not a reported metric):
+    # all in one class is a model that has not learned, which `evaluate` says.
+    self.predicted_classes = ClassCounts(num_classes, name="predicted_classes")
 
   @classmethod
   def from_preset(cls, path, num_classes=None, labels=None, problem_type=None,
@@ -77,7 +85,7 @@ class TextClassifier(task_model.TaskModel):
                        f"start from the model it was fine-tuned from")
     fine_tuned = bool(stored) and num_classes is None
     if fine_tuned:
-      labels = preset.labels
+      labels = stored.get("label_values") or preset.labels
       num_classes = stored.get("num_labels") if not labels else None
       problem_type = problem_type or classifier_outputs.problem_type_of(
           stored.get("problem_type"), num_classes, labels)
@@ -89,7 +97,7 @@ class TextClassifier(task_model.TaskModel):
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
     model = cls(backbone, preprocessor, num_classes, labels, problem_type,
                 **kwargs)
-    presets.assign(model.network, preset, require_heads=fine_tuned)
+    model.untrained_weights = presets.assign(model.network, preset, require_heads=fine_tuned)
     return model
 
   # --- data ---------------------------------------------------------------------------------
@@ -165,6 +173,32 @@ class TextClassifier(task_model.TaskModel):
       self.text_pairs = self._check_pairs(x)  # the same kind as an earlier fit, if any
     return super().fit(x, y, *args, **kwargs)
 
+  @property
+  def metrics(self):
+    return [m for m in super().metrics if m is not self.predicted_classes]
+
+  def compute_metrics(self, x, y, y_pred, sample_weight=None):
+    if self.problem_type == "single_label":
+      self.predicted_classes.update_state(y_pred, sample_weight)
+    return super().compute_metrics(x, y, y_pred, sample_weight)
+
+  def evaluate(self, x=None, y=None, batch_size=32, **kwargs):
+    """Keras' evaluate (also fit's validation); a warning when every prediction is one
+    class (a model that learned nothing but the majority class)."""
+    self.predicted_classes.reset_state()
+    results = super().evaluate(x, y, batch_size=batch_size, **kwargs)
+    counts = np.asarray(self.predicted_classes.result())
+    total = counts.sum()
+    if self.problem_type == "single_label" and self.num_classes > 1 and total > 1 and (
+        counts.max() == total):
+      names = self.label_values or list(range(self.num_classes))
+      logging.warning(
+          "evaluate: all %d examples were predicted as %r: the model has not learned to tell "
+          "the classes apart (a majority-class model). Train longer (more epochs or "
+          "examples), or try another learning rate: docs/python_api.md#small-data",
+          int(total), names[int(counts.argmax())])
+    return results
+
   def loss_features(self, x, y, sample_weight):
     ones = tf.ones(tf.shape(y)[:1], tf.float32)
     return {"label_ids": y, "is_real_example": ones if sample_weight is None else
@@ -183,7 +217,7 @@ class TextClassifier(task_model.TaskModel):
   def predict_labels(self, x, batch_size=32):
     """Label names (ids without labels); multi_label: lists; regression: the scores."""
     probabilities = self.predict(x, batch_size)
-    names = self.labels or list(range(self.num_classes))
+    names = self.label_values or list(range(self.num_classes))
     if self.problem_type == "regression":
       return probabilities.tolist()
     if self.problem_type == "multi_label":
@@ -194,7 +228,7 @@ class TextClassifier(task_model.TaskModel):
   # --- files -------------------------------------------------------------------------------
 
   def get_config(self):
-    return dict(super().get_config(), num_classes=self.num_classes, labels=self.labels,
+    return dict(super().get_config(), num_classes=self.num_classes, labels=self.label_values,
                 problem_type=self.problem_type,
                 multi_label_threshold=self.multi_label_threshold, text_pairs=self.text_pairs)
 
@@ -205,6 +239,8 @@ class TextClassifier(task_model.TaskModel):
                     text_pairs=self.text_pairs)
     if self.labels:
       settings["labels"] = self.labels
+      if self.label_values != self.labels:  # e.g. ints: from_preset gives them back as such
+        settings["label_values"] = self.label_values
     return settings
 
   def export_arguments(self, options):
@@ -213,3 +249,31 @@ class TextClassifier(task_model.TaskModel):
         self.problem_type, self.multi_label_threshold, ",", 0))
     return dict(super().export_arguments(options), num_labels=self.num_classes,
                 label_names=self.labels)
+
+
+def _plain(label):
+  """A label as JSON and `==` take it: numpy scalars as Python ones, bytes as str."""
+  if isinstance(label, (bytes, np.bytes_)):
+    return label.decode("utf-8")
+  return label.item() if isinstance(label, np.generic) else label
+
+
+class ClassCounts(keras.metrics.Metric):
+  """How many examples each class was predicted for (the argmax of the logits)."""
+
+  def __init__(self, num_classes, name="class_counts", **kwargs):
+    super().__init__(name=name, **kwargs)
+    self.num_classes = num_classes
+    self.counts = self.add_variable((num_classes,), "zeros", name="counts", aggregation="sum")
+
+  def update_state(self, logits, sample_weight=None):  # pylint: disable=arguments-differ
+    hot = tf.one_hot(tf.argmax(logits, axis=-1), self.num_classes, dtype=self.dtype)
+    if sample_weight is not None:  # padding examples of the last batch count for nothing
+      hot *= tf.cast(tf.reshape(sample_weight, [-1, 1]), self.dtype)
+    self.counts.assign_add(tf.reduce_sum(hot, axis=0))
+
+  def result(self):
+    return tf.identity(self.counts)
+
+  def get_config(self):
+    return dict(super().get_config(), num_classes=self.num_classes)

@@ -169,6 +169,12 @@ class TextEmbedder(task_model.TaskModel):
     if not self.compiled:
       self.compile()
     o = self._loss_options
+    if y is not None and o["loss"] == "multiple_negatives":
+      raise ValueError(
+          "fit: y holds a score per pair, but the loss is multiple_negatives (in-batch "
+          "negatives), which takes (query, positive) pairs and no scores. For scored pairs "
+          "(STS-style similarities) call compile(loss='cosine') first (or "
+          "compile(loss='contrastive') for 1/0 labels); for in-batch negatives leave y out")
     if o["loss"] == "cosine" and not o["score_range"] and y is not None:
       # 0 to the highest score of y, as run_embeddings without --max_score.
       self.task = _task(o, embedding.cosine_score_range(

@@ -96,6 +96,24 @@ def beside(path):
                     do_lower_case, run_settings)
 
 
+def model_entries(directory):
+  """The entries of `directory` that belong to the model there (what a save over it with
+  overwrite replaces): the model files, the checkpoints its `checkpoint` file lists, and a
+  Hugging Face folder's weights and config (read before ours, so they must not stay behind).
+  A run's records, logs, scores, best/ and every other file are not the model's."""
+  names = set(MODEL_FILES) | {"checkpoint", HF_WEIGHTS_FILE, HF_CONFIG_FILE}
+  state = tf.train.get_checkpoint_state(directory)
+  prefixes = set()
+  if state is not None:
+    prefixes = {os.path.basename(p) for p in
+                list(state.all_model_checkpoint_paths) + [state.model_checkpoint_path]}
+  for name in tf.io.gfile.listdir(directory):
+    name = name.rstrip("/")
+    if name in names or any(name.startswith(prefix + ".") for prefix in prefixes):
+      names.add(name)
+  return sorted(names)
+
+
 def model_file_paths(directory):
   """The paths of `MODEL_FILES` in `directory` (what best/ copies, where present)."""
   return [os.path.join(directory, name) for name in MODEL_FILES]

@@ -19,3 +19,21 @@ def minilm_dir():
     return None
   path = os.path.join(spec.submodule_search_locations[0], "model")
   return path if os.path.isdir(path) else None
+
+
+# name -> (the function that finds its folder, how to install its package)
+PACKAGED_MODELS = {"all-MiniLM-L6-v2": (minilm_dir, MINILM_INSTALL)}
+
+
+def model_path(name):
+  """The folder of the packaged model `name` (`PACKAGED_MODELS`); FileNotFoundError saying
+  how to install it when its package is absent."""
+  if name not in PACKAGED_MODELS:
+    raise ValueError(f"packaged_model_path({name!r}): the packaged models are "
+                     f"{', '.join(sorted(PACKAGED_MODELS))}")
+  find, install = PACKAGED_MODELS[name]
+  path = find()
+  if path is None:
+    raise FileNotFoundError(f"the packaged model {name} is not installed: {install}, or "
+                            f"`make demo`, which installs it into .venv")
+  return path

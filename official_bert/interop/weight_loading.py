@@ -134,8 +134,9 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
     for scope in sorted({_head_scope(n) for n, _ in pairs} - {None}):
       if scope not in file_scopes:
         skipped_scopes.add(scope)
-        logging.warning("%s: no %s* tensors; that head keeps its random "
-                       "initialization.", source, scope)
+        logging.warning("%s has no weights for the model's head (%s*): the head starts "
+                        "from random values and must be trained (fit, or a run_* command) "
+                        "before its predictions mean anything.", source, scope)
 
   missing, misshaped, todo = [], [], []
   for name, variable in pairs:

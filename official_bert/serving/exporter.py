@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from data_prep import tfrecord_io
 from data_prep import tokenization
+from official_bert.interop import folder_writes
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
 from official_bert.interop import weight_names
@@ -49,6 +50,10 @@ SQUAD_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_leng
 # Formats that hold only the serve_ids graph, one file each: (module, --quantize modes).
 FILE_FORMATS = {"tflite": tflite_export, "onnx": onnx_export}
 EXPORT_FORMATS = ("single", "hub_pair") + tuple(FILE_FORMATS)
+# What an export folder of any format holds (`export_entries`).
+EXPORT_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables", "assets", "assets.extra",
+                  "preprocessor", "encoder", model_files.VOCAB_FILE) + tuple(
+                      f.MODEL_FILE for f in FILE_FORMATS.values())
 # Every format's --quantize modes, in first-seen order (the flag's choices).
 QUANTIZE_MODES = tuple(dict.fromkeys(m for f in FILE_FORMATS.values() for m in f.QUANTIZE_MODES))
 # The flags a fine-tuning run's run_settings.json supplies when not given.
@@ -157,7 +162,8 @@ def export(bert_config_file,
            pooling="mean",
            calibration_file=None,
            min_cosine=0.99,
-           xla_single_sequence=False):
+           xla_single_sequence=False,
+           source=None):
   """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks).
 
   `bert_config_file`, `vocab_file` and `do_lower_case` may be None for a Hugging Face
@@ -169,6 +175,8 @@ def export(bert_config_file,
   (ONNX int8, `onnx_quantization`).
   `xla_single_sequence`: a request of one text runs XLA-compiled
   (`modeling.single_sequence_xla`): SavedModel formats only.
+  `source`: what export_info.json records as the model exported (default: the checkpoint
+  read; the Python API names itself rather than its temporary folder).
   """
   config, vocab_file, do_lower_case = resolve_model_files(bert_config_file, checkpoint,
                                                           vocab_file, do_lower_case)
@@ -224,27 +232,29 @@ def export(bert_config_file,
   if pooling != "mean" and model_type != "encoder":
     raise ValueError("--pooling applies to an encoder's sentence_embedding: use "
                      "--model_type=encoder")
-  tfrecord_io.make_dirs(os.path.dirname(export_dir.rstrip("/")), "the parent of --export_dir")
-  if tf.io.gfile.exists(export_dir) and not tf.io.gfile.isdir(export_dir):
-    raise ValueError(f"--export_dir={export_dir} is a file")
-  replacing = tf.io.gfile.exists(export_dir) and bool(tf.io.gfile.listdir(export_dir))
-  if replacing and not overwrite:
-    raise ValueError(f"{export_dir} exists and is not empty (pass --overwrite)")
-  # Built beside the target and swapped in only when complete: a failing export (a bad
-  # checkpoint, an interruption) leaves the previous model untouched and no partial one.
-  building = _sibling(export_dir, "tmp")
-  try:
-    result = _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, building,
-                    max_seq_length, num_labels, label_names, export_format, top_k,
-                    allow_random_head, head_config, normalize_embeddings, squad_options,
-                    quantize, classifier_options, pooling, (calibration_texts, min_cosine),
-                    xla_single_sequence)
-  except BaseException:
-    if tf.io.gfile.exists(building):
-      tf.io.gfile.rmtree(building)
-    raise
-  _swap_in(building, export_dir, replacing)
-  return result
+  folder_writes.check_writable(export_dir, overwrite, "--overwrite")  # before any work
+  result = []
+
+  def fill(building):
+    result.append(_build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type,
+                         building, max_seq_length, num_labels, label_names, export_format,
+                         top_k, allow_random_head, head_config, normalize_embeddings,
+                         squad_options, quantize, classifier_options, pooling,
+                         (calibration_texts, min_cosine), xla_single_sequence, source))
+
+  # Built beside the target (or inside an existing folder) and moved in only when complete:
+  # a failing export (a bad checkpoint, an interruption) leaves the previous model untouched
+  # and no partial one; --overwrite replaces an export's own entries and keeps other files.
+  folder_writes.write_folder(export_dir, fill, overwrite, owned=export_entries,
+                             option="--overwrite")
+  return result[0]
+
+
+def export_entries(directory):
+  """The entries of an export folder that belong to the export (`export --overwrite`
+  replaces them): a SavedModel's, a hub_pair's two SavedModels, a TFLite or ONNX file's."""
+  del directory  # the names are fixed
+  return EXPORT_ENTRIES
 
 
 def check_quantize(export_format, quantize):
@@ -276,29 +286,11 @@ def _write_file_export(export_dir, export_format, content, info, vocab_file, ext
       f.write(text)
 
 
-def _sibling(path, kind):
-  path = path.rstrip("/")
-  parent, name = os.path.split(path)
-  return os.path.join(parent, f".{name}.{kind}-{os.getpid()}")
-
-
-def _swap_in(building, export_dir, replacing):
-  """Puts the finished export at `export_dir`; the old one is removed only after that."""
-  old = _sibling(export_dir, "old") if replacing else None
-  if old:
-    tf.io.gfile.rename(export_dir, old)
-  elif tf.io.gfile.exists(export_dir):  # an empty directory
-    tf.io.gfile.rmtree(export_dir)
-  tf.io.gfile.rename(building, export_dir)
-  if old:
-    tf.io.gfile.rmtree(old)
-
-
 def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
            max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head,
            head_config=None, normalize_embeddings=False, squad_options=None, quantize="none",
            classifier_options=None, pooling="mean", calibration=(None, 0.99),
-           xla_single_sequence=False):
+           xla_single_sequence=False, source=None):
   """Writes the SavedModel(s) to `export_dir` (a fresh directory).
 
   calibration: (`onnx_quantization.read_texts`' texts or None, the least cosine).
@@ -325,7 +317,7 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
   tokenizer = tokenization.TextTokenizer(vocab, lower_case=do_lower_case)
   info = {
       "model_type": model_type,
-      "checkpoint": resolved,
+      "checkpoint": source or resolved,
       "max_seq_length": max_seq_length,
       "do_lower_case": bool(do_lower_case),
       "top_k": top_k,

@@ -112,8 +112,9 @@ class ClassifierJob:
     for guid, value in zip(guids, self._predicted(logits)):
       label = f"{value:.3f}" if self.processor.is_regression else self.processor.labels[value]
       lines.append(f"{guid.rsplit('-', 1)[1]}\t{label}\n")
-    tfrecord_io.write_text(
-        os.path.join(out, self.processor.submission_name(split) + ".tsv"), "".join(lines))
+    submission = os.path.join(out, self.processor.submission_name(split) + ".tsv")
+    tfrecord_io.write_text(submission, "".join(lines))
+    return [results, submission]
 
 
 def make_job(settings):

@@ -3,7 +3,9 @@
 The files are read by `data_prep.classification.own_files` (.tsv/.csv/.jsonl, columns by
 header name). The label set is `--label_names`, else the training file's labels (sorted),
 else those of the run in --output_dir: it is written to `OUTPUT_DIR/labels.txt`, which a later
-run without --train_file and `export` (label strings) read. Regression has no label set.
+run without --train_file and `export` (label strings) read. Regression has no label set. A
+training label outside `--label_names` is an error (file and line); an inferred label set
+warns of a label rare enough to be a typo (`file_splits.warn_rare_labels`).
 """
 
 from absl import logging
@@ -52,7 +54,11 @@ class OwnFilesJob(file_splits.FileSplitsJob):
       if len(set(labels)) != len(labels):
         raise ValueError(f"--label_names={','.join(labels)}: a label is repeated")
     elif s.train_file:
-      labels = own_files.label_set(self.data["train"].examples, self.problem_type)
+      train = self.data["train"]
+      labels = own_files.label_set(train.examples, self.problem_type)
+      file_splits.warn_rare_labels([e.label for e in train.examples],
+                                   [f"{s.train_file}:{line}" for line in train.lines],
+                                   "--label_names")
     else:
       labels = model_files.labels_beside(s.output_dir)
       if labels is None:
@@ -180,7 +186,7 @@ class OwnFilesJob(file_splits.FileSplitsJob):
   def write_predictions(self, split, predictions):
     """`<split>_predictions.tsv`: a header, then one row per input in the input's order:
     id (if the file has one), the prediction (labels joined by --label_separator for
-    multi-label) and each label's probability."""
+    multi-label) and each label's probability. Returns the paths written."""
     s = self.settings
     probabilities = self._per_example(split, predictions)[0]
     header = ["prediction"]
@@ -194,4 +200,4 @@ class OwnFilesJob(file_splits.FileSplitsJob):
       else:
         chosen = [self.labels[i] for i in np.argmax(probabilities, -1)]
       rows = [[c] + [f"{p:.6f}" for p in row] for c, row in zip(chosen, probabilities)]
-    self._write_prediction_rows(split, predictions, header, rows)
+    return self._write_prediction_rows(split, predictions, header, rows)

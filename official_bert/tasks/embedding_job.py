@@ -150,9 +150,9 @@ class EmbeddingJob(file_splits.FileSplitsJob):
   def write_predictions(self, split, predictions):
     """`<split>_predictions.tsv`: a header, then one row per pair in the file's order: its id
     (if the file has one) and the cosine similarity of its two texts; scored if the file has
-    scores."""
+    scores. Returns the paths written."""
     real = predictions["is_real_example"].reshape(-1) > 0
     vectors = predictions["embeddings"][real]
     cos = metrics.pair_cosines(vectors[:, 0], vectors[:, 1])
-    self._write_prediction_rows(split, predictions, ["cosine_similarity"],
-                                [[f"{c:.6f}"] for c in cos])
+    return self._write_prediction_rows(split, predictions, ["cosine_similarity"],
+                                       [[f"{c:.6f}"] for c in cos])

@@ -1,11 +1,16 @@
 """The user's own files as a job's splits (--train_file, --dev_file, --test_file): the one
 reading, subsampling, record caching and prediction-file writing of the jobs that train on
-them (`classifier_own_files.OwnFilesJob`, `embedding_job.EmbeddingJob`).
+them (`classifier_own_files.OwnFilesJob`, `embedding_job.EmbeddingJob`), and the one check
+of an inferred label set for a label rare enough to be a typo (`warn_rare_labels`: those jobs,
+own-file NER, and the Python API may call it).
 """
 
+import collections
 import csv
 import io
 import os
+
+from absl import logging
 
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
@@ -15,8 +20,55 @@ FILE_FLAGS = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
 DO_FLAGS = {"train": "do_train", "dev": "do_eval", "test": "do_predict"}
 
 
+# A training label seen fewer than RARE_LABEL_COUNT times, while every other label is seen at
+# least RARE_LABEL_RATIO times as often, is named in a warning (`warn_rare_labels`).
+RARE_LABEL_COUNT = 3
+RARE_LABEL_RATIO = 10
+
+
 def uses_own_files(settings):
   return any(getattr(settings, flag) for flag in FILE_FLAGS.values())
+
+
+def warn_rare_labels(labels, locations=None, label_flag=None, unit="training rows"):
+  """Warns (absl WARNING) of each label that is likely a typo: seen fewer than
+  `RARE_LABEL_COUNT` times while the other labels are each seen at least `RARE_LABEL_RATIO`
+  times as often. A label set inferred from the training data would make it a class of its
+  own, silently.
+
+  Args:
+    labels: the training labels, one entry per row (`unit`): a label, or a list of labels
+      (multi-label: each counts).
+    locations: where each row is, parallel to `labels` (e.g. "train.csv:57", or the file
+      alone); None: not known.
+    label_flag: the flag that gives the label set explicitly (e.g. "--label_names"), which the
+      warning suggests; None: the command has none.
+    unit: what the entries of `labels` are, for the message.
+  Returns:
+    The warnings (one per rare label, in label order), as logged.
+  """
+  counts, first = collections.Counter(), {}
+  for i, row in enumerate(labels):
+    for label in row if isinstance(row, (list, tuple)) else [row]:
+      counts[label] += 1
+      first.setdefault(label, i)
+  common = sorted(label for label, n in counts.items() if n >= RARE_LABEL_COUNT)
+  if not common:
+    return []
+  least = min(counts[label] for label in common)
+  warnings = []
+  for label in sorted(set(counts) - set(common)):
+    n = counts[label]
+    if least < RARE_LABEL_RATIO * n:
+      continue
+    where = f"{locations[first[label]]}: " if locations is not None else ""
+    advice = (f", or pass {label_flag}={','.join(map(str, common))} (then any other label is an "
+              "error)" if label_flag else "")
+    warnings.append(f"{where}label {label!r} occurs {n} time{'s' if n > 1 else ''} in "
+                    f"{len(labels):,} {unit} (the others at least {least:,} times): a typo? "
+                    f"Fix the file{advice}")
+    logging.warning("%s", warnings[-1])
+  return warnings
 
 
 class FileSplitsJob:
@@ -60,12 +112,16 @@ class FileSplitsJob:
 
   def _write_prediction_rows(self, split, predictions, header, rows):
     """`<split>_predictions.tsv` (atomically): `header` and `rows`, led by the file's ids if
-    it has them; a file with labels (scores) is also scored into the results."""
+    it has them; a file with labels (scores) is also scored into `<split>_results.txt`.
+    Returns the paths written."""
     data, out = self.data[split], self.settings.output_dir
     if data.ids is not None:
       header, rows = ["id"] + header, [[i] + row for i, row in zip(data.ids, rows)]
     text = io.StringIO()
     csv.writer(text, delimiter="\t", lineterminator="\n").writerows([header] + rows)
-    tfrecord_io.write_text(os.path.join(out, f"{split}_predictions.tsv"), text.getvalue())
-    if data.has_labels:
-      evaluation.write_results(out, split, self.score(split, predictions), step=0)
+    path = os.path.join(out, f"{split}_predictions.tsv")
+    tfrecord_io.write_text(path, text.getvalue())
+    if not data.has_labels:
+      return [path]
+    evaluation.write_results(out, split, self.score(split, predictions), step=0)
+    return [path, os.path.join(out, f"{split}_results.txt")]

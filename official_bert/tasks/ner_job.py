@@ -86,8 +86,8 @@ class NerJob:
                             to_iob2=False, allow_untagged=split == "test")
 
   def _own_labels(self):
-    """Own files: the training file's tags (written to OUTPUT_DIR/labels.txt), or those
-    of the run in --output_dir."""
+    """Own files: the training file's tags (written to OUTPUT_DIR/labels.txt; a rare one is
+    warned of, `file_splits.warn_rare_labels`), or those of the run in --output_dir."""
     s = self.settings
     if s.train_file:
       sentences = conll.read_conll(s.train_file, None, s.tag_column, s.token_column,
@@ -95,6 +95,8 @@ class NerJob:
       if not sentences:
         raise ValueError(f"{s.train_file}: no sentences")
       labels = conll.tag_set(sentences)
+      tags = [tag for sentence in sentences for tag in sentence.tags]
+      file_splits.warn_rare_labels(tags, [s.train_file] * len(tags), unit="training tokens")
       model_files.write_labels(s.output_dir, labels)
       return labels
     labels = model_files.labels_beside(s.output_dir)
@@ -174,12 +176,8 @@ class NerJob:
   def score(self, split, predictions):
     if any(x.tags is None for x in self.sentences[split]):
       return {}  # a file without tags: predictions only
-    scores = metrics.entity_scores([s.tags for s in self.sentences[split]],
-                                   self._tags(split, predictions))
-    flat = {f"entity_{k}": v for k, v in scores.items() if k != "per_type"}
-    for kind, values in scores["per_type"].items():
-      flat.update({f"{kind}_{k}": v for k, v in values.items()})
-    return flat
+    return metrics.entity_results([s.tags for s in self.sentences[split]],
+                                  self._tags(split, predictions))
 
   def write_predictions(self, split, predictions):
     tags = self._tags(split, predictions)
@@ -191,9 +189,8 @@ class NerJob:
         lines.extend(
             f"{w} {g} {p}\n" for w, g, p in zip(sentence.words, sentence.tags, predicted))
       lines.append("\n")
-    tfrecord_io.write_text(os.path.join(self.settings.output_dir, f"{split}_predictions.txt"),
-                           "".join(lines))
-    evaluation.write_results(self.settings.output_dir,
-                             split,
-                             self.score(split, predictions),
-                             step=0)
+    out = self.settings.output_dir
+    path = os.path.join(out, f"{split}_predictions.txt")
+    tfrecord_io.write_text(path, "".join(lines))
+    evaluation.write_results(out, split, self.score(split, predictions), step=0)
+    return [path, os.path.join(out, f"{split}_results.txt")]

@@ -181,30 +181,34 @@ class SquadJob:
     return {k: v for k, v in scores.items() if isinstance(v, (int, float))}
 
   def write_predictions(self, split, predictions):
-    """Postprocesses the logits, writes the original's files and the official scores."""
+    """Postprocesses the logits, writes the original's files and the official scores; returns
+    the paths written."""
     del split
     s, meta = self.settings, self.predict_metadata
     preds, nbest, null_odds = self._answers(predictions)
     out = s.output_dir
-    squad_postprocess.write_json(preds, os.path.join(out, "predictions.json"))
-    squad_postprocess.write_json(nbest, os.path.join(out, "nbest_predictions.json"))
+    written = [os.path.join(out, "predictions.json"), os.path.join(out, "nbest_predictions.json")]
+    squad_postprocess.write_json(preds, written[0])
+    squad_postprocess.write_json(nbest, written[1])
     if s.version_2_with_negative:
-      squad_postprocess.write_json(null_odds, os.path.join(out, "null_odds.json"))
-    logging.info("Wrote predictions for %d questions (%d windows) to %s", len(preds),
-                 len(predictions["unique_ids"]), out)
+      written.append(os.path.join(out, "null_odds.json"))
+      squad_postprocess.write_json(null_odds, written[-1])
+    logging.info("Predictions for %d questions (%d windows)", len(preds),
+                 len(predictions["unique_ids"]))
     gold = s.predict_file or (meta.header["input_file"] if not meta.header["articles"] else None)
     if not gold:
       logging.info("No --predict_file to score against (the features are an article slice)")
-      return
+      return written
     version, scores = _score(gold, preds, nbest, null_odds)
-    tfrecord_io.write_text(os.path.join(out, "squad_eval_results.json"),
-                           json.dumps(scores, indent=2))
+    written.append(os.path.join(out, "squad_eval_results.json"))
+    tfrecord_io.write_text(written[-1], json.dumps(scores, indent=2))
     logging.info("Official SQuAD %s scores of predictions.json against %s: %s", version, gold,
                  json.dumps(scores))
     if version != "1.1":
       best = scores[THRESHOLD_SEARCH]
       logging.info("Best --null_score_diff_threshold on this data: %s (EM %.2f, F1 %.2f)",
                    best["best_f1_thresh"], best["best_exact"], best["best_f1"])
+    return written
 
 
 THRESHOLD_SEARCH = "null_score_diff_threshold_search"

@@ -76,5 +76,6 @@ class SwagJob:
     for swag_id, row in zip(self.ids[split], probabilities):
       lines.append(f"{swag_id}\t" + "\t".join(f"{p:.6f}" for p in row) +
                    f"\t{int(np.argmax(row))}\n")
-    tfrecord_io.write_text(os.path.join(self.settings.output_dir, f"{split}_results.tsv"),
-                           "".join(lines))
+    path = os.path.join(self.settings.output_dir, f"{split}_results.tsv")
+    tfrecord_io.write_text(path, "".join(lines))
+    return [path]

@@ -9,7 +9,7 @@ predictions.
       def prepare(self) -> Data                       # write/reuse TFRecords in output_dir
       def make_task(self, bert_config) -> tasks.base.Task  # with `keep_features` for scoring
       def score(self, split, outputs) -> dict         # corpus metrics (F1, MCC, ...)
-      def write_predictions(self, split, outputs)     # files for --do_predict
+      def write_predictions(self, split, outputs) -> [path]  # --do_predict's files
       def main_metric(self) -> str                    # --best_metric's default
       def run_record(self) -> dict                    # task, model_type, labels (after prepare)
 
@@ -67,11 +67,20 @@ def _own_files(settings):
   return None
 
 
+def check_init_checkpoint(path):
+  """ValueError unless --init_checkpoint=`path` is a file, a folder or a checkpoint prefix
+  (PREFIX.index exists): a mistyped path is named as such, not as a missing config."""
+  if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
+    raise ValueError(f"--init_checkpoint={path} does not exist (no such file, folder or "
+                     "checkpoint prefix)")
+
+
 def _init_files(settings):
   """The files beside --init_checkpoint: a Hugging Face folder's, or a released TF1 model's /
-  a fine-tuning output's bert_config.json and vocab.txt."""
+  a fine-tuning output's bert_config.json and vocab.txt (ValueError if it does not exist)."""
   if not settings.init_checkpoint:
     return None
+  check_init_checkpoint(settings.init_checkpoint)
   return hf_files(settings.init_checkpoint) or model_files.beside(settings.init_checkpoint)
 
 
@@ -338,7 +347,9 @@ def evaluate_and_predict(settings, job, task, trainer, data, evaluated=None):
         runner.dataset_fn(task, path, settings.predict_batch_size, False, None),
         keep_features=task.keep_features)
     if chief:
-      job.write_predictions(split, outputs)
+      written = job.write_predictions(split, outputs)
+      logging.info("Predictions (%s) written to %s", split,
+                   ", ".join(written or [settings.output_dir]))
   return results
 
 

@@ -25,6 +25,7 @@ from official_bert.training import freezing
 from official_bert.training import input_pipeline
 from official_bert.training import input_stream
 from official_bert.training import optimization
+from official_bert.training import settings as settings_lib
 from official_bert.training import training_loop
 
 
@@ -132,6 +133,8 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
       checkpointed in TF 2.20, so a resumed run re-reads the same seeded stream and skips
       ahead (on serialized records, before parsing): the input order is the uninterrupted
       run's on every strategy.
+    steps_per_loop: steps per `train_steps` call, each one progress line and TensorBoard
+      point; None: `settings.loop_steps`' default (at most a tenth of the run).
     config: dict written to TensorBoard as text (the model config and the flags).
     eval_every_steps: with `on_evaluation`, loops end (and a checkpoint is saved) at every
       multiple of it and at the last step, then `on_evaluation(step)` runs; it returns True
@@ -142,6 +145,7 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
     The metrics of the last loop, or {} if there was nothing left to train.
   """
   strategy = trainer.strategy
+  steps_per_loop = settings_lib.loop_steps(steps_per_loop, num_train_steps)
   chief = distribution.is_chief(strategy)
   worker_id = getattr(getattr(strategy, "cluster_resolver", None), "task_id", 0) or 0
   keeper = checkpointing.CheckpointKeeper(output_dir, trainer.model, trainer.optimizer,
@@ -264,6 +268,7 @@ def corrupt_input_error(input_patterns, error):
 def launch(run_fn, required_flags=("output_dir",), positional=()):
   """A script's `__main__` (after its `define_flags()`): `run_fn(FLAGS, *positional args)`
   through the one launcher, `data_prep.cli.launch`: a user error (a ValueError, a missing
-  file or required flag, a non-finite loss) is its message and exit status 1."""
+  file or required flag, a non-finite loss) is its message and exit status 1; --help shows
+  `run_fn`'s module's docstring and flags."""
   cli.launch(lambda argv: run_fn(flags.FLAGS, *argv[1:]), required_flags,
-             positional=positional)
+             positional=positional, command=run_fn.__module__)

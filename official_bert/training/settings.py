@@ -48,6 +48,8 @@ class Checked:
     check_ranges(self)
 
 
+# --steps_per_loop's default: at most this many steps per loop, and a tenth of the run's.
+DEFAULT_STEPS_PER_LOOP = 100
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -80,9 +82,10 @@ class RunSettings(Checked):
   num_warmup_steps: Optional[int] = option(10000, "Linear warmup steps.", minimum=0)
   save_checkpoints_steps: int = option(1000, "Steps between checkpoints.", minimum=1)
   keep_checkpoint_max: int = option(5, "Checkpoints kept in --output_dir.", minimum=1)
-  steps_per_loop: int = option(
-      100, "Steps per host round trip (logging granularity); the original's "
-      "--iterations_per_loop.", minimum=1)
+  steps_per_loop: Optional[int] = option(
+      None, "Steps per host round trip: each logs a progress line and writes a TensorBoard "
+      f"point; the original's --iterations_per_loop (default: {DEFAULT_STEPS_PER_LOOP}, or a "
+      "tenth of the training steps if fewer, so a short run shows progress).", minimum=1)
   optimizer: str = option("adamw", "Optimizer.", choices=("adamw", "lamb"))
   lr_schedule: str = option(
       "bert", "After the linear warmup: 'bert', the original's linear decay of the global step "
@@ -98,7 +101,9 @@ class RunSettings(Checked):
   clip_norm: float = option(1.0, "Global gradient norm clip; 0 disables.", minimum=0.0)
   num_accumulation_steps: int = option(1, "Micro-batches per step (gradient accumulation).",
                                       minimum=1)
-  max_eval_steps: int = option(100, "Evaluation batches at most.", minimum=1)
+  max_eval_steps: int = option(
+      100, "run_pretraining --do_eval: evaluate at most N batches of --eval_input_file "
+      "(default: --input_file).", minimum=1)
   # Runtime: resolved from --distribution_strategy/--tpu and the original --use_tpu/--tpu_name.
   distribution_strategy: str = option(
       "one_device",
@@ -126,6 +131,9 @@ class FinetuningSettings(RunSettings):
       None, "Training steps (default: from --num_train_epochs).", minimum=1)
   num_warmup_steps: Optional[int] = option(
       None, "Linear warmup steps (default: from --warmup_proportion).", minimum=0)
+  max_eval_steps: int = option(
+      100, "Not used in fine-tuning, which evaluates the whole dev set (run_pretraining "
+      "--do_eval's limit).", minimum=1)
   vocab_file: Optional[str] = option(None, "The vocabulary the model was trained with.")
   do_lower_case: bool = option(True, "Lower-case input (uncased models).")
   do_predict: bool = option(False, "Write predictions for the test/predict data.")
@@ -182,6 +190,15 @@ class OwnFilesSettings(FinetuningSettings):
   test_file: Optional[str] = option(
       None, "Your own data to predict (--do_predict); without labels (the label column or "
       "tag column) it is predicted, not scored.")
+
+
+def loop_steps(steps_per_loop, num_train_steps):
+  """Steps per training loop (one progress line and TensorBoard point each): `steps_per_loop`
+  if given, else `DEFAULT_STEPS_PER_LOOP` or a tenth of `num_train_steps` (at least 1), if
+  that is less: a 31-step fine-tuning logs every 3 steps, not once at its end."""
+  if steps_per_loop:
+    return steps_per_loop
+  return min(DEFAULT_STEPS_PER_LOOP, max(1, num_train_steps // 10))
 
 
 def finetuning_steps(settings, num_examples):

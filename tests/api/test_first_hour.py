@@ -1,0 +1,189 @@
+"""A newcomer's first hour with the Python API (issue 36), on a tiny random model folder.
+
+Nothing deleted: every writer of a model folder (`save`, `export`, the export command's
+library, a command's OUTPUT_DIR) keeps the files it did not write. Nothing silent: scores
+without a scored loss, an untrained head, labels of another type, a majority-class model, an
+empty or file-name `x`, each stop or warn at the call. A seed repeats a run.
+"""
+
+import json
+import logging
+import os
+
+from conftest import GLUE_DATA
+from conftest import run_command
+from conftest import tiny_model_folder
+import numpy as np
+import pytest
+
+import official_bert as ob
+from official_bert.serving import exporter
+
+TEXTS = ["a great and moving film", "dull , boring and far too long", "i loved every minute",
+         "the worst movie of the year"] * 2
+LABELS = ["pos", "neg"] * 4
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+  return tiny_model_folder(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def classifier(tiny_dir):
+  return ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
+
+
+def _user_files(folder):
+  """A folder of the user's own: data, notes and a subfolder of logs."""
+  os.makedirs(folder / "logs", exist_ok=True)
+  (folder / "train.csv").write_text("text,label\nfine,pos\n")
+  (folder / "notes.txt").write_text("my notes")
+  (folder / "logs" / "events.out").write_text("curves")
+  return {"train.csv": "text,label\nfine,pos\n", "notes.txt": "my notes",
+          "logs/events.out": "curves"}
+
+
+def _assert_kept(folder, files):
+  for name, content in files.items():
+    assert (folder / name).read_text() == content, name
+
+
+def test_save_refuses_a_non_empty_folder_and_keeps_its_files(classifier, tmp_path):
+  files = _user_files(tmp_path / "data")
+  with pytest.raises(ValueError, match=r"is not empty .*nothing was written.*overwrite=True"):
+    classifier.save(str(tmp_path / "data"))
+  assert sorted(os.listdir(tmp_path / "data")) == ["logs", "notes.txt", "train.csv"]
+  _assert_kept(tmp_path / "data", files)
+  with pytest.raises(ValueError, match="is a file"):
+    classifier.save(str(tmp_path / "data" / "notes.txt"))
+
+
+def test_save_with_overwrite_replaces_only_the_model(classifier, tiny_dir, tmp_path):
+  folder = tmp_path / "run"
+  classifier.save(str(folder))  # a fine-tuning folder, with its checkpoint and model files
+  files = _user_files(folder)
+  (folder / "eval_results.txt").write_text("eval_accuracy = 0.9\n")
+  files["eval_results.txt"] = "eval_accuracy = 0.9\n"
+  other = ob.TextClassifier.from_preset(tiny_dir, labels=["a", "b", "c"], sequence_length=16)
+  other.save(str(folder), overwrite=True)
+  _assert_kept(folder, files)
+  assert not [n for n in os.listdir(folder) if n.startswith(".")]  # no temporaries left
+  reloaded = ob.TextClassifier.from_preset(str(folder))
+  assert reloaded.labels == ["a", "b", "c"]
+  np.testing.assert_allclose(reloaded.predict(TEXTS), other.predict(TEXTS), atol=1e-6)
+
+
+def test_save_over_a_hugging_face_folder_replaces_its_weights(classifier, tmp_path):
+  folder = tmp_path / "hf"
+  folder.mkdir()
+  (folder / "model.safetensors").write_bytes(b"old weights")  # read before a checkpoint
+  (folder / "README.md").write_text("model card")
+  classifier.save(str(folder), overwrite=True)
+  assert not (folder / "model.safetensors").exists()
+  assert (folder / "README.md").read_text() == "model card"
+  np.testing.assert_allclose(ob.TextClassifier.from_preset(str(folder)).predict(TEXTS),
+                             classifier.predict(TEXTS), atol=1e-6)
+
+
+def test_save_into_the_working_directory(classifier, tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  classifier.save(".")  # empty: no overwrite needed
+  (tmp_path / "notes.txt").write_text("mine")
+  classifier.save(".", overwrite=True)
+  assert (tmp_path / "notes.txt").read_text() == "mine"
+  assert not [n for n in os.listdir(tmp_path) if n.startswith(".")]
+  assert ob.TextClassifier.from_preset(".").labels == ["neg", "pos"]
+
+
+def test_api_export_names_the_python_argument_and_keeps_other_files(classifier, tmp_path):
+  folder = tmp_path / "export"
+  files = _user_files(folder)
+  with pytest.raises(ValueError, match="pass overwrite=True") as error:
+    classifier.export(str(folder))
+  assert "--overwrite" not in str(error.value)
+  classifier.export(str(folder), overwrite=True)
+  _assert_kept(folder, files)
+  info = json.loads((folder / "assets.extra" / "export_info.json").read_text())
+  assert info["checkpoint"] == "the Python API's TextClassifier"  # no deleted temporary path
+
+
+def test_export_command_overwrite_keeps_other_files(tiny_dir, tmp_path):
+  folder = tmp_path / "export"
+  exporter.export(None, tiny_dir, None, None, "encoder", str(folder), max_seq_length=8)
+  files = _user_files(folder)
+  with pytest.raises(ValueError, match="pass --overwrite"):
+    exporter.export(None, tiny_dir, None, None, "encoder", str(folder), max_seq_length=8)
+  exporter.export(None, tiny_dir, None, None, "encoder", str(folder), max_seq_length=8,
+                  overwrite=True)
+  _assert_kept(folder, files)
+  assert (folder / "saved_model.pb").exists()
+
+
+def test_a_command_output_dir_keeps_the_users_files(tiny_dir, tmp_path):
+  out = tmp_path / "out"
+  files = _user_files(out)
+  result = run_command("official_bert.run_classifier", "--task_name=SST-2",
+                       f"--data_dir={os.path.join(GLUE_DATA, 'SST-2')}",
+                       f"--init_checkpoint={tiny_dir}", f"--output_dir={out}", "--do_train",
+                       "--max_seq_length=16", "--train_batch_size=4", "--num_train_steps=2")
+  assert result.returncode == 0, result.stderr[-3000:]
+  _assert_kept(out, files)
+
+
+def test_labels_come_back_as_the_type_they_went_in(tiny_dir, tmp_path):
+  clf = ob.TextClassifier.from_preset(tiny_dir, labels=[0, 1], sequence_length=16)
+  predicted = clf.predict_labels(TEXTS[:2])
+  assert all(type(p) is int for p in predicted), predicted
+  clf.fit(TEXTS, np.array([1, 0] * 4), batch_size=4, verbose=0)  # numpy ints are ids/labels
+  clf.save(str(tmp_path / "ints"))
+  again = ob.TextClassifier.from_preset(str(tmp_path / "ints"))
+  assert again.predict_labels(TEXTS[:2]) == clf.predict_labels(TEXTS[:2])
+  assert all(type(p) is int for p in again.predict_labels(TEXTS[:2]))
+
+
+def test_an_untrained_head_says_so_at_predict(tiny_dir, caplog):
+  clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
+  assert clf.untrained_weights
+  with caplog.at_level(logging.WARNING):
+    clf.predict(TEXTS[:2])
+  assert "head was never trained" in caplog.text and "outputs are random" in caplog.text
+  clf.fit(TEXTS, LABELS, batch_size=4, verbose=0)
+  caplog.clear()
+  fresh_warning = clf.untrained_weights
+  with caplog.at_level(logging.WARNING):
+    clf.predict(TEXTS[:2])
+  assert not fresh_warning and "never trained" not in caplog.text
+
+
+def test_scores_without_a_scored_loss_are_an_error(tiny_dir):
+  embedder = ob.TextEmbedder.from_preset(tiny_dir, sequence_length=16)
+  with pytest.raises(ValueError, match=r"compile\(loss='cosine'\)"):
+    embedder.fit((TEXTS[:4], TEXTS[4:]), [0.5, 0.1, 0.9, 0.3], batch_size=2, verbose=0)
+
+
+def test_inputs_keras_would_misreport(classifier):
+  with pytest.raises(ValueError, match="x has no examples"):
+    classifier.fit([], [])
+  with pytest.raises(ValueError, match=r"x is one string \('train.csv'\).*read_csv"):
+    classifier.fit("train.csv")
+
+
+def test_a_seed_repeats_a_fit(tiny_dir):
+  def run():
+    clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
+    clf.compile(learning_rate=1e-3)
+    clf.fit(TEXTS, LABELS, batch_size=4, epochs=2, seed=7, verbose=0)
+    return clf.predict(TEXTS)
+  np.testing.assert_allclose(run(), run(), atol=1e-6)
+
+
+def test_a_majority_class_model_is_named_at_evaluate(tiny_dir, caplog):
+  clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
+  bias = clf.network.projection.output_bias
+  bias.assign([0.0, 50.0])  # every text "pos"
+  with caplog.at_level(logging.WARNING):
+    results = clf.evaluate(TEXTS, LABELS, return_dict=True, verbose=0)
+  assert results["accuracy"] == pytest.approx(0.5)
+  assert "all 8 examples were predicted as 'pos'" in caplog.text
+  bias.assign([0.0, 0.0])
