@@ -154,3 +154,12 @@ def test_a_nonexistent_init_checkpoint_is_named(tmp_path, module, args):
   proc = run_command(module, f"--init_checkpoint={missing}", *args,
                      f"--vocab_file={UNCASED_VOCAB}", f"--bert_config_file={missing}.json")
   assert f"--init_checkpoint={missing} does not exist" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_export_names_a_nonexistent_checkpoint(tmp_path):
+  missing = tmp_path / "nonexistent"
+  proc = run_command("official_bert.export", f"--checkpoint={missing}", "--model_type=encoder",
+                     f"--export_dir={tmp_path / 'export'}")
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert f"--checkpoint={missing} does not exist" in proc.stderr, proc.stderr[-2000:]
+  assert not (tmp_path / "export").exists()

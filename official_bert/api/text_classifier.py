@@ -22,6 +22,7 @@ from official_bert.api.preprocessor import Preprocessor
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling.finetuning_models import BertClassifier
 from official_bert.serving import classifier_outputs
+from official_bert.tasks import file_splits
 from official_bert.tasks.classification import ClassificationTask
 
 
@@ -171,6 +172,11 @@ class TextClassifier(task_model.TaskModel):
   def fit(self, x=None, y=None, *args, **kwargs):
     if not isinstance(x, tf.data.Dataset):
       self.text_pairs = self._check_pairs(x)  # the same kind as an earlier fit, if any
+      if y is not None and self.problem_type == "single_label":
+        # A label seen once among many (a typo, or a class too rare to learn).
+        y_list = [_plain(v) for v in (y.to_numpy() if hasattr(y, "to_numpy") else y)]
+        file_splits.warn_rare_labels(y_list, [f"y[{i}]" for i in range(len(y_list))],
+                                     unit="labels in y", fix="Check y")
     return super().fit(x, y, *args, **kwargs)
 
   @property

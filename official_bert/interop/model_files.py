@@ -96,6 +96,14 @@ def beside(path):
                     do_lower_case, run_settings)
 
 
+def check_exists(path, flag):
+  """ValueError unless `path` (the value of `flag`) is a file, a folder or a checkpoint prefix
+  (PREFIX.index exists): a mistyped path is named as such, not as a missing config."""
+  if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
+    raise ValueError(f"{flag}={path} does not exist (no such file, folder or checkpoint "
+                     "prefix)")
+
+
 def model_entries(directory):
   """The entries of `directory` that belong to the model there (what a save over it with
   overwrite replaces): the model files, the checkpoints its `checkpoint` file lists, and a

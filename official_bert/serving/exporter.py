@@ -83,6 +83,7 @@ def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case)
   read --init_checkpoint, so either exports in one command. `do_lower_case` None: the
   folder's, else True (the flag's default).
   """
+  model_files.check_exists(checkpoint, "--checkpoint")
   files = model_files.beside(checkpoint)
   hf = files if weights_io.is_hf_model(checkpoint) else None
   if not bert_config_file and files.bert_config:

@@ -30,7 +30,8 @@ def uses_own_files(settings):
   return any(getattr(settings, flag) for flag in FILE_FLAGS.values())
 
 
-def warn_rare_labels(labels, locations=None, label_flag=None, unit="training rows"):
+def warn_rare_labels(labels, locations=None, label_flag=None, unit="training rows",
+                     fix="Fix the file"):
   """Warns (absl WARNING) of each label that is likely a typo: seen fewer than
   `RARE_LABEL_COUNT` times while the other labels are each seen at least `RARE_LABEL_RATIO`
   times as often. A label set inferred from the training data would make it a class of its
@@ -44,6 +45,7 @@ def warn_rare_labels(labels, locations=None, label_flag=None, unit="training row
     label_flag: the flag that gives the label set explicitly (e.g. "--label_names"), which the
       warning suggests; None: the command has none.
     unit: what the entries of `labels` are, for the message.
+    fix: what the message asks for (the Python API's labels are no file).
   Returns:
     The warnings (one per rare label, in label order), as logged.
   """
@@ -66,7 +68,7 @@ def warn_rare_labels(labels, locations=None, label_flag=None, unit="training row
               "error)" if label_flag else "")
     warnings.append(f"{where}label {label!r} occurs {n} time{'s' if n > 1 else ''} in "
                     f"{len(labels):,} {unit} (the others at least {least:,} times): a typo? "
-                    f"Fix the file{advice}")
+                    f"{fix}{advice}")
     logging.warning("%s", warnings[-1])
   return warnings
 

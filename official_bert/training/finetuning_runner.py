@@ -70,9 +70,7 @@ def _own_files(settings):
 def check_init_checkpoint(path):
   """ValueError unless --init_checkpoint=`path` is a file, a folder or a checkpoint prefix
   (PREFIX.index exists): a mistyped path is named as such, not as a missing config."""
-  if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
-    raise ValueError(f"--init_checkpoint={path} does not exist (no such file, folder or "
-                     "checkpoint prefix)")
+  model_files.check_exists(path, "--init_checkpoint")
 
 
 def _init_files(settings):

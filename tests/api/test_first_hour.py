@@ -187,3 +187,11 @@ def test_a_majority_class_model_is_named_at_evaluate(tiny_dir, caplog):
   assert results["accuracy"] == pytest.approx(0.5)
   assert "all 8 examples were predicted as 'pos'" in caplog.text
   bias.assign([0.0, 0.0])
+
+
+def test_a_rare_label_is_named_at_fit(tiny_dir, caplog):
+  clf = ob.TextClassifier.from_preset(tiny_dir, num_classes=3, sequence_length=16)
+  y = [0, 1] * 15 + [2]
+  with caplog.at_level(logging.WARNING):
+    clf.fit(TEXTS[:1] * 31, y, batch_size=16, verbose=0)
+  assert "y[30]: label 2 occurs 1 time in 31 labels in y" in caplog.text, caplog.text
