@@ -5,8 +5,8 @@ The Python API, `import official_bert as ob` (`official_bert/api/`):
   ob.TextClassifier, ob.TokenTagger, ob.QuestionAnswerer, ob.TextEmbedder, ob.MaskedLM
 each with `from_preset(path)`, and `ob.packaged_model_path()`: the folder of the MiniLM model
 that `make demo` / requirements-weights.txt install. Importing the package stays cheap:
-TensorFlow is imported when one of these names is first used. It only quiets TensorFlow's C++ start-up logs first
-(`data_prep.quiet_startup`).
+TensorFlow is imported when one of these names is first used. It only quiets TensorFlow's C++
+start-up logs first (`data_prep.quiet_startup`).
 """
 
 import importlib
