@@ -10,7 +10,6 @@ sigmoid per label; `y` lists of labels), regression (`y` floats; `predict` -> [n
 `x` is a list / array / pandas Series of strings, or a `(first, second)` pair of them.
 """
 
-from absl import logging
 import keras
 import numpy as np
 import tensorflow as tf
@@ -23,6 +22,7 @@ from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling.finetuning_models import BertClassifier
 from official_bert.serving import classifier_outputs
 from official_bert.tasks import file_splits
+from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
 
 
@@ -193,16 +193,12 @@ class TextClassifier(task_model.TaskModel):
     class (a model that learned nothing but the majority class)."""
     self.predicted_classes.reset_state()
     results = super().evaluate(x, y, batch_size=batch_size, **kwargs)
-    counts = np.asarray(self.predicted_classes.result())
-    total = counts.sum()
-    if self.problem_type == "single_label" and self.num_classes > 1 and total > 1 and (
-        counts.max() == total):
-      names = self.label_values or list(range(self.num_classes))
-      logging.warning(
-          "evaluate: all %d examples were predicted as %r: the model has not learned to tell "
-          "the classes apart (a majority-class model). Train longer (more epochs or "
-          "examples), or try another learning rate: docs/python_api.md#small-data",
-          int(total), names[int(counts.argmax())])
+    if self.problem_type == "single_label":
+      metrics.warn_if_one_class(
+          np.asarray(self.predicted_classes.result()),
+          self.label_values or list(range(self.num_classes)), "evaluate",
+          "Train longer (more epochs or examples) or try another learning rate: "
+          "docs/python_api.md#small-data")
     return results
 
   def loss_features(self, x, y, sample_weight):

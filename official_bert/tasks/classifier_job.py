@@ -95,9 +95,11 @@ class ClassifierJob:
 
   def score(self, split, predictions):
     real = predictions["is_real_example"] > 0
-    return metrics.glue_scores(self.processor.name,
-                               self._predicted(predictions["logits"])[real],
-                               predictions["label_ids"][real])
+    predicted = self._predicted(predictions["logits"])[real]
+    if not self.processor.is_regression:
+      metrics.warn_if_one_class(np.bincount(predicted, minlength=len(self.processor.labels)),
+                                self.processor.labels, split, metrics.ONE_CLASS_ADVICE)
+    return metrics.glue_scores(self.processor.name, predicted, predictions["label_ids"][real])
 
   def write_predictions(self, split, predictions):
     real = predictions["is_real_example"] > 0

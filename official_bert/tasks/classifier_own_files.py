@@ -181,7 +181,10 @@ class OwnFilesJob(file_splits.FileSplitsJob):
     if self.problem_type == "multi_label":
       predicted = values > self.settings.multi_label_threshold
       return metrics.multi_label_scores(predicted, gold.reshape(values.shape))
-    return metrics.per_class_scores(np.argmax(values, -1), gold, self.labels)
+    predicted = np.argmax(values, -1)
+    metrics.warn_if_one_class(np.bincount(predicted, minlength=len(self.labels)), self.labels,
+                              split, metrics.ONE_CLASS_ADVICE)
+    return metrics.per_class_scores(predicted, gold, self.labels)
 
   def write_predictions(self, split, predictions):
     """`<split>_predictions.tsv`: a header, then one row per input in the input's order:

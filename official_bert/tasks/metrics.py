@@ -10,6 +10,7 @@ Definitions follow the GLUE and conlleval conventions:
   - CoNLL entities: an entity counts only when its type and both boundaries match.
 """
 
+from absl import logging
 import numpy as np
 
 
@@ -195,6 +196,36 @@ def entity_scores(true_sequences, predicted_sequences):
       k: dict(prf({e for e in gold if e[1] == k}, {e for e in found if e[1] == k}),
               support=sum(e[1] == k for e in gold)) for k in types}
   return scores
+
+
+ONE_CLASS_ADVICE = ("Train longer (--num_train_epochs, more examples) or try another "
+                    "--learning_rate: docs/fine-tuning.md#small-data")
+
+
+def warn_if_one_class(counts, names, where, advice):
+  """Warns (absl WARNING) when every prediction fell in one class: a model that learned only
+  the majority class (too few steps or examples, or a learning rate that does not suit them).
+  `counts` [num_classes]: predictions per class; `names`: the classes' names; `where`: what
+  was scored ("dev", "evaluate"); `advice`: what to try. Returns the message, or None."""
+  counts = np.asarray(counts)
+  total = int(counts.sum())
+  if len(counts) < 2 or total < 2 or int(counts.max()) != total:
+    return None
+  message = (f"{where}: all {total} examples were predicted as {names[int(counts.argmax())]!r}: "
+             f"the model has not learned to tell the classes apart (a majority-class model). "
+             f"{advice}")
+  logging.warning("%s", message)
+  return message
+
+
+def entity_results(true_sequences, predicted_sequences):
+  """`entity_scores` as run_ner reports them: entity_precision, entity_recall, entity_f1 and,
+  per type, <type>_precision, <type>_recall, <type>_f1, <type>_support (one flat dict)."""
+  scores = entity_scores(true_sequences, predicted_sequences)
+  flat = {f"entity_{k}": v for k, v in scores.items() if k != "per_type"}
+  for kind, values in scores["per_type"].items():
+    flat.update({f"{kind}_{k}": v for k, v in values.items()})
+  return flat
 
 
 def retrieval_scores(queries, candidates, gold, ks=(1, 10), chunk=1024):

@@ -78,3 +78,11 @@ def test_entity_scores_hand_worked():
   assert metrics.entity_scores(gold, gold)["f1"] == 1.0
   with pytest.raises(ValueError, match="sentence 1"):
     metrics.entity_scores(gold, [pred[0], pred[1][:2]])
+
+
+def test_warn_if_one_class_names_the_class_only_when_all_predictions_are_one():
+  assert metrics.warn_if_one_class([0, 5], ["neg", "pos"], "dev", "Train longer.") == (
+      "dev: all 5 examples were predicted as 'pos': the model has not learned to tell the "
+      "classes apart (a majority-class model). Train longer.")
+  assert metrics.warn_if_one_class([1, 4], ["neg", "pos"], "dev", "") is None
+  assert metrics.warn_if_one_class([1, 0], ["neg", "pos"], "dev", "") is None  # one example
