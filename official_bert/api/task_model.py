@@ -18,6 +18,7 @@ import tempfile
 
 from absl import logging
 import keras
+import numpy as np
 import tensorflow as tf
 
 from official_bert.api import presets
@@ -405,6 +406,15 @@ class RatioMetric(keras.metrics.Metric):
 
   def result(self):
     return self.numerator / tf.maximum(self.denominator, 1e-12)
+
+
+def plain_label(label):
+  """A label as JSON and `==` take it: numpy scalars as Python ones, bytes as str; anything
+  else JSON cannot hold as its name (labels come back from `predict` as they went in)."""
+  if isinstance(label, (bytes, np.bytes_)):
+    return label.decode("utf-8")
+  label = label.item() if isinstance(label, np.generic) else label
+  return label if isinstance(label, (str, int, float, bool)) else str(label)
 
 
 def _length(x):

@@ -40,7 +40,7 @@ class TextClassifier(task_model.TaskModel):
                        f"{', '.join(classifier_outputs.PROBLEM_TYPES)}")
     # The labels as given (ints stay ints: `predict_labels` returns them as they went in);
     # `self.labels` are their names, matched against `y` and written to the model files.
-    label_values = None if labels is None else [_plain(label) for label in labels]
+    label_values = None if labels is None else [task_model.plain_label(label) for label in labels]
     if labels is not None:
       labels = [str(label) for label in labels]
       if len(set(labels)) != len(labels):
@@ -174,7 +174,8 @@ class TextClassifier(task_model.TaskModel):
       self.text_pairs = self._check_pairs(x)  # the same kind as an earlier fit, if any
       if y is not None and self.problem_type == "single_label":
         # A label seen once among many (a typo, or a class too rare to learn).
-        y_list = [_plain(v) for v in (y.to_numpy() if hasattr(y, "to_numpy") else y)]
+        y_list = [task_model.plain_label(v)
+                  for v in (y.to_numpy() if hasattr(y, "to_numpy") else y)]
         file_splits.warn_rare_labels(y_list, [f"y[{i}]" for i in range(len(y_list))],
                                      unit="labels in y", fix="Check y")
     return super().fit(x, y, *args, **kwargs)
@@ -251,13 +252,6 @@ class TextClassifier(task_model.TaskModel):
         self.problem_type, self.multi_label_threshold, ",", 0))
     return dict(super().export_arguments(options), num_labels=self.num_classes,
                 label_names=self.labels)
-
-
-def _plain(label):
-  """A label as JSON and `==` take it: numpy scalars as Python ones, bytes as str."""
-  if isinstance(label, (bytes, np.bytes_)):
-    return label.decode("utf-8")
-  return label.item() if isinstance(label, np.generic) else label
 
 
 class ClassCounts(keras.metrics.Metric):

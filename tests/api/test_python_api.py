@@ -202,11 +202,10 @@ def test_words_with_offsets_and_entities():
   text = "Ms. Ana-María Ruiz visited Köln, 東京 today."
   assert [w for w, _, _ in token_tagger.words_with_offsets("co\u00adop x")] == ["co\u00adop", "x"]
   words = token_tagger.words_with_offsets(text)
-  assert [w for w, _, _ in words] == ["Ms", ".", "Ana", "-", "María", "Ruiz", "visited", "Köln",
-                                      ",", "東", "京", "today", "."]
+  assert [w for w, _, _ in words] == ["Ms.", "Ana-María", "Ruiz", "visited", "Köln", ",", "東",
+                                      "京", "today", "."]  # CoNLL's words
   assert all(text[s:e] == w for w, s, e in words)
-  tags = ["O", "O", "B-PER", "I-PER", "I-PER", "I-PER", "O", "S-LOC", "O", "B-LOC", "E-LOC",
-          "O", "O"]
+  tags = ["O", "B-PER", "I-PER", "O", "S-LOC", "O", "B-LOC", "E-LOC", "O", "O"]
   found = token_tagger.entities_in_text(text, words, tags)
   assert found == [{"type": "PER", "text": "Ana-María Ruiz", "start": 4, "end": 18},
                    {"type": "LOC", "text": "Köln", "start": 27, "end": 31},
