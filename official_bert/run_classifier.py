@@ -22,7 +22,9 @@ Your own data instead of GLUE (then --task_name may be left out):
 
 .tsv, .csv or .jsonl (by extension), columns by header name (`--text_column`, optional
 `--text_b_column`, `--label_column`; an `id` column is carried into the predictions; a test
-file may lack the label column). `--problem_type` single_label (softmax), multi_label
+file may lack the label column). A .tsv/.csv is read with CSV quoting (`--quoting=csv`);
+`--quoting=none` reads quotes as plain characters, as the GLUE TSVs are read (a GLUE-style
+file whose texts hold quotes). `--problem_type` single_label (softmax), multi_label
 (sigmoids; labels a JSON list or joined by `--label_separator`) or regression (MSE);
 `--class_weights` balanced or a list; `--doc_stride` windows long texts. Labels go to
 `OUTPUT_DIR/labels.txt`; predictions to `test_predictions.tsv`. See `tasks/classifier_own_files.py`

@@ -6,12 +6,14 @@ encoder on text pairs so that the cosine similarity of two texts' vectors means 
     --text_b_column=answer --do_train --do_eval --output_dir=out/search
 
   python -m official_bert.run_embeddings --init_checkpoint=all-MiniLM-L6-v2 \
-    --train_file=stsb_train.tsv --dev_file=stsb_dev.tsv --text_column=sentence1 \
-    --text_b_column=sentence2 --score_column=score --loss=cosine --max_seq_length=64 \
-    --train_batch_size=16 --do_train --do_eval --output_dir=out/sts
+    --train_file=stsb_train.tsv --dev_file=stsb_dev.tsv --quoting=none \
+    --text_column=sentence1 --text_b_column=sentence2 --score_column=score --loss=cosine \
+    --max_seq_length=64 --train_batch_size=16 --do_train --do_eval --output_dir=out/sts
 
 Files: .tsv, .csv or .jsonl (by extension), columns by header name (`--text_column`,
 `--text_b_column`, optional `--score_column`; an `id` column is carried into predictions).
+A .tsv/.csv is read with CSV quoting (`--quoting=csv`); `--quoting=none` reads quotes as plain
+characters, as the GLUE TSVs are read (STS-B's own files need it).
 `--loss`: multiple_negatives (default: (query, positive) pairs, the batch's other positives
 are the negatives; `--scale` 20, `--symmetric`), cosine (cos(a, b) regressed onto the score
 scaled from [--min_score, --max_score] to [0, 1], as sentence-transformers'

@@ -6,6 +6,12 @@
           files, read with `quotechar=None`), so a text holding a tab must be quoted.
   .jsonl  one JSON object a line (blank lines skipped); a multi-label label may be a list.
 
+`quoting` (the commands' --quoting) says how a .tsv or .csv reads quotes: "csv" (the default:
+as above, what pandas and the csv module write) or "none" (csv.QUOTE_NONE: a quote is a plain
+character and every delimiter and line break ends a field, as the GLUE files are read; STS-B's
+sentences hold literal quotes, one opening a field, that CSV quoting cannot read). A
+malformed quote under "csv" is an error that suggests --quoting=none.
+
 Every problem is named by file and line (and column for bad UTF-8, `tfrecord_io.read_text`):
 a row with another number of fields than the header, a malformed quote or JSON line, a missing
 column (with the columns there are), a label that is not a number (regression) or not in the
@@ -26,6 +32,10 @@ from data_prep.classification.glue_processors import InputExample
 
 PROBLEM_TYPES = ("single_label", "multi_label", "regression")
 EXTENSIONS = (".tsv", ".csv", ".jsonl")
+# How a .tsv/.csv reads quotes: CSV quoting (quoted fields) or none (plain characters).
+QUOTINGS = ("csv", "none")
+QUOTING_HINT = ("if quotes in this file are plain characters (GLUE-style TSV), pass "
+                "--quoting=none")
 
 # Which columns hold what; text_b None for single texts.
 Columns = collections.namedtuple("Columns", ["text", "text_b", "label", "id"])
@@ -36,10 +46,27 @@ Columns.__new__.__defaults__ = (None, "label", "id")
 Examples = collections.namedtuple("Examples", ["examples", "has_labels", "ids", "lines"])
 
 
-def _csv_records(path, text, delimiter):
-  """(header, [(line, row dict)]) of a CSV/TSV text; rows must have the header's length."""
+def _field_count_error(path, line, row, header, delimiter, quoting):
+  kind = "tab-separated" if delimiter == "\t" else "comma-separated"
+  message = (f"{path}:{line}: {len(row)} {kind} fields, expected {len(header)} (as the header: "
+             f"{', '.join(header)}); ")
+  if quoting == "none":
+    return ValueError(message + "with --quoting=none no field can hold the delimiter (quote "
+                      "it, and read the file with the default --quoting=csv)")
+  # A field holding the delimiter or a line break was quoted: perhaps by a plain quote.
+  quoted = any(delimiter in field or "\n" in field or "\r" in field for field in row)
+  return ValueError(message + "quote a field that holds the delimiter" +
+                    (f"; or, {QUOTING_HINT}" if quoted else ""))
+
+
+def _csv_records(path, text, delimiter, quoting="csv"):
+  """(header, [(line, row dict)]) of a CSV/TSV text; rows must have the header's length.
+
+  quoting: "csv" (quoted fields) or "none" (quotes are plain characters, csv.QUOTE_NONE).
+  """
   csv.field_size_limit(sys.maxsize)
-  reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+  mode = csv.QUOTE_NONE if quoting == "none" else csv.QUOTE_MINIMAL
+  reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=mode, strict=True)
   header, records, line = None, [], 1
   try:
     for row in reader:
@@ -50,13 +77,13 @@ def _csv_records(path, text, delimiter):
         header = [name.strip() for name in row]
         continue
       if len(row) != len(header):
-        kind = "tab-separated" if delimiter == "\t" else "comma-separated"
-        raise ValueError(f"{path}:{start}: {len(row)} {kind} fields, expected {len(header)} "
-                         f"(as the header: {', '.join(header)}); quote a field that holds "
-                         f"the delimiter")
+        raise _field_count_error(path, start, row, header, delimiter, quoting)
       records.append((start, dict(zip(header, row))))
   except csv.Error as e:
-    raise ValueError(f"{path}:{reader.line_num}: malformed line ({e})") from None
+    where = (f", in the record that starts at line {line} (a quoted field runs across lines)"
+             if line < reader.line_num else "")
+    hint = f": {QUOTING_HINT}" if quoting == "csv" else ""
+    raise ValueError(f"{path}:{reader.line_num}: malformed line ({e}){where}{hint}") from None
   return header, records
 
 
@@ -77,8 +104,11 @@ def _jsonl_records(path, text):
   return header, records
 
 
-def read_records(path):
-  """(column names, [(line, record dict)]) of a .tsv, .csv or .jsonl file (by extension)."""
+def read_records(path, quoting="csv"):
+  """(column names, [(line, record dict)]) of a .tsv, .csv or .jsonl file (by extension);
+  `quoting` ("csv" or "none", `QUOTINGS`) applies to .tsv and .csv."""
+  if quoting not in QUOTINGS:
+    raise ValueError(f"quoting={quoting!r}: not one of {', '.join(QUOTINGS)}")
   extension = os.path.splitext(path)[1].lower()
   if extension not in EXTENSIONS:
     raise ValueError(f"{path}: unknown file type {extension!r}; use {', '.join(EXTENSIONS)}")
@@ -90,7 +120,7 @@ def read_records(path):
   if extension == ".jsonl":
     header, records = _jsonl_records(path, text)
   else:
-    header, records = _csv_records(path, text, "\t" if extension == ".tsv" else ",")
+    header, records = _csv_records(path, text, "\t" if extension == ".tsv" else ",", quoting)
   if not records:
     raise ValueError(f"{path}: empty file (no examples" + (" after the header)" if header
                                                             else ")"))
@@ -119,12 +149,13 @@ def parse_label(value, problem_type, separator, where):
 
 
 def read_examples(path, columns, problem_type="single_label", separator=",", labels=None,
-                  need_labels=True):
+                  need_labels=True, quoting="csv"):
   """`Examples` of one file; labels checked against `labels` (None: any label).
 
   need_labels False (a test file) allows a file without the label column: predicted only.
+  quoting: how a .tsv/.csv reads quotes, "csv" or "none" (`QUOTINGS`, `read_records`).
   """
-  header, records = read_records(path)
+  header, records = read_records(path, quoting)
   has_labels = columns.label in header
   if need_labels and not has_labels:
     raise _missing(path, None, columns.label, header)

@@ -22,14 +22,16 @@ from data_prep.classification import features as classifier_features
 from data_prep.classification import own_files
 
 
-def read_pairs(path, text_column, text_b_column, score_column=None, need_scores=False):
+def read_pairs(path, text_column, text_b_column, score_column=None, need_scores=False,
+               quoting="csv"):
   """`own_files.Examples` of (text_a, text_b, score) examples; `has_labels` says whether the
-  file has the score column (None: the file's scores are not read)."""
+  file has the score column (None: the file's scores are not read). `quoting`: how a .tsv/.csv
+  reads quotes, "csv" or "none" (`own_files.QUOTINGS`)."""
   columns = own_files.Columns(text_column, text_b_column, score_column)
   if need_scores and not score_column:
     raise ValueError(f"{path}: this loss needs a gold score per pair: set --score_column")
   return own_files.read_examples(path, columns, "regression", labels=None,
-                                 need_labels=need_scores)
+                                 need_labels=need_scores, quoting=quoting)
 
 
 def score_range(examples, path):

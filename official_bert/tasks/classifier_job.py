@@ -20,12 +20,11 @@ from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
 from official_bert.training import finetuning_runner
-from official_bert.training import settings as settings_lib
 from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
-class ClassifierSettings(settings_lib.OwnFilesSettings):
+class ClassifierSettings(file_splits.DelimitedFilesSettings):
   """GLUE (--task_name, --data_dir) or own .tsv/.csv/.jsonl files (columns by header name)."""
 
   task_name: Optional[str] = option(

@@ -44,7 +44,7 @@ class OwnFilesJob(file_splits.FileSplitsJob):
     s = self.settings
     return own_files.read_examples(self._path(split), self.columns, self.problem_type,
                                    s.label_separator, self.labels,
-                                   need_labels=split != "test")
+                                   need_labels=split != "test", quoting=s.quoting)
 
   def _label_set(self):
     """The labels (see the module docstring), written to OUTPUT_DIR/labels.txt."""

@@ -20,12 +20,11 @@ from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
 from official_bert.tasks.embedding import EmbeddingTask
 from official_bert.training import finetuning_runner
-from official_bert.training import settings as settings_lib
 from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
-class EmbeddingSettings(settings_lib.OwnFilesSettings):
+class EmbeddingSettings(file_splits.DelimitedFilesSettings):
   """Text pairs in .tsv/.csv/.jsonl files (columns by header name)."""
 
   text_column: str = option("text", "Column (header name, JSON key) of the first text.")
@@ -69,7 +68,7 @@ class EmbeddingJob(file_splits.FileSplitsJob):
     s = self.settings
     need_scores = split == "train" and s.loss != "multiple_negatives"
     data = pairs.read_pairs(self._path(split), s.text_column, s.text_b_column, s.score_column,
-                            need_scores)
+                            need_scores, s.quoting)
     if need_scores and s.loss == "contrastive":
       pairs.check_binary(data.examples, self._path(split), data.lines)
     return data

@@ -1,12 +1,14 @@
 """The user's own files as a job's splits (--train_file, --dev_file, --test_file): the one
 reading, subsampling, record caching and prediction-file writing of the jobs that train on
-them (`classifier_own_files.OwnFilesJob`, `embedding_job.EmbeddingJob`), and the one check
-of an inferred label set for a label rare enough to be a typo (`warn_rare_labels`: those jobs,
-own-file NER, and the Python API may call it).
+them (`classifier_own_files.OwnFilesJob`, `embedding_job.EmbeddingJob`), their one --quoting
+flag (`DelimitedFilesSettings`), and the one check of an inferred label set for a label rare
+enough to be a typo (`warn_rare_labels`: those jobs, own-file NER, and the Python API may call
+it).
 """
 
 import collections
 import csv
+import dataclasses
 import io
 import os
 
@@ -14,7 +16,10 @@ from absl import logging
 
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
+from data_prep.classification import own_files
 from official_bert.training import evaluation
+from official_bert.training import settings as settings_lib
+from official_bert.training.settings import option
 
 FILE_FLAGS = {"train": "train_file", "dev": "dev_file", "test": "test_file"}
 DO_FLAGS = {"train": "do_train", "dev": "do_eval", "test": "do_predict"}
@@ -24,6 +29,17 @@ DO_FLAGS = {"train": "do_train", "dev": "do_eval", "test": "do_predict"}
 # least RARE_LABEL_RATIO times as often, is named in a warning (`warn_rare_labels`).
 RARE_LABEL_COUNT = 3
 RARE_LABEL_RATIO = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class DelimitedFilesSettings(settings_lib.OwnFilesSettings):
+  """Own .tsv/.csv/.jsonl files (`own_files`: run_classifier, run_embeddings); run_ner's
+  CoNLL-column files have no quotes to read."""
+
+  quoting: str = option(
+      "csv", "How a .tsv/.csv file's quotes are read: csv (quoted fields, as pandas and "
+      "Python's csv module write) or none (quotes are plain characters, as the GLUE TSVs are "
+      "read: csv.QUOTE_NONE).", choices=own_files.QUOTINGS)
 
 
 def uses_own_files(settings):
@@ -108,7 +124,8 @@ class FileSplitsJob:
     while the file, the tokenization, the sampling and `key` are unchanged; -> (path, meta)."""
     s = self.settings
     key = classifier_features.source_key(self._path(split), vocab, s.do_lower_case,
-                                         s.max_seq_length, len(examples), s.random_seed, **key)
+                                         s.max_seq_length, len(examples), s.random_seed,
+                                         quoting=s.quoting, **key)
     record = os.path.join(s.output_dir, f"{split}.tf_record")
     return record, classifier_features.cached_tfrecord(record, key, build)
 
