@@ -9,7 +9,8 @@ goes through `write_folder`:
     model there owned (`owned(folder)`: its checkpoint, config, vocabulary, ...), are
     replaced, and every other entry (the user's data, notes, a run's logs) is kept.
 The new content is complete on disk before anything old is moved, and the old entries are
-deleted only after the new ones are in place.
+deleted only after the new ones are in place. A folder wholly ours (a run's best/ or
+restart_K/) is swapped in whole instead (`replace_own_folder`).
 """
 
 import os
@@ -105,3 +106,22 @@ def write_folder(path, fill, overwrite=False, owned=None, option="overwrite=True
   if replaced:
     tf.io.gfile.rmtree(old)
   return replaced
+
+
+def replace_own_folder(directory, fill):
+  """Builds `directory`, a folder wholly ours (a run's best/, restart_K/), anew beside the old
+  one and swaps it in, so an interruption never leaves half a folder (and the next build
+  removes the half folder a killed run left: `tfrecord_io.remove_stale_temporaries`)."""
+  parent, name = os.path.split(directory)
+  building = tfrecord_io.temporary_path(directory)
+  tfrecord_io.remove_stale_temporaries([directory])
+  if tf.io.gfile.exists(building):
+    tf.io.gfile.rmtree(building)
+  tf.io.gfile.makedirs(building)
+  fill(building)
+  old = os.path.join(parent, f".{name}.old-{os.getpid()}")
+  if tf.io.gfile.exists(directory):
+    tf.io.gfile.rename(directory, old)
+  tf.io.gfile.rename(building, directory)
+  if tf.io.gfile.exists(old):
+    tf.io.gfile.rmtree(old)

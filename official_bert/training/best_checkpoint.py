@@ -21,6 +21,7 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import tfrecord_io
+from official_bert.interop import folder_writes
 from official_bert.training import checkpointing
 from official_bert.training import evaluation
 
@@ -168,7 +169,7 @@ class BestKeeper:
       evaluation.write_results_file(os.path.join(building, "eval_results.txt"), results)
       copy_present(self.companions, building)
       self._write_state(building)
-    write_dir_atomically(self.directory, fill)
+    folder_writes.replace_own_folder(self.directory, fill)
     logging.info("Best %s = %s at step %d: weights and scores in %s", self.metric,
                  scores[self.metric], step, self.directory)
 
@@ -178,22 +179,3 @@ def copy_present(paths, directory):
   for path in paths:
     if path and tf.io.gfile.exists(path):
       tf.io.gfile.copy(path, os.path.join(directory, os.path.basename(path)), overwrite=True)
-
-
-def write_dir_atomically(directory, fill):
-  """Builds `directory` anew beside the old one (`fill(building)` writes its files), then
-  swaps it in, so an interruption never leaves half a folder (and the next build removes the
-  half folder a killed run left: `tfrecord_io.remove_stale_temporaries`)."""
-  parent, name = os.path.split(directory)
-  building = tfrecord_io.temporary_path(directory)
-  tfrecord_io.remove_stale_temporaries([directory])
-  if tf.io.gfile.exists(building):
-    tf.io.gfile.rmtree(building)
-  tf.io.gfile.makedirs(building)
-  fill(building)
-  old = os.path.join(parent, f".{name}.old-{os.getpid()}")
-  if tf.io.gfile.exists(directory):
-    tf.io.gfile.rename(directory, old)
-  tf.io.gfile.rename(building, directory)
-  if tf.io.gfile.exists(old):
-    tf.io.gfile.rmtree(old)

@@ -24,6 +24,7 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import tfrecord_io
+from official_bert.interop import folder_writes
 from official_bert.interop import model_files
 from official_bert.training import best_checkpoint
 from official_bert.training import evaluation
@@ -70,7 +71,7 @@ def _copy_weights_and_files(source, target):
                            f'all_model_checkpoint_paths: "{name}"\n')
     scores = [os.path.join(source, n) for n in ("eval_results.txt", best_checkpoint.RESULTS_FILE)]
     best_checkpoint.copy_present(model_files.model_file_paths(source) + scores, building)
-  best_checkpoint.write_dir_atomically(target, fill)
+  folder_writes.replace_own_folder(target, fill)
 
 
 def summarize(metric_spec, restarts):

@@ -20,7 +20,7 @@ from test_glue_run_classifier import read_results
 from test_glue_run_classifier import run_script
 
 from data_prep import tokenization
-from official_bert.training import best_checkpoint
+from official_bert.interop import folder_writes
 from official_bert.training import case_check
 from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
@@ -224,6 +224,6 @@ def test_a_killed_runs_half_built_best_folder_is_removed(tmp_path):
   half = tmp_path / f".best.tmp-{proc.pid}"
   (half / "sub").mkdir(parents=True)
   (half / "ckpt-1.index").write_bytes(b"half")
-  best_checkpoint.write_dir_atomically(
+  folder_writes.replace_own_folder(
       str(tmp_path / "best"), lambda d: (tmp_path / os.path.basename(d) / "x").write_text("x"))
   assert sorted(os.listdir(tmp_path)) == ["best"] and os.listdir(tmp_path / "best") == ["x"]
