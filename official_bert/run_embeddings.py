@@ -25,8 +25,9 @@ without, as retrieval (recall@1, recall@10 and MRR@10 of each first text's secon
 all the file's second texts). Both go to `eval_results.txt` and TensorBoard; --best_metric
 defaults to spearman / mrr@10. --do_predict writes `test_predictions.tsv` (the cosine of
 each pair). `export --model_type=encoder --checkpoint=OUTPUT_DIR` serves the trained
-embedder (its pooling and normalization) with no other flag. The learning rate decays as
-sentence-transformers' (--lr_schedule=linear). See `tasks/embedding_job.py`.
+embedder (its pooling and normalization) with no other flag. It trains with
+sentence-transformers' recipe (--recipe=huggingface: PyTorch's AdamW, --lr_schedule=linear,
+every batch). See `tasks/embedding_job.py`.
 """
 
 import sys
@@ -39,7 +40,7 @@ from official_bert.training import runner
 
 def define_flags():
   common_flags.define_flags(embedding_job.EmbeddingSettings, learning_rate=2e-5,
-                            lr_schedule="linear", eval_batch_size=32)
+                            eval_batch_size=32)
 
 
 def main(flag_values):

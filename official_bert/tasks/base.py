@@ -37,9 +37,11 @@ class Task(abc.ABC):
   # Outputs with a position axis (logits per token): `evaluation` concatenates the outputs
   # of all batches, which needs one width, so evaluation and prediction keep the length.
   position_outputs = False
-  # The run's --trim_padding and --group_by_length (`runner.make_trainer` sets them).
+  # The run's --trim_padding, --group_by_length and --last_partial_batch
+  # (`runner.make_trainer` sets them).
   trim_padding = False
   group_by_length = False
+  last_partial_batch = False
 
   @abc.abstractmethod
   def build_model(self):
@@ -75,13 +77,14 @@ class Task(abc.ABC):
     `skip_examples` examples of this input pipeline's (seeded, repeated) stream; every task's
     through `input_pipeline.dataset`, with its `batch_transform` and padding options."""
     trim = self.trim_padding and (is_training or not self.position_outputs)
+    epoch_batches = is_training and self.last_partial_batch
     return input_pipeline.dataset(
         input_patterns, self.record_features(is_training), per_replica_batch_size,
         is_training=is_training, input_context=input_context, seed=seed,
         skip_examples=skip_examples, shuffle_buffer_size=self.shuffle_buffer_size,
         shapes=self.shapes, batch_transform=self.batch_transform(input_context),
         trim_features=self.token_features if trim else (),
-        group_by_length=self.group_by_length)
+        group_by_length=self.group_by_length, epoch_batches=epoch_batches)
 
   @abc.abstractmethod
   def loss_normalizers(self, features):

@@ -20,12 +20,20 @@ from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
 from official_bert.tasks.embedding import EmbeddingTask
 from official_bert.training import finetuning_runner
+from official_bert.training import settings as settings_lib
 from official_bert.training.settings import option
 
 
 @dataclasses.dataclass(frozen=True)
 class EmbeddingSettings(file_splits.DelimitedFilesSettings):
   """Text pairs in .tsv/.csv/.jsonl files (columns by header name)."""
+
+  # sentence-transformers' recipe: PyTorch's AdamW, linear decay, every batch.
+  recipe: str = option(
+      "huggingface", "The training recipe as a whole (docs/optimizers.md): 'huggingface' "
+      "(sentence-transformers': PyTorch's AdamW, --lr_schedule=linear, each epoch's last "
+      "partial batch) or 'original' (google-research/bert's).",
+      choices=tuple(settings_lib.RECIPES))
 
   text_column: str = option("text", "Column (header name, JSON key) of the first text.")
   text_b_column: str = option("text_b", "Column of the second text (the positive, for "

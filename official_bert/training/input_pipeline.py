@@ -141,7 +141,8 @@ def _transformed(parse, batch_transform):
 def dataset(input_patterns, features, batch_size, is_training=True, input_context=None,
             seed=None, skip_examples=0, shuffle_buffer_size=10000, shapes=None,
             drop_remainder=None, cycle_length=None, check_all_files=True,
-            batch_transform=None, trim_features=(), group_by_length=False):
+            batch_transform=None, trim_features=(), group_by_length=False,
+            epoch_batches=False):
   """Batched, parsed examples of `features` (a tuple of `schema.Feature`) from TFRecords.
 
   Args:
@@ -173,6 +174,9 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
       batch, to its longest real sequence (`padding.trimmer`); () keeps the record length.
     group_by_length: training only: batches of similar lengths, sorted within windows of
       the shuffled stream (`padding.group_by_length`); resumes (`skip_examples`) stay exact.
+    epoch_batches: training only: each epoch (one pass over the files, reshuffled) is
+      batched on its own, its last batch partial, as Hugging Face's Trainer
+      (--last_partial_batch); `skip_examples` must then be a whole number of batches.
   """
   paths = expand_patterns(input_patterns)
   compression, v2_names = check_files(paths if check_all_files else paths[:1], features)
@@ -204,7 +208,17 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
   shapes = shapes or {}
   if trim_features or group_by_length:
     mask_shape = tuple(shapes.get("input_mask", (_length(features, "input_mask"),)))
-  if is_training:
+  if is_training and epoch_batches:
+    if group_by_length or batch_transform is not None:
+      raise ValueError("epoch_batches: not with group_by_length or a batch_transform")
+    if skip_examples % batch_size:
+      raise ValueError(f"epoch_batches: skip_examples={skip_examples} is not a whole number "
+                       f"of batches of {batch_size}")
+    # Reshuffled every pass; batched before repeating, so no batch spans two epochs.
+    ds = ds.shuffle(shuffle_buffer_size, seed=seed).batch(batch_size).repeat()
+    ds = ds.skip(skip_examples // batch_size)
+    skip_examples, batch_size = 0, None  # done
+  elif is_training:
     ds = ds.shuffle(shuffle_buffer_size, seed=seed).repeat()
     if group_by_length:  # before the skip, so a resumed run skips the reordered stream
       mine = paths[pipeline_id::num_pipelines] if shard_files else paths
@@ -217,7 +231,8 @@ def dataset(input_patterns, features, batch_size, is_training=True, input_contex
   if skip_examples:
     ds = ds.skip(skip_examples)
   # Batch the serialized strings, then parse a whole batch in one vectorized op.
-  ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+  if batch_size is not None:
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
   parse = _parser(features, shapes)
   if batch_transform is not None:
     parse = _transformed(parse, batch_transform)

@@ -23,10 +23,12 @@ from data_prep import tfrecord_io
 STREAM_FILE = "input_stream.json"
 
 
-def stream_key(input_patterns, seq_length, global_batch_size, group_by_length=False):
+def stream_key(input_patterns, seq_length, global_batch_size, group_by_length=False,
+               last_partial_batch=False):
   """What identifies a training input stream (JSON-serializable): the files the patterns
   match (absolute, sorted: the same files spelled another way are the same input), and
-  --group_by_length, which reorders it (named only when on: older records stay valid)."""
+  --group_by_length / --last_partial_batch, which reorder or cut it (named only when on:
+  older records stay valid)."""
   from official_bert.training import input_pipeline  # pylint: disable=g-import-not-at-top
   try:
     files = [tfrecord_io.absolute(p) for p in input_pipeline.expand_patterns(input_patterns)]
@@ -36,6 +38,8 @@ def stream_key(input_patterns, seq_length, global_batch_size, group_by_length=Fa
          "global_batch_size": int(global_batch_size)}
   if group_by_length:
     key["group_by_length"] = True
+  if last_partial_batch:
+    key["last_partial_batch"] = True
   return key
 
 

@@ -92,6 +92,7 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
   task.trim_padding = (getattr(settings, "trim_padding", False)
                       and not distribution.is_tpu(strategy))
   task.group_by_length = getattr(settings, "group_by_length", False)
+  task.last_partial_batch = bool(getattr(settings, "last_partial_batch", False))
   return trainer
 
 
@@ -113,7 +114,8 @@ def dataset_fn(task, input_patterns, global_batch_size, is_training, seed):
                               seed=seed, skip_examples=consumed if is_training else 0)
   fn.stream = input_stream.stream_key(
       input_patterns, getattr(task, "seq_length", getattr(task, "max_seq_length", None)),
-      global_batch_size, getattr(task, "group_by_length", False))
+      global_batch_size, getattr(task, "group_by_length", False),
+      getattr(task, "last_partial_batch", False))
   return fn
 
 

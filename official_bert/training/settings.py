@@ -9,6 +9,7 @@ them at the entry point.
 """
 
 import dataclasses
+import math
 from typing import Optional
 
 
@@ -123,9 +124,41 @@ class RunSettings(Checked):
   deterministic: bool = option(False, "Deterministic ops (bit-exact reruns; slower).")
 
 
+# A fine-tuning recipe as a whole: the optimizer's form, the schedule and the batching that
+# go together (`--recipe`; each of these flags, given, overrides its recipe's value).
+RECIPES = {
+    # google-research/bert: AdamWeightDecayOptimizer (no bias correction), the rate jumps onto
+    # peak * (1 - step / steps) after warmup, int(examples / batch * epochs) full batches.
+    "original": dict(lr_schedule="bert", adam_bias_correction=False, last_partial_batch=False),
+    # Hugging Face's Trainer: torch.optim.AdamW, get_linear_schedule_with_warmup, and every
+    # epoch's last partial batch (ceil(examples / batch) steps an epoch).
+    "huggingface": dict(lr_schedule="linear", adam_bias_correction=True,
+                        last_partial_batch=True),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class FinetuningSettings(RunSettings):
   """google-research/bert's fine-tuning settings on top of the common ones."""
+
+  recipe: str = option(
+      "original", "The fine-tuning recipe as a whole: 'original' (google-research/bert: "
+      "AdamW without bias correction, --lr_schedule=bert, full batches only) or 'huggingface' "
+      "(the Trainer's: PyTorch's AdamW, --lr_schedule=linear, each epoch's last partial "
+      "batch). --adam_bias_correction, --lr_schedule and --last_partial_batch, given, override "
+      "it.", choices=tuple(RECIPES))
+  lr_schedule: Optional[str] = option(
+      None, "After the linear warmup: 'bert', the original's linear decay of the global step "
+      "(the rate jumps onto peak * (1 - step / steps)); 'linear', Hugging Face's "
+      "get_linear_schedule_with_warmup (from the peak down to 0 over the remaining steps). "
+      "Default: --recipe's.", choices=("bert", "linear"))
+  adam_bias_correction: Optional[bool] = option(
+      None, "AdamW: bias-corrected moments, as PyTorch's AdamW (Hugging Face's, keras-hub's); "
+      "False is the original BERT's AdamWeightDecayOptimizer exactly. Default: --recipe's.")
+  last_partial_batch: Optional[bool] = option(
+      None, "Train on each epoch's last partial batch, ceil(examples / batch) steps an epoch, "
+      "as Hugging Face's Trainer; False: full batches over the shuffled, repeated examples, "
+      "int(examples / batch * epochs) steps, as the original. Default: --recipe's.")
 
   num_train_steps: Optional[int] = option(
       None, "Training steps (default: from --num_train_epochs).", minimum=1)
@@ -177,6 +210,20 @@ class FinetuningSettings(RunSettings):
       "shuffled stream, 50 batches at most, whose batches come in a seeded random order): "
       "less padding to compute with --trim_padding; resumes stay exact.")
 
+  def __post_init__(self):
+    """The recipe's values for the flags not given (None)."""
+    recipe = RECIPES[self.recipe]
+    for name, value in recipe.items():
+      if getattr(self, name) is None:
+        if name == "adam_bias_correction" and self.optimizer != "adamw":
+          value = True  # no AdamW to correct: LAMB's own moments
+        object.__setattr__(self, name, value)
+    if self.last_partial_batch and self.group_by_length:
+      raise ValueError("--group_by_length batches within windows of the repeated stream: not "
+                       "with --last_partial_batch (or --recipe=huggingface); pass "
+                       "--last_partial_batch=False")
+    super().__post_init__()
+
 
 @dataclasses.dataclass(frozen=True)
 class OwnFilesSettings(FinetuningSettings):
@@ -203,9 +250,14 @@ def loop_steps(steps_per_loop, num_train_steps):
 
 def finetuning_steps(settings, num_examples):
   """(num_train_steps, num_warmup_steps): from the epochs as the original run_classifier /
-  run_squad count them, unless the settings give steps or warmup explicitly."""
+  run_squad count them (as Hugging Face's Trainer with --last_partial_batch), unless the
+  settings give steps or warmup explicitly."""
   steps = settings.num_train_steps
-  if steps is None:
+  if steps is None and getattr(settings, "last_partial_batch", False):
+    # Hugging Face's count: every epoch's batches, its last one partial.
+    steps = max(1, math.ceil(math.ceil(num_examples / settings.train_batch_size)
+                             * settings.num_train_epochs))
+  elif steps is None:
     steps = max(1, int(num_examples / settings.train_batch_size * settings.num_train_epochs))
   warmup = settings.num_warmup_steps
   if warmup is None:

@@ -279,3 +279,31 @@ def test_synthetic_matches_real_structure_and_is_well_formed(data):
       assert (pos[row][w[row] == 0] == 0).all()
       np.testing.assert_array_equal(b["masked_lm_ids"][row][w[row] == 1], ids[row][real_pos])
     assert set(np.unique(b["next_sentence_labels"])) <= {0, 1}
+
+
+def test_epoch_batches_end_each_epoch_with_its_partial_batch(data):
+  """--last_partial_batch (Hugging Face's batching): each pass over the records is batched on
+  its own, reshuffled, its last batch partial; a resume skips whole batches."""
+  files = ",".join(data["plain"])
+  n = len(_raw(data["plain"])["input_ids"])
+  batch_size = 32
+  per_epoch = -(-n // batch_size)
+
+  def batches(skip=0, count=2 * per_epoch):
+    ds = ip.pretraining_dataset(files, L, P, batch_size, seed=3, epoch_batches=True,
+                                skip_examples=skip)
+    return [b["input_word_ids"] for b in ds.take(count).as_numpy_iterator()]
+
+  got = batches()
+  sizes = [len(b) for b in got]
+  assert sizes == ([batch_size] * (n // batch_size) + [n % batch_size]) * 2
+  everything = sorted(_rows(_raw(data["plain"])))
+  first, second = (np.concatenate(got[i * per_epoch:(i + 1) * per_epoch]) for i in (0, 1))
+  assert sorted(_rows({"input_ids": first})) == everything  # each epoch: every record once
+  assert sorted(_rows({"input_ids": second})) == everything
+  assert not np.array_equal(first, second)  # reshuffled
+  resumed = batches(skip=2 * batch_size, count=2)
+  np.testing.assert_array_equal(resumed[0], got[2])
+  np.testing.assert_array_equal(resumed[1], got[3])
+  with pytest.raises(ValueError, match="not a whole number of batches"):
+    batches(skip=5)
