@@ -6,7 +6,8 @@ sequence 64, batch 32, learning rate 5e-5, one epoch; dev accuracy and training 
 per seed.
 
   ours        python -m official_bert.run_classifier --train_file --dev_file ... (our venv),
-              once per --ours_variants entry (extra flags, e.g. --adam_bias_correction=False)
+              once per --ours_variants entry (extra flags: default = --recipe=original, and
+              --recipe=huggingface)
   keras-hub   BertTextClassifier.from_preset(MINILM, num_classes=2), sequence_length 64,
               keras AdamW 5e-5 with linear decay to 0, weight decay 0.01, global clipnorm 1.0,
               fit(x, y, batch_size=32, epochs=1)
@@ -57,7 +58,7 @@ def parse_args():
   p.add_argument("--num_train", type=int, default=2000)
   p.add_argument("--num_dev", type=int, default=600)
   p.add_argument("--impls", default="ours,keras_hub,transformers")
-  p.add_argument("--ours_variants", default="default=;original=--adam_bias_correction=False",
+  p.add_argument("--ours_variants", default="default=;huggingface=--recipe=huggingface",
                  help="name=extra flags, ';'-separated")
   p.add_argument("--ours_python", default=os.path.join(_REPO, ".venv", "bin", "python"))
   p.add_argument("--work_dir", default=None)
