@@ -337,7 +337,6 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def predict_logits(self, x, batch_size=32, **kwargs):
     """The network's raw outputs over raw inputs (numpy)."""
-    self._check_inputs(x, None, "predict")
     self.warn_if_untrained("predict")
     outputs = super().predict(self._dataset(x, None, batch_size),
                               verbose=kwargs.pop("verbose", 0), **kwargs)
