@@ -234,7 +234,7 @@ def test_bad_input_is_one_clear_message(tmp_path):
       "--layer_weights applies to --pooling=sum": extract + ["--pooling=mean",
                                                              "--layer_weights=1,2"],
       "--normalize_embeddings applies to --pooling=mean": extract + ["--normalize_embeddings"],
-      "--bert_config_file is required: --checkpoint=": export + [
+      f"--checkpoint={tmp_path / 'ours' / 'ckpt-1'} does not exist": export + [
           f"--checkpoint={tmp_path / 'ours' / 'ckpt-1'}", f"--vocab_file={UNCASED_VOCAB}"],
       "--vocab_file is required": export + [f"--checkpoint={hf_no_vocab}"],
       "--normalize_embeddings applies to an encoder's mean_pooled_output": [

@@ -85,7 +85,8 @@ def test_v2_from_json_null_odds_and_best_threshold(tmp_path):
              "--eval_every_steps=2", process=False)
   assert (out / "train.tf_record").exists() and (out / "predict.tf_record.meta.jsonl").exists()
   # Evaluated at steps 2 and 4 by the official F1 (SQuAD's main metric); the last
-  # evaluation scores the same weights and answers as the predictions.
+  # evaluation scores the same weights and answers as the predictions: the best evaluation's
+  # (best/ is restored when it came before the last step).
   state = json.loads((out / "best" / "state.json").read_text())
   assert state["metric"] == "f1" and state["last_evaluated_step"] == 4
   evaluated = json.loads((out / "best" / "best_results.json").read_text())
@@ -99,7 +100,8 @@ def test_v2_from_json_null_odds_and_best_threshold(tmp_path):
           "best_f1_thresh", "null_score_diff_threshold_search"} == set(scores)
   assert scores["total"] == len(qids)
   last = dict(line.strip().split(" = ") for line in (out / "eval_results.txt").open())
-  assert last["global_step"] == "4" and float(last["f1"]) == pytest.approx(scores["f1"])
+  assert last["global_step"] == str(state["best_step"])
+  assert float(last["f1"]) == pytest.approx(scores["f1"])
   search = scores["null_score_diff_threshold_search"]
   assert search["best_f1_thresh"] in set(null_odds.values()) | {0.0}
   assert search["best_f1"] >= scores["NoAns_total"] * 100 / len(qids) - 1e-9  # >= all ""
