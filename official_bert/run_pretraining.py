@@ -28,19 +28,19 @@ The original recipe is the default. Two departures from it, as most pretraining 
 
 import sys
 
+from official_bert.tasks import pretraining_job
 from official_bert.training import common_flags
-from official_bert.training import pretraining_runner
 from official_bert.training import runner
 
 
 def define_flags():
-  common_flags.define_flags(pretraining_runner.PretrainingSettings)
+  common_flags.define_flags(pretraining_job.PretrainingSettings)
 
 
 def main(flag_values):
-  settings = common_flags.settings_from_flags(pretraining_runner.PretrainingSettings, flag_values)
+  settings = common_flags.settings_from_flags(pretraining_job.PretrainingSettings, flag_values)
   record = common_flags.flags_dict(flag_values, sys.modules[__name__])
-  return pretraining_runner.run(settings, record)
+  return pretraining_job.run(settings, record)
 
 
 def console_main():

@@ -69,9 +69,9 @@ def random_model_checkpoint(root, model_type, config, num_labels, head_config=No
   import keras  # pylint: disable=g-import-not-at-top
   import numpy as np  # pylint: disable=g-import-not-at-top
 
+  from official_bert.interop import checkpointing  # pylint: disable=g-import-not-at-top
   from official_bert.interop import model_files  # pylint: disable=g-import-not-at-top
   from official_bert.modeling import model_types  # pylint: disable=g-import-not-at-top
-  from official_bert.training import checkpointing  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(seed)
   model = model_types.build_model(model_type, config, num_labels, head_config)
   rng = rng if rng is not None else np.random.default_rng(seed)

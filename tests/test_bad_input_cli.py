@@ -50,9 +50,9 @@ def _config(tmp_path, **changes):
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
   """A tiny encoder checkpoint of ours (for export and extract_features)."""
+  from official_bert.interop import checkpointing  # pylint: disable=g-import-not-at-top
   from official_bert.modeling.bert_config import BertConfig  # pylint: disable=g-import-not-at-top
   from official_bert.modeling.encoder import BertEncoder  # pylint: disable=g-import-not-at-top
-  from official_bert.training import checkpointing  # pylint: disable=g-import-not-at-top
   root = tmp_path_factory.mktemp("ckpt")
   encoder = BertEncoder.from_bert_config(BertConfig(**TINY))
   encoder.build()

@@ -67,6 +67,34 @@ def test_data_prep_never_imports_official_bert():
       assert not any(n.split(".")[0] == "official_bert" for n in _imports(tree)), path
 
 
+# The one-way order of official_bert's layers (docs/development.md, "Layout"): a layer imports
+# only those before it. training/ never reaches tasks/; interop/ never reaches training/.
+LAYERS = ("modeling", "interop", "training", "tasks", "serving", "api")
+
+
+def test_layers_import_only_the_layers_before_them():
+  broken = []
+  for name, (path, tree) in sorted(_modules().items()):
+    parts = name.split(".")
+    if parts[0] != "official_bert" or len(parts) < 3 or parts[1] not in LAYERS:
+      continue
+    rank = LAYERS.index(parts[1])
+    for imported in sorted(_imports(tree)):
+      target = imported.split(".")
+      if (target[0] == "official_bert" and len(target) > 1 and target[1] in LAYERS
+          and LAYERS.index(target[1]) > rank):
+        broken.append(f"{os.path.relpath(path, REPO)} ({parts[1]}) imports {imported}")
+  assert not broken, "\n".join(broken)
+
+
+def test_training_never_imports_tasks_and_interop_never_imports_training():
+  """The two rules the order above implies that issue 38 found broken, named on their own."""
+  for name, (path, tree) in _modules().items():
+    for layer, forbidden in (("training", "tasks"), ("interop", "training")):
+      if name.startswith(f"official_bert.{layer}."):
+        assert not any(n.startswith(f"official_bert.{forbidden}") for n in _imports(tree)), path
+
+
 _NOT_FOR_MODELS = ("official_bert.interop", "official_bert.training")
 _FILE_CALLS = {"gfile", "open", "read_file", "write_file", "read_text", "write_text",
                "read_bytes", "write_bytes"}

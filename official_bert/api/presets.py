@@ -14,6 +14,7 @@ import os
 import tensorflow as tf
 
 from data_prep import tokenization
+from official_bert.interop import checkpointing
 from official_bert.interop import folder_writes
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
@@ -21,7 +22,6 @@ from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.training import case_check
-from official_bert.training import checkpointing
 
 # config: BertConfig; vocab_file; do_lower_case; weights: `weights_io.Weights` (read once);
 # run_settings: a fine-tuning run's run_settings.json ({} otherwise); labels: its label names.

@@ -11,6 +11,7 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from official_bert.interop import checkpointing
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
 from official_bert.interop import tf1_checkpoint
@@ -18,7 +19,6 @@ from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
-from official_bert.training import checkpointing
 
 FORMATS = ("tf1", "hf", "ours")
 _HF_ARCHITECTURES = {"encoder": "BertModel", "pretraining": "BertForPreTraining"}

@@ -4,7 +4,7 @@
   load_weights(model, path, require_heads=True) -> the file or prefix read
 
 `path` is any of, told apart by what is there (never by a flag):
-  ours  a checkpoint written by `training.checkpointing` (object-based), prefix or directory;
+  ours  a checkpoint written by `interop.checkpointing` (object-based), prefix or directory;
   tf1   a google-research/bert TF1 checkpoint (name-based), prefix or directory;
   hf    a Hugging Face model: a `.safetensors` file or a directory with `model.safetensors`.
 Optimizer and step state is dropped (one list, `is_training_state`). Every file is read

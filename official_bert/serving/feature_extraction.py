@@ -19,12 +19,12 @@ import tensorflow as tf
 
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
+from official_bert.interop import checkpointing
 from official_bert.interop import model_files
 from official_bert.interop import weight_loading
 from official_bert.modeling import layer_selection
 from official_bert.modeling import sentence_embedding
 from official_bert.modeling.encoder import BertEncoder
-from official_bert.training import checkpointing
 from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
 from official_bert.training.settings import option

@@ -1,4 +1,4 @@
-"""The task abstraction every job (`tasks/*_job.py`, `training/pretraining_runner.py`) composes
+"""The task abstraction every job (`tasks/*_job.py`, `tasks/pretraining_job.py`) composes
 with the one training loop.
 
 A task says how to build its model and inputs, and how to score a batch. Losses are given as

@@ -21,8 +21,8 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import tfrecord_io
+from official_bert.interop import checkpointing
 from official_bert.interop import folder_writes
-from official_bert.training import checkpointing
 from official_bert.training import evaluation
 
 BEST_DIR = "best"

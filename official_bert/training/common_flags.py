@@ -1,5 +1,5 @@
 """The flags of every run_*.py and extract_features, defined from its settings dataclass
-(`settings.py`, subclassed in `tasks/*_job.py`, `pretraining_runner`, `serving/feature_extraction`):
+(`settings.py`, subclassed in `tasks/*_job.py` and `serving/feature_extraction`):
 google-research/bert's names, one declaration for flag and setting."""
 
 import dataclasses

@@ -1,6 +1,6 @@
 """Training and evaluation runs around a `Trainer`: checkpoints, TensorBoard, SIGTERM, NaN.
 
-Shared by `pretraining_runner` and `finetuning_runner` so none repeats the loop bookkeeping;
+Shared by `tasks/pretraining_job` and `finetuning_runner` so none repeats the loop bookkeeping;
 `launch` starts the run_*.py commands, extract_features and squad_evaluate.
 """
 
@@ -17,8 +17,8 @@ import tensorflow as tf
 
 from data_prep import cli
 from data_prep import schema
+from official_bert.interop import checkpointing
 from official_bert.interop import weight_loading
-from official_bert.training import checkpointing
 from official_bert.training import distribution
 from official_bert.training import evaluation
 from official_bert.training import freezing

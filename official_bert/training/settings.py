@@ -2,7 +2,7 @@
 
 Library code (runner, finetuning_runner, jobs) reads these, never the flags object, so it
 can be called from Python and tested without flags. A command's own settings (`tasks/*_job.py`,
-`pretraining_runner`, `serving/feature_extraction`) subclass these with its extra fields;
+`tasks/pretraining_job`, `serving/feature_extraction`) subclass these with its extra fields;
 `common_flags.define_flags` defines a flag per field (names, defaults and help from here:
 google-research/bert's names) and `common_flags.settings_from_flags` builds the settings from
 them at the entry point.

@@ -403,8 +403,8 @@ def test_mixed_precision_fit(tiny_dir):
 def test_saved_folder_serves_the_commands(trained_classifier, tmp_path):
   """`save(path)` is a command's OUTPUT_DIR: `export --checkpoint=path` needs no other model
   flag, and `--init_checkpoint=path` (the commands' warm start) loads the same weights."""
+  from official_bert.interop import checkpointing  # pylint: disable=import-outside-toplevel
   from official_bert.modeling.finetuning_models import BertClassifier  # pylint: disable=import-outside-toplevel
-  from official_bert.training import checkpointing  # pylint: disable=import-outside-toplevel
   clf, _ = trained_classifier
   saved = str(tmp_path / "saved")
   clf.save(saved)

@@ -19,6 +19,7 @@ from safetensors.numpy import load_file
 import tensorflow as tf
 
 from data_prep import tokenization
+from official_bert.interop import checkpointing
 from official_bert.interop import conversion
 from official_bert.interop import model_files
 from official_bert.interop import tf1_checkpoint
@@ -26,7 +27,6 @@ from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
-from official_bert.training import checkpointing
 
 TINY = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=16, max_position_embeddings=16, type_vocab_size=2,

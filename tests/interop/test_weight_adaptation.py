@@ -8,13 +8,13 @@ import keras
 import numpy as np
 import pytest
 
+from official_bert.interop import checkpointing
 from official_bert.interop import hf_weights
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
-from official_bert.training import checkpointing
 
 TINY = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                   intermediate_size=12, max_position_embeddings=8, type_vocab_size=2)

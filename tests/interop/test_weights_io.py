@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from official_bert.interop import checkpointing
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
 from official_bert.interop import tf1_checkpoint
@@ -15,7 +16,6 @@ from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
-from official_bert.training import checkpointing
 
 TINY = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                   intermediate_size=12, max_position_embeddings=8, type_vocab_size=2)

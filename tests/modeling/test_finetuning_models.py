@@ -6,12 +6,12 @@ import keras
 import numpy as np
 import pytest
 
+from official_bert.interop import checkpointing
 from official_bert.interop import weight_names
 from official_bert.modeling import finetuning_models as fm
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.pretraining_model import BertPretrainingModel
-from official_bert.training import checkpointing
 
 CONFIG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)

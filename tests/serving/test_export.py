@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from data_prep import quiet_startup
 from data_prep import tokenization
+from official_bert.interop import checkpointing
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
@@ -32,7 +33,6 @@ from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
 from official_bert.serving import text_packing
-from official_bert.training import checkpointing
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ = 16

@@ -38,6 +38,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  # registers the ops of the SavedModel's text signatures
 
 from data_prep import tokenization
+from official_bert.interop import checkpointing
 from official_bert.interop import model_files
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
@@ -45,7 +46,6 @@ from official_bert.serving import exporter
 from official_bert.serving import onnx_export
 from official_bert.serving import onnx_rewrites
 from official_bert.serving import text_packing
-from official_bert.training import checkpointing
 
 SEQ = 32
 CONFIG = BertConfig(vocab_size=12207, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,

@@ -8,9 +8,9 @@ from test_glue_run_classifier import TINY
 from test_glue_run_classifier import _glue_slice
 from test_glue_run_classifier import run_script
 
+from official_bert.interop import checkpointing
 from official_bert.interop import weights_io
 from official_bert.modeling.encoder import BertEncoder
-from official_bert.training import checkpointing
 
 
 def init_checkpoint(tmp_path):

@@ -20,14 +20,14 @@ import tensorflow as tf
 
 from data_prep import tokenization
 from data_prep.pretraining import writer
+from official_bert.interop import checkpointing
 from official_bert.interop import model_files
 from official_bert.interop import weight_loading
 from official_bert.interop import weights_io
+from official_bert.tasks import pretraining_job
 from official_bert.tasks.pretraining import PretrainingTask
-from official_bert.training import checkpointing
 from official_bert.training import input_stream
 from official_bert.training import optimization
-from official_bert.training import pretraining_runner
 from official_bert.training import runner
 
 SHORT, LONG = (32, 5), (64, 10)  # (max_seq_length, max_predictions_per_seq) per phase
@@ -51,7 +51,7 @@ def _settings(data, out, config, length, **kw):
                 steps_per_loop=2, save_checkpoints_steps=2, learning_rate=LR,
                 shuffle_buffer_size=100)
   values.update(kw)
-  return pretraining_runner.PretrainingSettings(**values)
+  return pretraining_job.PretrainingSettings(**values)
 
 
 def _cli(settings, process=True):
@@ -90,7 +90,7 @@ def data(tmp_path_factory):
     (root / f"{name}.json").write_text(json.dumps(dict(TINY, **overrides)))
   out = {"records": records, "configs": configs, "root": root}
   _cli(_settings(out, root / "phase1", "p64", SHORT))
-  pretraining_runner.run(_settings(out, root / "phase1_p32", "p32", SHORT, num_train_steps=2))
+  pretraining_job.run(_settings(out, root / "phase1_p32", "p32", SHORT, num_train_steps=2))
   return out
 
 
@@ -139,7 +139,7 @@ def test_warm_started_phase2_loads_phase1_weights_with_a_fresh_optimizer(data, t
   assert int(trainer.step.numpy()) == 0 and int(trainer.optimizer.iterations.numpy()) == 0
   slots = [v.numpy() for v in trainer.optimizer.variables if v.path != "adam/iteration"]
   assert slots and not any(np.any(s) for s in slots)  # Adam's moments start at zero
-  pretraining_runner.run(settings)
+  pretraining_job.run(settings)
   assert _step(settings.output_dir) == 4  # a new counter, not phase 1's 4 + 4
   schedule = optimization.WarmupLinearDecay(LR, 2, 4)  # the new schedule, warmup included
   rates = _learning_rates(settings.output_dir)
@@ -174,15 +174,15 @@ def test_extend_positions_copies_the_trained_positions(data, tmp_path):
   old = weights_io.read_weights(short).tensors[POSITIONS]  # [32, hidden]
   np.testing.assert_array_equal(table[:32], old)
   np.testing.assert_array_equal(table[32:], table[:32])
-  results = pretraining_runner.run(settings)  # trains at length 64
+  results = pretraining_job.run(settings)  # trains at length 64
   assert np.isfinite(results["train"]["loss"]) and _step(settings.output_dir) == 2
   # Without the flag, the error names it; a shorter table than the checkpoint's never loads.
   with pytest.raises(ValueError, match="max_position_embeddings=64 is larger than the "
                                        "checkpoint's 32; --extend_positions"):
-    pretraining_runner.run(dataclasses.replace(settings, extend_positions=False,
+    pretraining_job.run(dataclasses.replace(settings, extend_positions=False,
                                                output_dir=str(tmp_path / "no_flag")))
   with pytest.raises(ValueError, match="cannot shrink, not even with --extend_positions"):
-    pretraining_runner.run(_settings(data, tmp_path / "shrink", "p32", SHORT,
+    pretraining_job.run(_settings(data, tmp_path / "shrink", "p32", SHORT,
                                      init_checkpoint=str(data["root"] / "phase1"),
                                      extend_positions=True))
 
@@ -200,14 +200,14 @@ def test_resize_vocab_keeps_rows_and_starts_new_ones_at_the_mean(data, tmp_path)
                              atol=1e-6)
   np.testing.assert_array_equal(loaded[BIAS][:n], old[BIAS])
   np.testing.assert_allclose(loaded[BIAS][n:], old[BIAS].mean(), atol=1e-6)
-  assert np.isfinite(pretraining_runner.run(settings)["train"]["loss"])
+  assert np.isfinite(pretraining_job.run(settings)["train"]["loss"])
   with pytest.raises(ValueError, match=f"vocab_size=1000 is smaller than the checkpoint's "
                                        f"{n}: a vocabulary cannot shrink"):
-    pretraining_runner.run(dataclasses.replace(settings, bert_config_file=data["configs"][
+    pretraining_job.run(dataclasses.replace(settings, bert_config_file=data["configs"][
         "vocab_small"], output_dir=str(tmp_path / "smaller")))
   with pytest.raises(ValueError, match=f"vocab_size={n + 40} is larger than the checkpoint's "
                                        f"{n}; --resize_vocab"):
-    pretraining_runner.run(dataclasses.replace(settings, resize_vocab=False,
+    pretraining_job.run(dataclasses.replace(settings, resize_vocab=False,
                                                output_dir=str(tmp_path / "no_flag")))
 
 

@@ -29,11 +29,11 @@ from official_bert.interop import model_files
 from official_bert.interop import weights_io
 from official_bert.serving import exporter
 from official_bert.tasks import base
+from official_bert.tasks import pretraining_job
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import dynamic_masking
 from official_bert.training import input_pipeline
 from official_bert.training import optimization
-from official_bert.training import pretraining_runner
 from official_bert.training import training_loop
 
 SEQ, PREDS = 32, 5
@@ -340,11 +340,11 @@ def test_records_of_the_other_kind_are_named_through_the_cli(data, tmp_path):
     ("offline", {"do_whole_word_mask": True}, "--do_whole_word_mask needs --dynamic_masking"),
 ])
 def test_record_kind_and_flag_errors(data, records, extra, message):
-  settings = pretraining_runner.PretrainingSettings(**dict(
+  settings = pretraining_job.PretrainingSettings(**dict(
       dict(bert_config_file=data["config"], input_file=data[records], max_seq_length=SEQ,
            max_predictions_per_seq=PREDS, vocab_file=UNCASED_VOCAB), **extra))
   config = model_files.read_config(data["config"])
   with pytest.raises(ValueError, match=re.escape(message)):
     task = PretrainingTask(config, SEQ, PREDS,
-                           masking=pretraining_runner.masking_options(settings, config))
+                           masking=pretraining_job.masking_options(settings, config))
     task.build_dataset(settings.input_file, 8, True)
