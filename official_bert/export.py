@@ -6,12 +6,14 @@ r"""Exports a BERT model as a SavedModel that serves raw text (TensorFlow Servin
     [--export_format=single|hub_pair|tflite|onnx] [--quantize=none|dynamic|float16] \
     [--top_k=5] [--normalize_embeddings] [--pooling=mean|cls|pooled] [--xla_single_sequence]
   python -m official_bert.export --checkpoint=HF_MODEL_DIR --model_type=encoder --export_dir=DIR
+  python -m official_bert.export --checkpoint=OUTPUT_DIR --export_dir=DIR   (a trained folder)
 
 --checkpoint is ours, a google-research TF1 checkpoint (prefix or directory) or a Hugging Face
-model. A Hugging Face folder or a fine-tuning OUTPUT_DIR brings its config, vocabulary and
-do_lower_case, so --bert_config_file and --vocab_file may be left out; a fine-tuning output's
-run_settings.json supplies the flags not given (max_seq_length, labels, a classifier's
-settings). single: one SavedModel (`serving_default`, `serving_pair`, `serve_ids`); hub_pair:
+model. The folder (`interop.model_folder`) brings its config, vocabulary and case, so
+--bert_config_file, --vocab_file and --do_lower_case may be left out; a trained folder's run
+record (a run_* OUTPUT_DIR, a folder the Python API saved) brings --model_type and the flags
+not given (max_seq_length, labels, a classifier's settings). single: one SavedModel
+(`serving_default`, `serving_pair`, `serve_ids`); hub_pair:
 DIR/preprocessor and DIR/encoder; tflite: DIR/model.tflite; onnx: DIR/model.onnx (both the
 serve_ids graph, with DIR/vocab.txt). `--normalize_embeddings` makes an
 encoder's mean_pooled_output and sentence_embedding unit length (sentence-transformers
@@ -37,9 +39,12 @@ def define_flags():
                       "Checkpoint: ours or TF1 (prefix or directory), or an HF model.")
   flags.DEFINE_string("vocab_file", None, "The vocabulary the model was trained with (default: "
                       "an HF --checkpoint's vocab.txt).")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models). Default: an HF "
-                    "--checkpoint's tokenizer_config.json, else True.")
-  flags.DEFINE_enum("model_type", None, list(model_types.MODEL_TYPES), "What to export.")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case input (uncased models). Default: the "
+                    "--checkpoint folder's (tokenizer_config.json, run record, vocabulary).")
+  flags.DEFINE_bool("allow_case_mismatch", False, "Export with a --do_lower_case that "
+                    "contradicts the model folder.")
+  flags.DEFINE_enum("model_type", None, list(model_types.MODEL_TYPES), "What to export. "
+                    "Default: the model type --checkpoint's run record names.")
   flags.DEFINE_string("export_dir", None, "Output directory (e.g. models/bert/1 for Serving).")
   flags.DEFINE_integer("max_seq_length", 128, "Text signatures pad/truncate to this length.")
   flags.DEFINE_integer("num_labels", None, "Labels of a classifier/tagger head.")
@@ -104,12 +109,13 @@ def main(argv):
   del argv
   # None unless given: an HF --checkpoint's tokenizer_config.json decides.
   do_lower_case = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
+  model_type = exporter.model_type_of(FLAGS.checkpoint, FLAGS.model_type)
   value, classifier_options = exporter.trained_settings(
-      FLAGS.checkpoint, FLAGS.model_type,
+      FLAGS.checkpoint, model_type,
       {name: FLAGS[name].value for name in exporter.FROM_RUN_SETTINGS},
       {name for name in exporter.FROM_RUN_SETTINGS if FLAGS[name].present})
   exporter.export(FLAGS.bert_config_file, FLAGS.checkpoint, FLAGS.vocab_file, do_lower_case,
-                  FLAGS.model_type, FLAGS.export_dir, value["max_seq_length"],
+                  model_type, FLAGS.export_dir, value["max_seq_length"],
                   value["num_labels"], value["label_names"], FLAGS.export_format, FLAGS.top_k,
                   FLAGS.allow_random_head, FLAGS.overwrite, FLAGS.head_config_file,
                   value["normalize_embeddings"],
@@ -117,16 +123,17 @@ def main(argv):
                   classifier_options, value["pooling"],
                   calibration_file=FLAGS.quantize_calibration_file,
                   min_cosine=FLAGS.quantize_min_cosine,
-                  xla_single_sequence=FLAGS.xla_single_sequence)
-  print(f"Exported {FLAGS.model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
+                  xla_single_sequence=FLAGS.xla_single_sequence,
+                  allow_case_mismatch=FLAGS.allow_case_mismatch)
+  print(f"Exported {model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
 
 
 def console_main():
   """The `bert-export` command (pyproject.toml's [project.scripts])."""
   define_flags()
   cli.launch(main,
-             # --bert_config_file and --vocab_file: unless in an HF --checkpoint.
-             required_flags=("checkpoint", "model_type", "export_dir"))
+             # --bert_config_file, --vocab_file, --model_type: unless the folder says.
+             required_flags=("checkpoint", "export_dir"))
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ def tiny_model_folder(path, seed=0):
   keras.utils.set_random_seed(seed)
   encoder = BertEncoder.from_bert_config(BertConfig(**TINY_CONFIG), name="encoder")
   encoder.build()
-  presets.save(str(path), encoder, ob.Preprocessor(UNCASED_VOCAB), {})
+  presets.save(str(path), encoder, ob.Preprocessor(UNCASED_VOCAB))
   return str(path)
 
 

@@ -11,12 +11,15 @@ from conftest import need
 from conftest import run_command
 import keras
 import numpy as np
+import pytest
 
 from data_prep.classification import features as classifier_features
 from official_bert.interop import checkpointing
 from official_bert.interop import model_files
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.encoder import BertEncoder
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 CONFIG = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=32, type_vocab_size=2)

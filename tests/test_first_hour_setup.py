@@ -11,6 +11,8 @@ import pytest
 import official_bert as ob
 from official_bert.interop import packaged_weights
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 
 def _installed_in_this_venv():
   """Whether the package is installed (editable or not) into the running interpreter's

@@ -23,6 +23,8 @@ from conftest import CORPUS
 from conftest import REPO
 import pytest
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 PACKAGES = ("data_prep", "official_bert")
 # `make demo` steps, not installed commands (pyproject.toml says so too).
 DEMO_MODULES = {"data_prep.demo_corpus", "official_bert.demo", "official_bert.demo_query"}

@@ -94,9 +94,10 @@ class Preprocessor(keras.layers.Layer):
     return self.text_to_inputs(as_string_tensor(inputs))
 
   def compute_output_spec(self, inputs):
-    batch = None
-    spec = keras.KerasTensor((batch, self.sequence_length), dtype="int32")
-    return {name: spec for name in ("input_word_ids", "input_mask", "input_type_ids")}
+    # One KerasTensor per output: a functional graph tells outputs apart by object, so three
+    # names sharing one tensor fed the word ids to every encoder input.
+    return {name: keras.KerasTensor((None, self.sequence_length), dtype="int32")
+            for name in ("input_word_ids", "input_mask", "input_type_ids")}
 
   def get_config(self):
     config = super().get_config()

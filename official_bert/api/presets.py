@@ -13,25 +13,25 @@ import os
 
 import tensorflow as tf
 
-from data_prep import tokenization
 from official_bert.interop import checkpointing
 from official_bert.interop import folder_writes
-from official_bert.interop import hf_weights
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
+from official_bert.interop import run_record
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
-from official_bert.training import case_check
 
 # config: BertConfig; vocab_file; do_lower_case; weights: `weights_io.Weights` (read once);
-# run_settings: a fine-tuning run's run_settings.json ({} otherwise); labels: its label names.
+# record: the folder's `run_record.RunRecord` (empty for a pretrained model); labels: its
+# label names.
 Preset = collections.namedtuple(
-    "Preset", ["path", "config", "vocab_file", "do_lower_case", "weights", "run_settings",
-               "labels"])
+    "Preset", ["path", "config", "vocab_file", "do_lower_case", "weights", "record", "labels"])
 
 
 def load(path, read_weights=True):
-  """Reads the model folder (or checkpoint prefix) at `path` into a `Preset`.
+  """Reads the model folder (or checkpoint prefix) at `path` into a `Preset`: the one reader's
+  (`model_folder.read`) config, vocabulary, case, labels and run record, plus the weights.
 
   Raises:
     FileNotFoundError: nothing at `path`, or no vocabulary / config beside it.
@@ -39,27 +39,19 @@ def load(path, read_weights=True):
   path = os.fspath(path)
   if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
     raise FileNotFoundError(f"from_preset: no model at {path}")
-  files = model_files.beside(path)
-  if files.bert_config:
-    config = model_files.read_config(files.bert_config)
-  elif files.hf_config:
-    config = hf_weights.load_hf_config(files.hf_config)
-  else:
-    raise FileNotFoundError(f"from_preset: {files.directory or path} has no bert_config.json "
-                            f"or config.json (the model's configuration)")
-  if not files.vocab:
-    raise FileNotFoundError(f"from_preset: {files.directory or path} has no vocab.txt")
-  run_settings = files.run_settings or {}
-  do_lower_case = files.do_lower_case
-  if do_lower_case is None:
-    do_lower_case = run_settings.get("do_lower_case")
-  if do_lower_case is None:  # a TF1 folder says nothing: its vocabulary does (cased_L-12...)
-    cased = case_check.vocabulary_is_cased(tokenization.load_vocab_tokens(files.vocab))
-    do_lower_case = not cased
-  labels = run_settings.get("labels") or model_files.labels_beside(files.directory or path)
+  try:
+    folder = model_folder.read(path, names=model_folder.Names(path="from_preset: the model"))
+  except ValueError as e:
+    raise FileNotFoundError(str(e)) from None
   weights = weights_io.read_weights(path) if read_weights else None
-  return Preset(path, config, files.vocab, bool(do_lower_case), weights, run_settings,
-                list(labels) if labels else None)
+  return Preset(path, folder.config, folder.vocab_file, folder.do_lower_case, weights,
+                folder.record, folder.labels)
+
+
+def trained_as(preset, model_type):
+  """{field: value} of the preset's run record when it was trained as `model_type` (its head
+  and settings then load), else {}."""
+  return preset.record.values() if preset.record.model_type == model_type else {}
 
 
 def assign(model, preset, require_heads=False):
@@ -70,14 +62,14 @@ def assign(model, preset, require_heads=False):
   return [name for name, _ in weight_names.model_weight_pairs(model) if name not in loaded]
 
 
-def save(path, network, preprocessor, record, overwrite=False):
+def save(path, network, preprocessor, record=None, overwrite=False):
   """Writes `network`'s weights and the model files to the folder `path`, atomically, by
   `folder_writes`' rule: a non-empty folder only with `overwrite`, which replaces the model
   there (`model_files.model_entries`) and keeps every other file.
 
   Weights are read through their canonical names (a LoRA layer's kernel is the merged one),
-  so the folder holds a plain model any reader loads. `record`: run_settings.json's task
-  entries (task, model_type, max_seq_length, labels, ...).
+  so the folder holds a plain model any reader loads. `record`: its
+  `run_record.RunRecord` (None: a pretrained model's, empty).
   """
   folder_writes.check_writable(path, overwrite, "overwrite=True")  # before any work
   encoder = network.encoder if hasattr(network, "encoder") else network
@@ -91,6 +83,6 @@ def save(path, network, preprocessor, record, overwrite=False):
                                          max_to_keep=1, checkpoint_name="ckpt")
     manager.save(checkpoint_number=0)
     model_files.write(building, encoder.bert_config, preprocessor.vocab_file,
-                      preprocessor.lower_case, record)
+                      preprocessor.lower_case, record or run_record.RunRecord())
 
   folder_writes.write_folder(path, fill, overwrite, owned=model_files.model_entries)

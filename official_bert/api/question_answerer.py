@@ -22,10 +22,7 @@ import tensorflow as tf
 
 from data_prep import tfrecord_io
 from data_prep.squad import writing
-from official_bert.api import presets
 from official_bert.api import task_model
-from official_bert.api.backbone import Backbone
-from official_bert.api.preprocessor import Preprocessor
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling.encoder import INPUT_NAMES
 from official_bert.modeling.finetuning_models import BertSpanLabeler
@@ -64,7 +61,6 @@ class QuestionAnswerer(task_model.TaskModel):
   (`DEFAULT_OPTIONS`' keys, as run_squad's flags)."""
 
   model_type = "squad"
-  skips_padding = False  # the original's n-best ranks padded positions' logits too
 
   def __init__(self, backbone, preprocessor, version_2_with_negative=False, **options):
     kwargs = {k: options.pop(k) for k in ("name", "trainable", "dtype") if k in options}
@@ -85,24 +81,18 @@ class QuestionAnswerer(task_model.TaskModel):
         preprocessor.sequence_length, version_2_with_negative=self.version_2_with_negative,
         **self.options)
 
+  default_sequence_length = 384
+
   @classmethod
-  def from_preset(cls, path, version_2_with_negative=None, sequence_length=None, **options):
-    """Any model folder; a run_squad OUTPUT_DIR (or a saved QuestionAnswerer) loads its head
-    and brings its sequence length and SQuAD version."""
-    preset = presets.load(path)
-    stored = preset.run_settings if preset.run_settings.get("model_type") == "squad" else {}
-    if version_2_with_negative is None:
-      version_2_with_negative = bool(stored.get("version_2_with_negative", False))
-    sequence_length = sequence_length or stored.get("max_seq_length") or 384
+  def preset_arguments(cls, path, preset, stored, kwargs):
+    """A run_squad OUTPUT_DIR (or a saved QuestionAnswerer) loads its head and brings its
+    SQuAD version and answer options."""
+    if kwargs.get("version_2_with_negative") is None:
+      kwargs["version_2_with_negative"] = bool(stored.get("version_2_with_negative", False))
     for name in DEFAULT_OPTIONS:  # run_squad's (or a saved model's) unless given
       if stored.get(name) is not None:
-        options.setdefault(name, stored[name])
-    backbone = Backbone.from_bert_config(preset.config, name="encoder")
-    preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
-    model = cls(backbone, preprocessor, version_2_with_negative,
-                **options)
-    model.untrained_weights = presets.assign(model.network, preset, require_heads=bool(stored))
-    return model
+        kwargs.setdefault(name, stored[name])
+    return kwargs, bool(stored)
 
   def call(self, inputs, training=None):
     return self.network(inputs, training=training)

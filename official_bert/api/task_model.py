@@ -22,9 +22,13 @@ import numpy as np
 import tensorflow as tf
 
 from official_bert.api import presets
+from official_bert.api.backbone import Backbone
 from official_bert.api.backbone import BackboneModelConfig
+from official_bert.api.preprocessor import Preprocessor
 from official_bert.interop import folder_writes
+from official_bert.interop import run_record
 from official_bert.interop import weight_names
+from official_bert.modeling import model_types
 from official_bert.serving import exporter
 from official_bert.training import distribution
 from official_bert.training import optimization
@@ -43,6 +47,32 @@ class TaskModel(BackboneModelConfig, keras.Model):
   """
 
   model_type = None
+  default_sequence_length = 128
+
+  @classmethod
+  def from_preset(cls, path, sequence_length=None, **kwargs):
+    """Any model folder (`presets.load`: the one reader). A folder trained as this task (a
+    command's OUTPUT_DIR or a model of this class saved with `save`) brings its settings
+    (labels, sequence length, ...) and loads its head; any other folder gets a new head.
+    `kwargs`: the class's arguments (`preset_arguments`), which win over the folder's."""
+    preset = presets.load(path)
+    stored = presets.trained_as(preset, cls.model_type)
+    sequence_length = (sequence_length or stored.get("max_seq_length")
+                       or cls.default_sequence_length)
+    backbone = Backbone.from_bert_config(preset.config, name="encoder")
+    preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
+    arguments, require_heads = cls.preset_arguments(path, preset, stored, dict(kwargs))
+    model = cls(backbone, preprocessor, **arguments)
+    untrained = presets.assign(model.network, preset, require_heads=bool(require_heads))
+    if require_heads is not None:  # None: no head of its own (an embedder)
+      model.untrained_weights = untrained
+    return model
+
+  @classmethod
+  def preset_arguments(cls, path, preset, stored, kwargs):
+    """(the constructor's keyword arguments, whether the folder's head must load) for
+    `from_preset`: `stored` is the folder's run record when trained as this task, else {}."""
+    raise NotImplementedError
 
   def __init__(self, network, preprocessor, task, **kwargs):
     super().__init__(**kwargs)
@@ -88,9 +118,14 @@ class TaskModel(BackboneModelConfig, keras.Model):
         features)
 
   def run_settings(self):
-    """run_settings.json's task entries (what `export` and the commands read back)."""
-    return {"model_type": self.model_type,
-            "max_seq_length": self.preprocessor.sequence_length}
+    """The run record's fields beyond the model type (a subclass adds its own)."""
+    return {"max_seq_length": self.preprocessor.sequence_length}
+
+  def run_record(self):
+    """The folder's `run_record.RunRecord` (what `export` and the commands read back): the
+    same type a command's OUTPUT_DIR holds."""
+    return run_record.RunRecord.of(self.model_type, task=type(self).__name__,
+                                   **self.run_settings())
 
   # --- Keras --------------------------------------------------------------------------------
 
@@ -98,12 +133,8 @@ class TaskModel(BackboneModelConfig, keras.Model):
     return self.network(inputs, training=training)["logits"]
 
   # evaluate and predict run the Transformer layers on the real tokens only, as the exports
-  # do (`BertEncoder.skip_padding`): not in XLA-compiled steps (Keras' jit_compile="auto"
-  # compiles on GPUs) nor on TPUs, whose programs need static shapes, nor for squad (the
-  # original's n-best ranks padded positions' logits too). Set only while a step is traced
-  # (or run eagerly): the backbone may be shared, and calls outside these steps keep its own
-  # setting.
-  skips_padding = True
+  # do, where `model_types.skips_padding` allows. Set only while a step is traced (or run
+  # eagerly): the backbone may be shared, and calls outside these steps keep its own setting.
 
   def test_step(self, data):
     with self._inference_without_padding():
@@ -116,9 +147,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
   @contextlib.contextmanager
   def _inference_without_padding(self):
     backbone, own = self.backbone, self.backbone.skip_padding
-    backbone.skip_padding = (
-        self.skips_padding and not self.jit_compile
-        and not distribution.is_tpu(self.distribute_strategy))
+    backbone.skip_padding = model_types.skips_padding(
+        self.model_type,
+        static_shapes=bool(self.jit_compile) or distribution.is_tpu(self.distribute_strategy))
     try:
       yield
     finally:
@@ -357,8 +388,8 @@ class TaskModel(BackboneModelConfig, keras.Model):
     path = os.fspath(path)
     if path.endswith(".keras"):
       return super().save(path, overwrite=True if overwrite is None else overwrite, **kwargs)
-    presets.save(path, self.network, self.preprocessor,
-                 dict(self.run_settings(), task=self.model_type), overwrite=bool(overwrite))
+    presets.save(path, self.network, self.preprocessor, self.run_record(),
+                 overwrite=bool(overwrite))
     return None
 
   def export(self, path, overwrite=False, **options):

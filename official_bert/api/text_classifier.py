@@ -14,10 +14,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_bert.api import presets
 from official_bert.api import task_model
-from official_bert.api.backbone import Backbone
-from official_bert.api.preprocessor import Preprocessor
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling.finetuning_models import BertClassifier
 from official_bert.serving import classifier_outputs
@@ -71,14 +68,11 @@ class TextClassifier(task_model.TaskModel):
     self.predicted_classes = ClassCounts(num_classes, name="predicted_classes")
 
   @classmethod
-  def from_preset(cls, path, num_classes=None, labels=None, problem_type=None,
-                  sequence_length=None, **kwargs):
-    """Any model folder (`presets.load`). A `run_classifier` OUTPUT_DIR (or a saved
-    TextClassifier) brings its labels, problem type and sequence length; its head is then
-    loaded, else the head is new."""
-    preset = presets.load(path)
-    stored = (preset.run_settings
-              if preset.run_settings.get("model_type") == "classifier" else {})
+  def preset_arguments(cls, path, preset, stored, kwargs):
+    """A `run_classifier` OUTPUT_DIR (or a saved TextClassifier) brings its labels, problem
+    type and kind of input; its head is then loaded, else the head is new."""
+    labels, num_classes = kwargs.pop("labels", None), kwargs.pop("num_classes", None)
+    problem_type = kwargs.pop("problem_type", None)
     if stored and labels is not None and preset.labels and list(map(str, labels)) != list(
         preset.labels):
       raise ValueError(f"labels={list(labels)} but {path} was trained with labels "
@@ -92,14 +86,8 @@ class TextClassifier(task_model.TaskModel):
           stored.get("problem_type"), num_classes, labels)
       kwargs.setdefault("multi_label_threshold", stored.get("multi_label_threshold") or 0.5)
       kwargs.setdefault("text_pairs", stored.get("text_pairs"))
-    sequence_length = sequence_length or stored.get("max_seq_length") or 128
-    problem_type = problem_type or "single_label"
-    backbone = Backbone.from_bert_config(preset.config, name="encoder")
-    preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
-    model = cls(backbone, preprocessor, num_classes, labels, problem_type,
-                **kwargs)
-    model.untrained_weights = presets.assign(model.network, preset, require_heads=fine_tuned)
-    return model
+    return dict(kwargs, num_classes=num_classes, labels=labels,
+                problem_type=problem_type or "single_label"), fine_tuned
 
   # --- data ---------------------------------------------------------------------------------
 

@@ -24,10 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_bert.api import presets
 from official_bert.api import task_model
-from official_bert.api.backbone import Backbone
-from official_bert.api.preprocessor import Preprocessor
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling import sentence_embedding
 from official_bert.modeling.sentence_embedding import SentenceEmbedder
@@ -55,19 +52,14 @@ class TextEmbedder(task_model.TaskModel):
     self.normalize = bool(normalize)
 
   @classmethod
-  def from_preset(cls, path, pooling=None, normalize=None, sequence_length=None, **kwargs):
-    """Any model folder; a saved TextEmbedder or a run_embeddings OUTPUT_DIR brings its
-    pooling, normalization and sequence length (defaults: mean, normalized, 128)."""
-    preset = presets.load(path)
-    stored = preset.run_settings if preset.run_settings.get("model_type") == "encoder" else {}
-    pooling = pooling or stored.get("pooling") or "mean"
-    normalize = stored.get("normalize_embeddings", True) if normalize is None else normalize
-    sequence_length = sequence_length or stored.get("max_seq_length") or 128
-    backbone = Backbone.from_bert_config(preset.config, name="encoder")
-    backbone.build()
-    presets.assign(backbone, preset)
-    preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
-    return cls(backbone, preprocessor, pooling, normalize, **kwargs)
+  def preset_arguments(cls, path, preset, stored, kwargs):
+    """A saved TextEmbedder or a run_embeddings OUTPUT_DIR brings its pooling and
+    normalization (defaults: mean, normalized); the encoder's weights load, nothing else."""
+    if kwargs.get("pooling") is None:
+      kwargs["pooling"] = stored.get("pooling") or "mean"
+    if kwargs.get("normalize") is None:
+      kwargs["normalize"] = stored.get("normalize_embeddings", True)
+    return kwargs, None
 
   # --- Keras ----------------------------------------------------------------------------------
 

@@ -29,10 +29,7 @@ from data_prep import unicode_classes
 from data_prep.pretraining import chinese_words
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
-from official_bert.api import presets
 from official_bert.api import task_model
-from official_bert.api.backbone import Backbone
-from official_bert.api.preprocessor import Preprocessor
 from official_bert.modeling.finetuning_models import BertTokenClassifier
 from official_bert.tasks import metrics
 from official_bert.tasks.tagging import TaggingTask
@@ -253,24 +250,16 @@ class TokenTagger(task_model.TaskModel):
     self._validation = None  # fit's (validation sentences, batch size), for entity scores
 
   @classmethod
-  def from_preset(cls, path, labels=None, sequence_length=None, **kwargs):
-    """Any model folder; a run_ner OUTPUT_DIR (or a saved TokenTagger) brings its labels
-    and loads its head."""
-    preset = presets.load(path)
-    stored = preset.run_settings if preset.run_settings.get("model_type") == "tagger" else {}
+  def preset_arguments(cls, path, preset, stored, kwargs):
+    """A run_ner OUTPUT_DIR (or a saved TokenTagger) brings its labels and loads its head."""
+    labels = kwargs.pop("labels", None)
     if stored and labels is not None and list(map(str, labels)) != list(preset.labels or []):
       raise ValueError(f"labels={list(labels)} but {path} was trained with labels "
                        f"{preset.labels} (in that order): leave labels out to use its head, or "
                        f"start from the model it was fine-tuned from")
-    fine_tuned = bool(stored)
-    if fine_tuned and labels is None:
+    if stored and labels is None:
       labels = stored.get("label_values") or preset.labels
-    sequence_length = sequence_length or stored.get("max_seq_length") or 128
-    backbone = Backbone.from_bert_config(preset.config, name="encoder")
-    preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
-    model = cls(backbone, preprocessor, labels, **kwargs)
-    model.untrained_weights = presets.assign(model.network, preset, require_heads=fine_tuned)
-    return model
+    return dict(kwargs, labels=labels), bool(stored)
 
   # --- data ---------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import tensorflow as tf
 from official_bert.interop import checkpointing
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
@@ -35,18 +36,9 @@ def read_input(path, input_format, bert_config_file=None):
   if weights.format != input_format:
     raise ValueError(f"{weights.source} is {_FORMAT_NAMES[weights.format]}, but "
                      f"--input_format={input_format}")
-  if bert_config_file:
-    return weights, model_files.read_config(bert_config_file)
-  files = model_files.beside(weights.source)
-  if input_format == "hf":
-    if not files.hf_config:
-      raise FileNotFoundError(f"no {model_files.HF_CONFIG_FILE} next to {weights.source}; pass "
-                              "--bert_config_file")
-    return weights, hf_weights.load_hf_config(files.hf_config)
-  if not files.bert_config:
-    raise FileNotFoundError(f"no {model_files.CONFIG_FILE} next to {path}; pass "
-                            "--bert_config_file")
-  return weights, model_files.read_config(files.bert_config)
+  folder = model_folder.read(weights.source, config_file=bert_config_file,
+                             names=model_folder.Names(path="--input"), require_vocab=False)
+  return weights, folder.config
 
 
 def hf_config_dict(bert_config, model_type):

@@ -4,8 +4,8 @@ A model folder is weights (`weights_io`: a checkpoint, or an HF `model.safetenso
   bert_config.json        our model config (an HF folder has HF's config.json instead)
   vocab.txt               the vocabulary
   tokenizer_config.json   {"do_lower_case": ...}, Hugging Face's file for the case setting
-  run_settings.json       a fine-tuning run's task, model_type, max_seq_length, do_lower_case,
-                          labels
+  run_settings.json       the run record (`run_record.RunRecord`): task, model_type,
+                          max_seq_length, do_lower_case, labels and the task's part
   labels.txt              a job's label set in id order, one a line (run_ner, own-file
                           classification)
   head_config.json        run_ner --feature_based's head architecture, which the weights alone
@@ -16,11 +16,12 @@ A fine-tuning OUTPUT_DIR (and its best/) gets them from `write` and the jobs, wh
 (`beside`), with no config, vocabulary, case or label flags.
 
 Nothing here imports the rest of the package but the config class (`modeling.bert_config`,
-which imports nothing of ours): every layer (interop, training, serving, tasks) may read these
-files without an import cycle.
+which imports nothing of ours) and the record type (`run_record`): every layer may read these
+files without an import cycle. `model_folder.read` is the reader of a whole folder.
 """
 
 import collections
+import dataclasses
 import json
 import os
 
@@ -28,6 +29,7 @@ from absl import logging
 import tensorflow as tf
 
 from data_prep import tfrecord_io
+from official_bert.interop import run_record
 from official_bert.modeling.bert_config import BertConfig
 
 HF_WEIGHTS_FILE = "model.safetensors"  # an HF folder's weights (`weights_io` reads them)
@@ -48,11 +50,11 @@ MODEL_FILES = (CONFIG_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE, RUN_SETTINGS_FILE
 _HEAD_CONFIG_KEYS = {"layers", "combine", "lstm_units", "lstm_layers"}
 
 # Files that travel with a model; None when absent. do_lower_case: from an HF
-# tokenizer_config.json (fine-tuning outputs write one too), else None. run_settings: the
-# parsed run_settings.json of a fine-tuning output ({} when absent).
+# tokenizer_config.json (fine-tuning outputs write one too), else None. record: the
+# `run_record.RunRecord` of run_settings.json (an empty one when absent).
 ModelFiles = collections.namedtuple(
     "ModelFiles", ["directory", "bert_config", "hf_config", "vocab", "do_lower_case",
-                   "run_settings"], defaults=[None])
+                   "record"])
 
 
 def directory_of(path):
@@ -68,8 +70,8 @@ def beside(path):
   """The files next to the weights at `path` (a file, prefix or directory): `ModelFiles`.
 
   bert_config: our `bert_config.json`; hf_config: HF's `config.json`; vocab: `vocab.txt`;
-  do_lower_case: HF `tokenizer_config.json`'s, if it says; run_settings: a fine-tuning
-  output's `run_settings.json` ({} if none).
+  do_lower_case: HF `tokenizer_config.json`'s, if it says; record: the run record of a
+  trained model's `run_settings.json` (an empty `RunRecord` if none).
   """
   directory = directory_of(path)
 
@@ -85,15 +87,8 @@ def beside(path):
         do_lower_case = json.loads(f.read()).get("do_lower_case")
       except (json.JSONDecodeError, AttributeError):
         logging.warning("%s: not a JSON object; ignored.", tokenizer_config)
-  run_settings = {}
-  if there(RUN_SETTINGS_FILE):
-    with tf.io.gfile.GFile(there(RUN_SETTINGS_FILE), "r") as f:
-      try:
-        run_settings = json.loads(f.read())
-      except json.JSONDecodeError:
-        logging.warning("%s: not JSON; ignored.", there(RUN_SETTINGS_FILE))
   return ModelFiles(directory, there(CONFIG_FILE), there(HF_CONFIG_FILE), there(VOCAB_FILE),
-                    do_lower_case, run_settings)
+                    do_lower_case, read_run_settings(directory))
 
 
 def check_exists(path, flag):
@@ -129,8 +124,8 @@ def model_file_paths(directory):
 
 def write(output_dir, config, vocab_file, do_lower_case, record):
   """Writes bert_config.json, vocab.txt, tokenizer_config.json and run_settings.json
-  (`record` with do_lower_case) into `output_dir`; returns the paths best/ copies (with
-  `JOB_FILES`, copied where present)."""
+  (`record`, a `run_record.RunRecord`, with do_lower_case) into `output_dir`; returns the
+  paths best/ copies (with `JOB_FILES`, copied where present)."""
   paths = model_file_paths(output_dir)
   config_path, vocab_path, tokenizer_path, settings_path = paths[:4]
   write_config_file(config_path, config)
@@ -138,9 +133,8 @@ def write(output_dir, config, vocab_file, do_lower_case, record):
     tfrecord_io.copy_file(vocab_file, vocab_path)  # byte for byte
   tfrecord_io.write_text(tokenizer_path,
                          json.dumps({"do_lower_case": bool(do_lower_case)}, indent=2) + "\n")
-  tfrecord_io.write_text(settings_path,
-                         json.dumps(dict(record, do_lower_case=bool(do_lower_case)), indent=2,
-                                    sort_keys=True) + "\n")
+  record = dataclasses.replace(record, do_lower_case=bool(do_lower_case))
+  tfrecord_io.write_text(settings_path, record.to_json())
   return paths
 
 
@@ -176,11 +170,16 @@ def copy_vocab(vocab_file, directory):
 
 
 def read_run_settings(directory):
-  """run_settings.json of a fine-tuning output directory, or {}."""
+  """The `run_record.RunRecord` of `directory`'s run_settings.json (empty when there is none;
+  a damaged file is logged and read as none)."""
   path = os.path.join(directory, RUN_SETTINGS_FILE) if directory else ""
   if not path or not tf.io.gfile.exists(path):
-    return {}
-  return json.loads(tfrecord_io.read_text(path))
+    return run_record.RunRecord()
+  try:
+    return run_record.RunRecord.from_json(tfrecord_io.read_text(path), source=path)
+  except (ValueError, TypeError) as e:
+    logging.warning("%s: %s; ignored.", path, e)
+    return run_record.RunRecord()
 
 
 def labels_beside(checkpoint):

@@ -23,6 +23,19 @@ MODEL_TYPES = ("encoder", "pretraining", "classifier", "squad", "tagger", "multi
 NEEDS_NUM_LABELS = ("classifier", "tagger", "feature_tagger")
 
 
+def skips_padding(model_type, static_shapes):
+  """Whether inference of `model_type` runs the Transformer layers on the real tokens only
+  (`BertEncoder.skip_padding`, `TokenPacking`): the one decision, for the Python API's
+  evaluate/predict and every export.
+
+  Not with `static_shapes` (TFLite's converter; XLA-compiled steps, which Keras compiles on
+  GPUs; TPU programs), nor for squad: the original's n-best takes the top logits of every
+  position, padding included, before it drops invalid spans, so the padded positions' logits
+  must be the padded computation's.
+  """
+  return not static_shapes and model_type != "squad"
+
+
 def build_model(model_type, bert_config, num_labels=None, head_config=None, next_sentence=True):
   """A built model of `model_type` (no dropout at inference: Keras applies it only in training).
 

@@ -32,8 +32,8 @@ import tensorflow as tf
 from data_prep import tfrecord_io
 from data_prep import tokenization
 from official_bert.interop import folder_writes
-from official_bert.interop import hf_weights
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
@@ -73,46 +73,32 @@ def _display_vocab(vocab, vocab_size, vocab_file):
   return list(vocab) + [f"[id {i}]" for i in range(len(vocab), vocab_size)]
 
 
-def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case):
-  """(BertConfig, vocabulary file, do_lower_case) of the export.
-
-  The flags where given, else the files beside `checkpoint` (`model_files.beside`): a
-  Hugging Face folder's (config.json, vocab.txt, tokenizer_config.json's do_lower_case), or
-  a fine-tuning OUTPUT_DIR's (or its best/: bert_config.json, vocab.txt,
-  tokenizer_config.json, written by `model_files.write`), read as the fine-tuning scripts
-  read --init_checkpoint, so either exports in one command. `do_lower_case` None: the
-  folder's, else True (the flag's default).
-  """
+def model_type_of(checkpoint, model_type):
+  """`model_type` if given, else the one `checkpoint`'s run record names (ValueError when it
+  names none: a pretrained model, which may be exported as several types)."""
+  if model_type:
+    return model_type
   model_files.check_exists(checkpoint, "--checkpoint")
-  files = model_files.beside(checkpoint)
-  hf = files if weights_io.is_hf_model(checkpoint) else None
-  if not bert_config_file and files.bert_config:
-    bert_config_file = files.bert_config  # ours beside the checkpoint (a fine-tuning output)
-  if not vocab_file and files.vocab and files.bert_config:
-    vocab_file = files.vocab
-  if hf is None and files.bert_config:
-    hf = files  # its tokenizer_config.json's do_lower_case, as an HF folder's
-  if bert_config_file:
-    config = model_files.read_config(bert_config_file)
-  elif hf and hf.hf_config:
-    config = hf_weights.load_hf_config(hf.hf_config)
-  elif hf:
-    raise ValueError(f"--bert_config_file is required: the Hugging Face model at "
-                     f"--checkpoint={checkpoint} has no {model_files.HF_CONFIG_FILE}")
-  else:
-    raise ValueError(f"--bert_config_file is required: --checkpoint={checkpoint} has no "
-                     f"{model_files.CONFIG_FILE} beside it and is not a Hugging Face model "
-                     f"folder (whose {model_files.HF_CONFIG_FILE} would do)")
-  if not vocab_file:
-    if not (hf and hf.vocab):
-      raise ValueError(f"--vocab_file is required: --checkpoint={checkpoint} is not a Hugging "
-                       f"Face model folder or a fine-tuning output with a {model_files.VOCAB_FILE}")
-    vocab_file = hf.vocab
-  if do_lower_case is None:
-    do_lower_case = True if hf is None or hf.do_lower_case is None else bool(hf.do_lower_case)
-  logging.info("Config %s, vocabulary %s, do_lower_case=%s",
-               bert_config_file or hf.hf_config, vocab_file, do_lower_case)
-  return config, vocab_file, do_lower_case
+  stored = model_files.beside(checkpoint).record.model_type
+  if not stored:
+    raise ValueError(f"--model_type is required: --checkpoint={checkpoint} has no run record "
+                     f"({model_files.RUN_SETTINGS_FILE}) naming its model type (a pretrained "
+                     "model: --model_type=encoder serves its vectors)")
+  logging.info("--model_type=%s: from %s beside --checkpoint", stored,
+               model_files.RUN_SETTINGS_FILE)
+  return stored
+
+
+def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case,
+                        allow_case_mismatch=False):
+  """(BertConfig, vocabulary file, do_lower_case) of the export: the model folder's
+  (`model_folder.read`: an HF folder, a fine-tuning OUTPUT_DIR or its best/, an API-saved or
+  TF1 folder), the flags given overriding it. `do_lower_case` None: the folder's case by the
+  one policy (tokenizer_config.json, the run record, the vocabulary); one that contradicts the
+  folder is refused unless `allow_case_mismatch`."""
+  folder = model_folder.read(checkpoint, bert_config_file, vocab_file, do_lower_case,
+                             allow_case_mismatch)
+  return folder.config, folder.vocab_file, folder.do_lower_case
 
 
 @contextlib.contextmanager
@@ -164,7 +150,8 @@ def export(bert_config_file,
            calibration_file=None,
            min_cosine=0.99,
            xla_single_sequence=False,
-           source=None):
+           source=None,
+           allow_case_mismatch=False):
   """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks).
 
   `bert_config_file`, `vocab_file` and `do_lower_case` may be None for a Hugging Face
@@ -178,9 +165,10 @@ def export(bert_config_file,
   (`modeling.single_sequence_xla`): SavedModel formats only.
   `source`: what export_info.json records as the model exported (default: the checkpoint
   read; the Python API names itself rather than its temporary folder).
+  `allow_case_mismatch`: export with a `do_lower_case` that contradicts the folder.
   """
-  config, vocab_file, do_lower_case = resolve_model_files(bert_config_file, checkpoint,
-                                                          vocab_file, do_lower_case)
+  config, vocab_file, do_lower_case = resolve_model_files(
+      bert_config_file, checkpoint, vocab_file, do_lower_case, allow_case_mismatch)
   head_config = None
   if model_type == "feature_tagger":
     head_config_file = head_config_file or model_files.head_config_beside(checkpoint)
@@ -303,12 +291,10 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
                        and weight_names.is_masked_lm_only(weights.tensors))
   model = model_types.build_model(model_type, config, num_labels, head_config, next_sentence)
   weights_io.assign_weights(model, weights, require_heads=not allow_random_head)
-  # The Transformer layers run on each request's real tokens only (`TokenPacking`). Not for
-  # TFLite, whose converter needs the padded graph's static shapes, nor squad: the original's
-  # n-best takes the top logits of every position, padding included, before it drops invalid
-  # spans, so the padded positions' logits must be the padded computation's.
+  # Each request's real tokens only, where `model_types.skips_padding` allows.
   encoder = model if model_type == "encoder" else model.encoder
-  encoder.skip_padding = export_format != "tflite" and model_type != "squad"
+  encoder.skip_padding = model_types.skips_padding(model_type,
+                                                   static_shapes=export_format == "tflite")
   encoder.xla_single_sequence = bool(xla_single_sequence)
   resolved = weights.source
   if allow_random_head:
@@ -381,7 +367,7 @@ def run_settings_defaults(checkpoint, given):
   the flags not `given`: max_seq_length, label_names, num_labels, a classifier's
   problem_type, multi_label_threshold, label_separator and doc_stride, a squad model's answer
   options, an embedder's normalize_embeddings (training's values)."""
-  stored = model_files.beside(checkpoint).run_settings or {}
+  stored = model_files.beside(checkpoint).record.values()
   defaults = {name: stored.get(name) for name in FROM_RUN_SETTINGS}
   defaults["label_names"] = stored.get("labels")
   if defaults["label_names"]:

@@ -21,6 +21,7 @@ from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from official_bert.interop import checkpointing
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
 from official_bert.interop import weight_loading
 from official_bert.modeling import layer_selection
 from official_bert.modeling import sentence_embedding
@@ -55,7 +56,11 @@ class ExtractSettings(settings_lib.Checked):
       False, "A config with a larger vocab_size than the checkpoint: new rows start at the "
       "mean of the trained ones.")
   vocab_file: Optional[str] = option(None, "The vocabulary of the model.")
-  do_lower_case: bool = option(True, "Lower-case input (uncased models).")
+  do_lower_case: bool = option(
+      True, "Lower-case input (uncased models). Default: --init_checkpoint's folder "
+      "(tokenizer_config.json, run record, vocabulary), else True.")
+  allow_case_mismatch: bool = option(
+      False, "Extract with a --do_lower_case that contradicts --init_checkpoint's folder.")
   max_seq_length: int = option(128, "Tokens per example; longer inputs are cut.", minimum=3)
   batch_size: int = option(8, "Examples per forward pass.", minimum=1)
   allow_random_weights: bool = option(
@@ -194,11 +199,24 @@ def layer_names(values, num_layers):
 
 
 def embedder_settings(settings, given):
-  """`settings` with a run_embeddings --init_checkpoint's pooling and normalize_embeddings
-  (its run_settings.json) where those flags are not `given`: its vectors are the export's."""
+  """`settings` with --init_checkpoint's case (`model_folder`'s one policy, checked against
+  the folder when --do_lower_case is `given`) and a run_embeddings folder's pooling and
+  normalize_embeddings (its run record) where those flags are not `given`: its tokens and
+  vectors are the export's."""
   if not settings.init_checkpoint:
     return settings
-  stored = model_files.beside(settings.init_checkpoint).run_settings or {}
+  if "do_lower_case" in given:
+    if not settings.allow_case_mismatch:
+      model_folder.read(settings.init_checkpoint, None, settings.vocab_file,
+                        settings.do_lower_case,
+                        names=model_folder.Names(path="--init_checkpoint"),
+                        require_config=False, require_vocab=False)
+  else:
+    case, source = finetuning_runner.folder_case(settings)
+    if case != settings.do_lower_case:
+      logging.info("--do_lower_case=%s: from %s", case, source)
+      settings = dataclasses.replace(settings, do_lower_case=case)
+  stored = model_files.beside(settings.init_checkpoint).record.values()
   if stored.get("model_type") != "encoder" or "pooling" not in stored:
     return settings
   trained = {"pooling": stored["pooling"],

@@ -15,6 +15,7 @@ from data_prep import tfrecord_io
 from data_prep.classification import glue_processors
 from data_prep.classification import glue_records
 from data_prep.classification import own_files
+from official_bert.interop import run_record
 from official_bert.tasks import classifier_own_files
 from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
@@ -85,9 +86,12 @@ class ClassifierJob:
   def run_record(self):
     """For OUTPUT_DIR/run_settings.json (export's defaults)."""
     regression = self.processor.is_regression
-    return {"task": self.processor.name, "model_type": "classifier",
-            "labels": None if regression else list(self.processor.labels),
-            "num_labels": 1 if regression else len(self.processor.labels)}
+    return run_record.RunRecord.of(
+        "classifier", task=self.processor.name,
+        labels=None if regression else list(self.processor.labels),
+        num_labels=1 if regression else len(self.processor.labels),
+        problem_type="regression" if regression else "single_label",
+        text_pairs=self.processor.train_columns.text_b is not None)
 
   def _predicted(self, logits):  # [n, labels] -> class ids, or scores for regression
     return logits[:, 0] if self.processor.is_regression else np.argmax(logits, -1)

@@ -16,6 +16,7 @@ from data_prep.classification import features as classifier_features
 from data_prep.classification import own_files
 from data_prep.classification import windows
 from official_bert.interop import model_files
+from official_bert.interop import run_record
 from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
@@ -150,11 +151,12 @@ class OwnFilesJob(file_splits.FileSplitsJob):
     """For OUTPUT_DIR/run_settings.json (export's defaults)."""
     regression = self.problem_type == "regression"
     s = self.settings
-    return {"task": "own_files", "model_type": "classifier", "problem_type": self.problem_type,
-            "labels": None if regression else list(self.labels),
-            "num_labels": 1 if regression else len(self.labels),
-            "multi_label_threshold": s.multi_label_threshold,
-            "label_separator": s.label_separator, "doc_stride": s.doc_stride or 0}
+    return run_record.RunRecord.of(
+        "classifier", task="own_files", problem_type=self.problem_type,
+        labels=None if regression else list(self.labels),
+        num_labels=1 if regression else len(self.labels),
+        multi_label_threshold=s.multi_label_threshold, label_separator=s.label_separator,
+        doc_stride=s.doc_stride or 0, text_pairs=s.text_b_column is not None)
 
   def _per_example(self, split, predictions):
     """(values, gold) per input example: probabilities [n, labels] (the score [n, 1] for

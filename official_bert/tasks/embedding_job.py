@@ -13,6 +13,7 @@ from data_prep import schema
 from data_prep.classification import features as classifier_features
 from data_prep.embeddings import pairs
 from official_bert.interop import model_files
+from official_bert.interop import run_record
 from official_bert.modeling import sentence_embedding
 from official_bert.tasks import embedding
 from official_bert.tasks import embedding_losses
@@ -140,9 +141,9 @@ class EmbeddingJob(file_splits.FileSplitsJob):
   def run_record(self):
     """For OUTPUT_DIR/run_settings.json: export and extract_features serve this embedder."""
     s = self.settings
-    return {"task": "embeddings", "model_type": "encoder", "pooling": s.pooling,
-            "normalize_embeddings": s.normalize_embeddings, "loss": s.loss,
-            "score_range": list(self.score_range)}
+    return run_record.RunRecord.of("encoder", task="embeddings", pooling=s.pooling,
+                                   normalize_embeddings=s.normalize_embeddings, loss=s.loss,
+                                   score_range=list(self.score_range))
 
   def score(self, split, predictions):
     real = predictions["is_real_example"].reshape(-1) > 0

@@ -17,6 +17,7 @@ from data_prep.classification import features as classifier_features
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
 from official_bert.interop import model_files
+from official_bert.interop import run_record
 from official_bert.modeling import layer_selection
 from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
@@ -165,8 +166,8 @@ class NerJob:
   def run_record(self):
     """For OUTPUT_DIR/run_settings.json (export's defaults; the tags in id order)."""
     feature_based = _stored_head_config(self.settings.output_dir) is not None
-    return {"task": "NER", "model_type": "feature_tagger" if feature_based else "tagger",
-            "labels": list(self.labels), "num_labels": len(self.labels)}
+    return run_record.RunRecord.of("feature_tagger" if feature_based else "tagger", task="NER",
+                                   labels=list(self.labels), num_labels=len(self.labels))
 
   def _tags(self, split, predictions):
     return ner_features.predictions_to_tags(predictions["logits"], predictions["label_weights"],

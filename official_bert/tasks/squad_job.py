@@ -17,6 +17,7 @@ import tensorflow as tf
 from data_prep import tfrecord_io
 from data_prep.squad import records as squad_schema
 from data_prep.squad import writing as squad_writing
+from official_bert.interop import run_record
 from official_bert.tasks import squad_postprocess
 from official_bert.tasks import squad_scorer
 from official_bert.tasks.squad import SquadTask
@@ -153,12 +154,12 @@ class SquadJob:
     return "f1"  # the official SQuAD F1
 
   def run_record(self):
-    return {"task": "SQuAD", "model_type": "squad", "doc_stride": self.settings.doc_stride,
-            "max_query_length": self.settings.max_query_length,
-            "version_2_with_negative": self.settings.version_2_with_negative,
-            "n_best_size": self.settings.n_best_size,
-            "max_answer_length": self.settings.max_answer_length,
-            "null_score_diff_threshold": self.settings.null_score_diff_threshold}
+    s = self.settings
+    return run_record.RunRecord.of(
+        "squad", task="SQuAD", doc_stride=s.doc_stride, max_query_length=s.max_query_length,
+        version_2_with_negative=s.version_2_with_negative, n_best_size=s.n_best_size,
+        max_answer_length=s.max_answer_length,
+        null_score_diff_threshold=s.null_score_diff_threshold)
 
   def _answers(self, predictions):
     """(predictions, nbest, null_odds) of the original's write_predictions for the logits."""

@@ -12,6 +12,7 @@ from data_prep import schema
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from data_prep.multiple_choice import swag
+from official_bert.interop import run_record
 from official_bert.tasks.multiple_choice import MultipleChoiceTask
 from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
@@ -63,7 +64,7 @@ class SwagJob:
     return "accuracy"
 
   def run_record(self):
-    return {"task": "SWAG", "model_type": "multiple_choice"}
+    return run_record.RunRecord.of("multiple_choice", task="SWAG")
 
   def score(self, split, predictions):
     del split, predictions  # accuracy is the task's own metric

@@ -31,11 +31,11 @@ import numpy as np
 import tensorflow as tf
 
 from data_prep import tfrecord_io
-from official_bert.interop import hf_weights
+from official_bert.interop import case_check
 from official_bert.interop import model_files
-from official_bert.interop import weights_io
+from official_bert.interop import model_folder
+from official_bert.interop import run_record
 from official_bert.training import best_checkpoint
-from official_bert.training import case_check
 from official_bert.training import common_flags
 from official_bert.training import distribution
 from official_bert.training import evaluation
@@ -52,53 +52,42 @@ Data = collections.namedtuple("Data", ["train_file", "num_train_examples", "eval
 INHERITED_FLAGS = ("do_lower_case", "max_seq_length")
 
 
-def hf_files(path):
-  """`model_files.ModelFiles` (config.json, vocab.txt, ...) if `path` is a Hugging Face model
-  (a dir holding model.safetensors, or the file), else None."""
-  return model_files.beside(path) if weights_io.is_hf_model(path) else None
-
-
-def _own_files(settings):
-  """`model_files.ModelFiles` of --output_dir, if an earlier run of it wrote them there
-  (`model_files.write`): a resumed, --do_eval or --do_predict run on it needs no model flags."""
+def _own_folder(settings):
+  """The `model_folder.ModelFolder` of --output_dir, if an earlier run of it wrote its files
+  there (`model_files.write`): a resumed, --do_eval or --do_predict run on it needs no model
+  flags."""
   output_dir = getattr(settings, "output_dir", None)  # extract_features' settings have none
   if output_dir and tf.io.gfile.exists(os.path.join(output_dir, model_files.CONFIG_FILE)):
-    return model_files.beside(output_dir)
+    return model_folder.read(output_dir, names=model_folder.Names(path="--output_dir"),
+                             require_vocab=False)
   return None
 
 
-def check_init_checkpoint(path):
-  """ValueError unless --init_checkpoint=`path` is a file, a folder or a checkpoint prefix
-  (PREFIX.index exists): a mistyped path is named as such, not as a missing config."""
-  model_files.check_exists(path, "--init_checkpoint")
-
-
-def _init_files(settings):
-  """The files beside --init_checkpoint: a Hugging Face folder's, or a released TF1 model's /
-  a fine-tuning output's bert_config.json and vocab.txt (ValueError if it does not exist)."""
+def _init_folder(settings):
+  """The `model_folder.ModelFolder` of --init_checkpoint (any format; its config and
+  vocabulary may be absent: the flags give them), or None (ValueError if it does not
+  exist)."""
   if not settings.init_checkpoint:
     return None
-  check_init_checkpoint(settings.init_checkpoint)
-  return hf_files(settings.init_checkpoint) or model_files.beside(settings.init_checkpoint)
+  return model_folder.read(settings.init_checkpoint,
+                           names=model_folder.Names(path="--init_checkpoint"),
+                           require_config=False, require_vocab=False)
 
 
 def model_config(settings):
   """settings.bert_config_file, else the bert_config.json in --output_dir, else the config
   beside --init_checkpoint (a Hugging Face config.json, or a bert_config.json)."""
-  own, init = _own_files(settings), _init_files(settings)
   if settings.bert_config_file:
     source = settings.bert_config_file
     config = model_files.read_config(source)
-  elif own or (init and init.bert_config):
-    source = (own or init).bert_config
-    config = model_files.read_config(source)
-  elif init and init.hf_config:
-    source = init.hf_config
-    config = hf_weights.load_hf_config(source)
   else:
-    raise ValueError("--bert_config_file is required (unless --output_dir or --init_checkpoint "
-                     "holds a bert_config.json, or --init_checkpoint is a Hugging Face model "
-                     "with its config.json)")
+    folder = next((f for f in (_own_folder(settings), _init_folder(settings))
+                   if f and f.config), None)
+    if folder is None:
+      raise ValueError("--bert_config_file is required (unless --output_dir or "
+                       "--init_checkpoint holds a bert_config.json, or --init_checkpoint is a "
+                       "Hugging Face model with its config.json)")
+    source, config = folder.config_file, folder.config
   runner.check_sequence_length(settings.max_seq_length, config, source)
   return config
 
@@ -108,24 +97,40 @@ def vocab_file(settings):
   --init_checkpoint."""
   if settings.vocab_file:
     return settings.vocab_file
-  for files in (_own_files(settings), _init_files(settings)):
-    if files and files.vocab:
-      return files.vocab
+  for folder in (_own_folder(settings), _init_folder(settings)):
+    if folder and folder.vocab_file:
+      return folder.vocab_file
   raise ValueError("--vocab_file is required")
 
 
+def folder_case(settings):
+  """(do_lower_case, its source) of the model the run reads (--output_dir's, else
+  --init_checkpoint's; `model_folder.folder_case`), or None without either."""
+  folder = _own_folder(settings) or _init_folder(settings)
+  if folder is None:
+    return None
+  return model_folder.folder_case(model_files.beside(folder.path), folder.record,
+                                  settings.vocab_file or folder.vocab_file)
+
+
 def check_case(settings):
-  """--do_lower_case against the checkpoint's name, tokenizer_config.json (--output_dir's,
-  else --init_checkpoint's) and the vocabulary (`case_check`); skipped with
+  """--do_lower_case against the checkpoint's name, tokenizer_config.json and run record
+  (--output_dir's, else --init_checkpoint's) and the vocabulary (`case_check`); skipped with
   --allow_case_mismatch."""
   if settings.allow_case_mismatch:
     return
-  files = [f for f in (_own_files(settings), _init_files(settings))
-           if f and f.do_lower_case is not None]
-  source = (os.path.join(files[0].directory, model_files.TOKENIZER_CONFIG_FILE)
-            if files else None)
+  folder = next((f for f in (_own_folder(settings), _init_folder(settings)) if f), None)
+  witness, source = None, None
+  if folder is not None:
+    files = model_files.beside(folder.path)
+    if files.do_lower_case is not None:
+      witness = files.do_lower_case
+      source = os.path.join(files.directory, model_files.TOKENIZER_CONFIG_FILE)
+    elif folder.record.do_lower_case is not None:
+      witness = folder.record.do_lower_case
+      source = os.path.join(files.directory, model_files.RUN_SETTINGS_FILE)
   case_check.check(settings.do_lower_case, settings.init_checkpoint, vocab_file(settings),
-                   files[0].do_lower_case if files else None, source)
+                   witness, source)
 
 
 def prepare_splits(settings, write, eval_splits=("dev",), predict_splits=("test",)):
@@ -177,8 +182,9 @@ def run(settings, job, record=None):
   if settings.do_train:
     companions = []
     if chief:  # the output directory exports and predicts without the model flags
-      task_record = dict(getattr(job, "run_record", dict)(),
-                         max_seq_length=settings.max_seq_length)
+      task_record = dataclasses.replace(
+          getattr(job, "run_record", run_record.RunRecord)(),
+          max_seq_length=settings.max_seq_length)
       companions = model_files.write(output_dir, config, vocab, settings.do_lower_case,
                                      task_record)
     on_evaluation = keeper = None
@@ -296,9 +302,11 @@ def run_or_restart(settings, make_job, record=None):
 
 
 def inherit_run_settings(settings, flag_values):
-  """Settings whose flags were not given, from --output_dir's run_settings.json (a later
-  --do_eval/--do_predict/resumed run must tokenize as training did)."""
-  stored = model_files.read_run_settings(settings.output_dir)
+  """Settings whose flags were not given, from --output_dir's run record (a later
+  --do_eval/--do_predict/resumed run must tokenize as training did); then --do_lower_case,
+  when not given, from the model folder (`model_folder`'s one case policy: a cased folder
+  trains cased without a flag)."""
+  stored = model_files.read_run_settings(settings.output_dir).values()
   inherited = {name: stored[name] for name in INHERITED_FLAGS
                if name in stored and not flag_values[name].present
                and getattr(settings, name) != stored[name]}
@@ -306,6 +314,11 @@ def inherit_run_settings(settings, flag_values):
     logging.info("From %s: %s", os.path.join(settings.output_dir, model_files.RUN_SETTINGS_FILE),
                  ", ".join(f"--{k}={v}" for k, v in inherited.items()))
     settings = dataclasses.replace(settings, **inherited)
+  if "do_lower_case" not in inherited and not flag_values["do_lower_case"].present:
+    case = folder_case(settings)
+    if case is not None and case[0] != settings.do_lower_case:
+      logging.info("--do_lower_case=%s: from %s", case[0], case[1])
+      settings = dataclasses.replace(settings, do_lower_case=case[0])
   return settings
 
 

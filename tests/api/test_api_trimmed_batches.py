@@ -3,10 +3,13 @@ layers of evaluate and predict on the real tokens only, same outputs."""
 
 from conftest import tiny_model_folder
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import official_bert as ob
 from official_bert.modeling import encoder
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 TEXTS = ["a cat", "the dog sat on the mat", "who", "the man played the guitar on the mat"]
 

@@ -19,6 +19,8 @@ import pytest
 import official_bert as ob
 from official_bert.serving import exporter
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 TEXTS = ["a great and moving film", "dull , boring and far too long", "i loved every minute",
          "the worst movie of the year"] * 2
 LABELS = ["pos", "neg"] * 4

@@ -22,10 +22,13 @@ import tensorflow_text  # noqa: F401  # registers the exported tokenizer's ops
 import official_bert as ob
 from official_bert.api import presets
 from official_bert.api import token_tagger
+from official_bert.interop import run_record
 from official_bert.modeling import encoder
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.pretraining_model import BertPretrainingModel
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(REPO, "tests", "data")
@@ -134,7 +137,7 @@ def test_labels_are_read_as_meant(tiny_dir, tmp_path):
   stsb = str(tmp_path / "stsb")
   presets.save(stsb, ob.TextClassifier.from_preset(tiny_dir, problem_type="regression",
                                                    sequence_length=8).network,
-               ob.Preprocessor(VOCAB), {"model_type": "classifier", "num_labels": 1})
+               ob.Preprocessor(VOCAB), run_record.RunRecord.of("classifier", num_labels=1))
   assert ob.TextClassifier.from_preset(stsb).problem_type == "regression"
   with pytest.raises(ValueError, match="sequence_length=600 is more than the model's "
                      "max_position_embeddings=128"):
@@ -146,7 +149,7 @@ def test_a_tf1_folder_without_case_settings_reads_its_vocabulary(tmp_path):
   encoder = BertEncoder.from_bert_config(TINY, name="encoder")
   encoder.build()
   path = str(tmp_path / "cased")
-  presets.save(path, encoder, ob.Preprocessor(cased_vocab, lower_case=False), {})
+  presets.save(path, encoder, ob.Preprocessor(cased_vocab, lower_case=False))
   for name in ("tokenizer_config.json", "run_settings.json"):  # as google's TF1 folders
     os.remove(os.path.join(path, name))
   assert ob.Preprocessor.from_preset(path).lower_case is False
@@ -314,7 +317,7 @@ def test_masked_lm_fills_masks_like_the_export(tmp_path):
                                  name="pretraining")
   network.build()
   path = str(tmp_path / "pretrained")
-  presets.save(path, network, ob.Preprocessor(VOCAB), {})
+  presets.save(path, network, ob.Preprocessor(VOCAB))
   mlm = ob.MaskedLM.from_preset(path, sequence_length=16)
   texts = ["the [MASK] sat on the [MASK] .", "no mask here"]
   filled = mlm.fill_mask(texts, top_k=3, batch_size=1)
@@ -336,7 +339,7 @@ def _encoder_only(tmp_path):
   encoder = BertEncoder.from_bert_config(TINY, name="encoder")
   encoder.build()
   path = str(tmp_path / "encoder_only")
-  presets.save(path, encoder, ob.Preprocessor(VOCAB), {})
+  presets.save(path, encoder, ob.Preprocessor(VOCAB))
   return path
 
 
@@ -409,8 +412,8 @@ def test_saved_folder_serves_the_commands(trained_classifier, tmp_path):
   saved = str(tmp_path / "saved")
   clf.save(saved)
   export_dir = str(tmp_path / "export")
-  proc = run_command("official_bert.export", f"--checkpoint={saved}", "--model_type=classifier",
-                     f"--export_dir={export_dir}")  # in this process, through its launcher
+  proc = run_command("official_bert.export", f"--checkpoint={saved}",
+                     f"--export_dir={export_dir}")  # no --model_type: the folder's record
   assert proc.returncode == 0, proc.stderr[-2000:]
   served = tf.saved_model.load(export_dir).signatures["serving_default"](text=tf.constant(TEXTS))
   np.testing.assert_allclose(served["probabilities"].numpy(), clf.predict(TEXTS), atol=1e-5)
@@ -482,3 +485,23 @@ def test_two_replicas_take_the_one_device_step():
   for kind, (moved, difference) in result.items():
     assert moved > 1e-4, kind
     assert difference < 1e-3 * moved, (kind, moved, difference)
+
+
+def test_preprocessor_and_backbone_compose_in_a_functional_model_on_strings(tiny_dir):
+  """keras-hub's way: string in, the preprocessor's three outputs into the backbone. Each
+  output is its own tensor in the graph, so word ids reach input_word_ids (they once reached
+  every input, and fit failed in the type-id embedding)."""
+  keras.utils.set_random_seed(0)
+  x = keras.Input(shape=(), dtype="string")
+  preprocessor = ob.Preprocessor.from_preset(tiny_dir, sequence_length=16)
+  backbone = ob.Backbone.from_preset(tiny_dir)
+  logits = keras.layers.Dense(2)(backbone(preprocessor(x))["pooled_output"])
+  model = keras.Model(x, logits)
+  model.compile(keras.optimizers.Adam(1e-3),
+                keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  texts, labels = tf.constant(TEXTS), np.array([1, 0] * 4)
+  history = model.fit(texts, labels, batch_size=4, epochs=3, verbose=0)
+  assert history.history["loss"][-1] < history.history["loss"][0]
+  inputs = preprocessor(texts)
+  expected = model.layers[-1](backbone(inputs)["pooled_output"])
+  np.testing.assert_allclose(model.predict(texts, verbose=0), expected.numpy(), atol=1e-5)

@@ -12,6 +12,8 @@ import tensorflow_text  # noqa: F401  # registers the exported tokenizer's ops
 
 import official_bert as ob
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 WORDS = "cat dog bird fish horse cow sheep goat lion tiger bear wolf".split()
 PARTNER = dict(zip(WORDS, WORDS[6:] + WORDS[:6]))
 

@@ -12,6 +12,8 @@ import official_bert as ob
 from official_bert.api import token_tagger
 from official_bert.tasks import metrics
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 X = [["John", "Smith", "lives", "in", "Paris"], ["Mary", "went", "to", "Rome"],
      ["we", "met", "Anna", "in", "New", "York"], ["Paris", "is", "big"]] * 2

@@ -29,6 +29,8 @@ from data_prep.pretraining import chunking
 from data_prep.pretraining import corpus
 from data_prep.pretraining import writer
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 L, P = 64, 10
 IN_PROCESS = ["--runner=DirectRunner", "--direct_num_workers=1"]
 

@@ -24,6 +24,8 @@ from data_prep import tokenization
 from data_prep.pretraining import instances as pretraining_instances
 from data_prep.pretraining import writer
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 L, P = 64, 10
 
 

@@ -15,6 +15,7 @@ from conftest import REPO
 from conftest import minilm_dir
 from conftest import run_command
 import numpy as np
+import pytest
 from safetensors.numpy import load_file
 import tensorflow as tf
 
@@ -27,6 +28,8 @@ from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 TINY = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                   intermediate_size=16, max_position_embeddings=16, type_vocab_size=2,

@@ -11,6 +11,7 @@ import tensorflow as tf
 from data_prep import tfrecord_io
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
+from official_bert.interop import run_record
 from official_bert.interop import tf1_checkpoint
 from official_bert.modeling.bert_config import BertConfig
 
@@ -23,7 +24,8 @@ def test_written_files_are_found_beside_a_checkpoint(tmp_path):
   vocab.write_text("[PAD]\n[UNK]\n")
   out = tmp_path / "out"
   out.mkdir()
-  paths = model_files.write(str(out), TINY, str(vocab), False, {"task": "MRPC", "labels": ["0"]})
+  record = run_record.RunRecord.of("classifier", task="MRPC", labels=["0"])
+  paths = model_files.write(str(out), TINY, str(vocab), False, record)
   assert [p.rsplit("/", 1)[1] for p in paths] == list(model_files.MODEL_FILES)
   model_files.write_labels(str(out), ["b", "a"])
   for path in (str(out), str(out / "ckpt-3")):  # the folder, or a checkpoint prefix in it
@@ -31,11 +33,12 @@ def test_written_files_are_found_beside_a_checkpoint(tmp_path):
     assert files.directory == str(out)
     assert files.bert_config == str(out / model_files.CONFIG_FILE) and files.hf_config is None
     assert files.vocab == str(out / model_files.VOCAB_FILE) and files.do_lower_case is False
-    assert files.run_settings == {"task": "MRPC", "labels": ["0"], "do_lower_case": False}
+    assert files.record.values() == {"task": "MRPC", "model_type": "classifier",
+                                     "labels": ["0"], "do_lower_case": False}
     assert model_files.labels_beside(path) == ["b", "a"]
   assert model_files.read_config(files.bert_config) == TINY
-  assert model_files.read_run_settings(str(out)) == files.run_settings
-  assert model_files.read_run_settings(str(tmp_path)) == {}
+  assert model_files.read_run_settings(str(out)) == files.record
+  assert model_files.read_run_settings(str(tmp_path)) == run_record.RunRecord()
   assert model_files.labels_beside(str(tmp_path)) is None
 
 

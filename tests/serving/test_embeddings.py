@@ -26,6 +26,8 @@ from safetensors.numpy import load_file
 from data_prep import tokenization
 from official_bert.serving import feature_extraction
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 SEQ = 32
 SENTENCES = ["A man is playing a guitar.", "Someone plays an instrument on stage.",
              "The stock market fell sharply after the announcement.", "Hello world!"]

@@ -34,6 +34,8 @@ from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
 from official_bert.serving import text_packing
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ = 16
 SQUAD_OPTIONS = {"doc_stride": 3, "max_query_length": 5, "n_best_size": 16,

@@ -47,6 +47,8 @@ from official_bert.serving import onnx_export
 from official_bert.serving import onnx_rewrites
 from official_bert.serving import text_packing
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 SEQ = 32
 CONFIG = BertConfig(vocab_size=12207, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=128, max_position_embeddings=64, type_vocab_size=2)

@@ -35,6 +35,8 @@ from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
 from official_bert.serving import tflite_export
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SEQ = 16
 # Padded with filler words so the embedding table (vocab x hidden) is large enough for the

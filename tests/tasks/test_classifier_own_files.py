@@ -26,6 +26,8 @@ from official_bert.tasks import classifier_job
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 WORDS = ["good", "bad", "great", "awful", "fine", "poor", "nice", "dull"]
 
 
@@ -54,7 +56,7 @@ def _export_cli(checkpoint, export_dir, signature="serving_default"):
   """`export` with nothing but the fine-tuning OUTPUT_DIR: the rest comes from the files there;
   returns the loaded SavedModel's `signature`."""
   proc = run_command("official_bert.export", f"--checkpoint={checkpoint}",
-                     "--model_type=classifier", f"--export_dir={export_dir}")
+                     f"--export_dir={export_dir}")
   assert proc.returncode == 0, proc.stderr[-3000:]
   return tf.saved_model.load(str(export_dir)).signatures[signature]
 

@@ -24,6 +24,8 @@ from test_swag_multiple_choice import write_swag
 from official_bert.tasks import file_splits
 from official_bert.training import settings as settings_lib
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 WORDS = ["good", "bad", "great", "awful", "fine", "poor", "nice", "dull"]
 
 

@@ -12,6 +12,8 @@ from official_bert.interop import checkpointing
 from official_bert.interop import weights_io
 from official_bert.modeling.encoder import BertEncoder
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 
 def init_checkpoint(tmp_path):
   """A tiny encoder's weights (random, seeded) under their canonical names."""

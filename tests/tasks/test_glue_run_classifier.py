@@ -11,6 +11,9 @@ from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import need
 from conftest import run_command
+import pytest
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
         "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,

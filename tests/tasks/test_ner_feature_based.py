@@ -9,6 +9,7 @@ from conftest import CONLL_DATA
 from conftest import UNCASED_VOCAB
 from conftest import need
 import numpy as np
+import pytest
 import tensorflow as tf
 from test_freezing_run import init_checkpoint
 from test_glue_run_classifier import read_results
@@ -20,6 +21,8 @@ from official_bert.interop import model_files
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.serving import exporter
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 
 def _conll_slice(tmp_path):

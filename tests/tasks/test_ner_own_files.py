@@ -10,6 +10,7 @@ from conftest import CONLL_DATA
 from conftest import UNCASED_VOCAB
 from conftest import need
 from conftest import run_command
+import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 from test_glue_run_classifier import read_results
@@ -18,6 +19,8 @@ from test_glue_run_classifier import run_script
 from data_prep.tagging import conll
 from official_bert.tasks import metrics
 from official_bert.tasks import ner_job
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 
 def _write(path, sentences, columns=True):

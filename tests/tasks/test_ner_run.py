@@ -5,8 +5,11 @@ import os
 
 from conftest import CONLL_DATA
 from conftest import need
+import pytest
 from test_glue_run_classifier import read_results
 from test_glue_run_classifier import run_script
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 
 def test_run_ner_trains_evaluates_and_predicts(tmp_path):

@@ -30,6 +30,8 @@ from official_bert.tasks.embedding import EmbeddingTask
 from official_bert.tasks.embedding import cosine_score_range
 from official_bert.training import finetuning_runner
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 VOCAB = UNCASED_VOCAB
 TINY = BertConfig(**TINY_CONFIG)
 WORDS = "cat dog bird fish horse cow sheep goat lion tiger bear wolf".split()
@@ -196,8 +198,8 @@ def test_run_scores_retrieval_and_keeps_the_embedder_settings(trained):
   assert float(written["recall@1"]) == pytest.approx(dev["recall@1"])
   assert (out / "best").is_dir()  # --best_metric's default: mrr@10
   stored = json.loads((out / "run_settings.json").read_text())
-  assert stored["model_type"] == "encoder" and stored["pooling"] == "cls"
-  assert stored["normalize_embeddings"] is True
+  assert stored["model_type"] == "encoder" and stored["embedder"]["pooling"] == "cls"
+  assert stored["embedder"]["normalize_embeddings"] is True
   rows = [line.rstrip("\n").split("\t") for line in open(out / "test_predictions.tsv")]
   assert rows[0] == ["id", "cosine_similarity"] and [r[0] for r in rows[1:]] == [
       f"p{i}" for i in range(16)]
@@ -221,8 +223,8 @@ def test_export_and_extract_features_serve_the_trained_embedder(trained, tmp_pat
   np.testing.assert_allclose(np.linalg.norm(expected, axis=-1), 1.0, rtol=1e-5)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
   export_dir = tmp_path / "export"
-  proc = run_command("official_bert.export", f"--checkpoint={out}", "--model_type=encoder",
-                     f"--export_dir={export_dir}")  # in this process, through its launcher
+  proc = run_command("official_bert.export", f"--checkpoint={out}",
+                     f"--export_dir={export_dir}")  # the model type from the run record
   assert proc.returncode == 0, proc.stderr[-3000:]
   info = json.loads((export_dir / "assets.extra" / "export_info.json").read_text())
   assert (info["pooling"], info["normalize_embeddings"], info["max_seq_length"]) == (

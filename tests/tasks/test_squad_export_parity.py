@@ -20,6 +20,8 @@ from test_squad_run import _run_squad
 
 from official_bert.serving import exporter
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 OPTIONS = {"doc_stride": 16, "max_query_length": 16, "n_best_size": 20, "max_answer_length": 30}
 
 

@@ -17,6 +17,8 @@ import pytest
 
 from data_prep.squad import writing as squad_writing
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 DEV_V1 = SQUAD_V1  # the first articles and paragraphs of the dev sets (tests/data)
 DEV_V2 = SQUAD_V2
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

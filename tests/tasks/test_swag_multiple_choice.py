@@ -13,6 +13,8 @@ from test_glue_run_classifier import run_script
 from data_prep.classification import features as classifier_features
 from data_prep.multiple_choice import swag
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 HEADER = ["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
           "ending0", "ending1", "ending2", "ending3", "label"]
 

@@ -20,10 +20,12 @@ from test_glue_run_classifier import read_results
 from test_glue_run_classifier import run_script
 
 from data_prep import tokenization
+from official_bert.interop import case_check
 from official_bert.interop import folder_writes
-from official_bert.training import case_check
 from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 
 def eval_events(output_dir):
@@ -98,11 +100,13 @@ def test_output_dir_exports_and_predicts_without_model_flags(trained):
     for name in ("bert_config.json", "vocab.txt", "tokenizer_config.json", "run_settings.json"):
       assert (directory / name).exists(), directory / name
   settings = json.loads((out / "run_settings.json").read_text())
-  assert settings == {"task": "MRPC", "model_type": "classifier", "labels": ["0", "1"],
-                      "num_labels": 2, "max_seq_length": 32, "do_lower_case": True}
+  assert settings == {"version": 2, "task": "MRPC", "model_type": "classifier",
+                      "labels": ["0", "1"], "num_labels": 2, "max_seq_length": 32,
+                      "do_lower_case": True,
+                      "classifier": {"problem_type": "single_label", "text_pairs": True}}
   export_dir = tmp / "exported"
   proc = run_command("official_bert.export", f"--checkpoint={out / 'best'}",
-                     "--model_type=classifier", f"--export_dir={export_dir}")
+                     f"--export_dir={export_dir}")  # the model type from the run record
   assert proc.returncode == 0, proc.stderr[-3000:]
   info = json.loads((export_dir / "assets.extra" / "export_info.json").read_text())
   assert info["label_names"] == ["0", "1"] and info["max_seq_length"] == 32

@@ -26,6 +26,8 @@ from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import optimization
 from official_bert.training import training_loop
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 pytest.importorskip("official.nlp.modeling.models")
 
 CONFIG = BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

@@ -30,6 +30,8 @@ from official_bert.training import input_stream
 from official_bert.training import optimization
 from official_bert.training import runner
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 SHORT, LONG = (32, 5), (64, 10)  # (max_seq_length, max_predictions_per_seq) per phase
 VOCAB_SIZE = len(tokenization.load_vocab_tokens(UNCASED_VOCAB))
 TINY = dict(vocab_size=VOCAB_SIZE, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,

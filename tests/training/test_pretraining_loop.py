@@ -36,6 +36,8 @@ from official_bert.training import optimization
 from official_bert.training import runner
 from official_bert.training import training_loop
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 SEQ, PREDS = 32, 5
 TINY = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=64, hidden_act="gelu", hidden_dropout_prob=0.1,

@@ -8,6 +8,8 @@ import pytest
 from official_bert.training import settings as settings_lib
 from official_bert.training.settings import FinetuningSettings
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 
 def test_the_default_is_the_originals_recipe():
   s = FinetuningSettings()

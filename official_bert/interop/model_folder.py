@@ -1,0 +1,122 @@
+"""The one reader of a model folder: every entry point asks it, flags only override it.
+
+Given any model we accept (a Hugging Face folder, a google-research TF1 checkpoint prefix or
+folder, a `run_*` OUTPUT_DIR or its `best/`, a folder `save` wrote), `read` returns its config,
+vocabulary, case, labels, head config and run record (`ModelFolder`). The Python API's
+`from_preset`, `export`, `extract_features`, `convert_checkpoint` and the fine-tuning runner
+all read a folder here, so they tokenize and build it the same way.
+
+The case (do_lower_case), one policy, from the folder:
+  1. its `tokenizer_config.json` (Hugging Face's file; our outputs write one too),
+  2. else its run record (`run_settings.json`),
+  3. else its vocabulary: a cased vocabulary (many entries with upper-case letters) is cased,
+     a lower-case one uncased (`case_check.vocabulary_is_cased`),
+  4. else (a vocabulary with too few cased letters to tell, e.g. CJK) lower-cased, BERT's
+     default.
+An explicit value (a flag, an argument) overrides it, but one that contradicts the folder's
+tokenizer_config.json, run record or vocabulary is refused with the commands' case guard
+(`case_check.check`) unless the caller allows the mismatch.
+"""
+
+import dataclasses
+import os
+from typing import Optional
+
+from absl import logging
+
+from data_prep import tokenization
+from official_bert.interop import case_check
+from official_bert.interop import hf_weights
+from official_bert.interop import model_files
+from official_bert.interop import run_record
+from official_bert.modeling.bert_config import BertConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Names:
+  """How the caller names the path and its overrides in messages (flags or arguments)."""
+  path: str = "--checkpoint"
+  config: str = "--bert_config_file"
+  vocab: str = "--vocab_file"
+  case: str = "--do_lower_case"
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFolder:
+  """What `read` found. `config_file`/`vocab_file` may be the overrides given."""
+  path: str  # as given: a folder, a checkpoint prefix or a weights file
+  directory: str  # the folder holding the weights and the files beside them
+  config: Optional[BertConfig]
+  config_file: Optional[str]
+  vocab_file: Optional[str]
+  do_lower_case: bool
+  case_source: str  # where the case came from: a file, "the vocabulary", a flag, ...
+  record: run_record.RunRecord
+  labels: Optional[list]  # label names in id order: the record's, else labels.txt
+  head_config_file: Optional[str]  # run_ner --feature_based's head_config.json
+
+  @property
+  def model_type(self):
+    """The model type the folder's run record names (None for a pretrained model)."""
+    return self.record.model_type
+
+
+def folder_case(files, record, vocab_file):
+  """(do_lower_case, where it came from) by the module's policy, for the files beside a
+  model (`model_files.beside`), its record and its vocabulary."""
+  if files.do_lower_case is not None:
+    return bool(files.do_lower_case), os.path.join(files.directory,
+                                                   model_files.TOKENIZER_CONFIG_FILE)
+  if record.do_lower_case is not None:
+    return bool(record.do_lower_case), os.path.join(files.directory,
+                                                    model_files.RUN_SETTINGS_FILE)
+  if vocab_file:
+    cased = case_check.vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
+    if cased is not None:
+      return not cased, f"the vocabulary {vocab_file}"
+  return True, "the default (nothing in the folder says)"
+
+
+def read(path, config_file=None, vocab_file=None, do_lower_case=None,
+         allow_case_mismatch=False, names=Names(), require_config=True, require_vocab=True):
+  """Reads the model at `path` (see the module doc); the other arguments override the folder.
+
+  Raises:
+    ValueError: `path` does not exist; no config or vocabulary beside it (and none given,
+      when required); an explicit case that contradicts the folder (unless
+      `allow_case_mismatch`). Each names the path and the flag or argument to pass.
+  """
+  path = os.fspath(path)
+  model_files.check_exists(path, names.path)
+  files = model_files.beside(path)
+  record = files.record
+  config = None
+  if config_file:
+    config = model_files.read_config(config_file)
+  elif files.bert_config:
+    config_file, config = files.bert_config, model_files.read_config(files.bert_config)
+  elif files.hf_config:
+    config_file, config = files.hf_config, hf_weights.load_hf_config(files.hf_config)
+  elif require_config:
+    raise ValueError(f"{names.config} is required: {names.path}={path} has no "
+                     f"{model_files.CONFIG_FILE} (ours) or {model_files.HF_CONFIG_FILE} "
+                     "(Hugging Face's) beside it")
+  vocab_file = vocab_file or files.vocab
+  if not vocab_file and require_vocab:
+    raise ValueError(f"{names.vocab} is required: {names.path}={path} has no "
+                     f"{model_files.VOCAB_FILE} beside it")
+  case, source = folder_case(files, record, vocab_file)
+  if do_lower_case is not None:
+    if not allow_case_mismatch:
+      witness = files.do_lower_case if files.do_lower_case is not None else record.do_lower_case
+      case_check.check(bool(do_lower_case), path, vocab_file, witness,
+                       source if witness is not None else None)
+    case, source = bool(do_lower_case), names.case
+  labels = record.labels or model_files.labels_beside(files.directory or path)
+  folder = ModelFolder(path, files.directory, config, config_file, vocab_file, case, source,
+                       record, list(labels) if labels else None,
+                       model_files.head_config_beside(files.directory or path))
+  logging.info("Model %s: config %s, vocabulary %s, do_lower_case=%s (from %s)%s", path,
+               config_file, vocab_file, case, source,
+               f", a {record.model_type}" if record.model_type else "")
+  return folder

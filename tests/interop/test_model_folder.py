@@ -1,0 +1,164 @@
+"""The one model folder reader and the one run record (issue 38).
+
+Every route to a model (the Python API's `from_preset`, `export --checkpoint` with no case
+flag, `extract_features --init_checkpoint`) asks `model_folder.read`, so a cased folder is
+tokenized cased by all of them, whatever kind of folder it is: Hugging Face (no
+tokenizer_config.json, as `save_pretrained` of a bare BertModel writes), google-research TF1
+(bert_config.json + vocab.txt only), a command's OUTPUT_DIR, or a folder the API saved.
+"""
+
+import json
+import os
+
+from conftest import TINY_CONFIG
+from conftest import run_command
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  # registers the exported tokenizer's ops
+
+import official_bert as ob
+from official_bert.api import presets
+from official_bert.interop import checkpointing
+from official_bert.interop import conversion
+from official_bert.interop import model_files
+from official_bert.interop import model_folder
+from official_bert.interop import run_record
+from official_bert.modeling.bert_config import BertConfig
+from official_bert.modeling.encoder import BertEncoder
+from official_bert.serving import exporter
+from official_bert.serving import feature_extraction
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+VOCABS = {"cased": os.path.join(DATA, "vocab", "cased_vocab.txt"),
+          "uncased": os.path.join(DATA, "vocab", "uncased_vocab.txt")}
+CONFIG = BertConfig(**dict(TINY_CONFIG, max_position_embeddings=32))
+KINDS = ("hf", "tf1", "output_dir", "api_saved")
+
+
+def _encoder(seed):
+  keras.utils.set_random_seed(seed)
+  encoder = BertEncoder.from_bert_config(CONFIG, name="encoder")
+  encoder.build()
+  for variable in encoder.variables:  # larger than the init, so that tokens tell apart
+    variable.assign(np.random.default_rng(seed).normal(
+        scale=0.2, size=variable.shape).astype("float32"))
+  return encoder
+
+
+def make_folder(root, kind, case):
+  """A tiny model folder of `kind` with the `case` ("cased"/"uncased") vocabulary and no
+  file but the vocabulary saying its case (except the two kinds that always write one)."""
+  path = os.path.join(str(root), f"{kind}_{case}")
+  encoder = _encoder(0)
+  vocab = VOCABS[case]
+  if kind in ("hf", "tf1"):
+    conversion.write_output(encoder, "encoder", CONFIG, path + ("" if kind == "hf" else "/"),
+                            kind)
+    if kind == "tf1":
+      model_files.write_config(path, CONFIG)
+    tf.io.gfile.copy(vocab, os.path.join(path, "vocab.txt"))
+  elif kind == "output_dir":  # what a run_* command leaves: a checkpoint and the model files
+    os.makedirs(path)
+    checkpointing.model_checkpoint(encoder).write(os.path.join(path, "ckpt-1"))
+    model_files.write(path, CONFIG, vocab, case == "uncased",
+                      run_record.RunRecord.of("encoder", task="embeddings", pooling="mean"))
+  else:
+    presets.save(path, encoder, ob.Preprocessor(vocab, lower_case=case == "uncased"))
+  return path
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+  root = tmp_path_factory.mktemp("folders")
+  return {(kind, case): make_folder(root, kind, case) for kind in KINDS
+          for case in ("cased", "uncased")}
+
+
+def test_every_route_reads_one_case_from_every_kind_of_folder(folders):
+  for (kind, case), path in folders.items():
+    expected = case == "uncased"
+    files = sorted(os.listdir(path))
+    assert ("tokenizer_config.json" in files) == (kind in ("output_dir", "api_saved")), files
+    api = ob.Preprocessor.from_preset(path).lower_case
+    _, _, export_case = exporter.resolve_model_files(None, path, None, None)
+    extract = feature_extraction.embedder_settings(
+        feature_extraction.ExtractSettings(init_checkpoint=path, input_file="x",
+                                           output_file="y"), given=set()).do_lower_case
+    assert (api, export_case, extract) == (expected,) * 3, (kind, case)
+    assert model_folder.read(path).do_lower_case is expected
+
+
+def test_a_flag_that_contradicts_the_folder_is_refused_unless_allowed(folders):
+  cased = folders["hf", "cased"]
+  with pytest.raises(ValueError, match="vocabulary .* is cased"):
+    exporter.resolve_model_files(None, cased, None, True)
+  assert exporter.resolve_model_files(None, cased, None, True, allow_case_mismatch=True)[2]
+  with pytest.raises(ValueError, match="says do_lower_case=False"):
+    model_folder.read(folders["api_saved", "cased"], do_lower_case=True)
+  # extract_features' flag is checked the same way.
+  settings = feature_extraction.ExtractSettings(init_checkpoint=cased, input_file="x",
+                                                output_file="y", do_lower_case=True)
+  with pytest.raises(ValueError, match="is cased"):
+    feature_extraction.embedder_settings(settings, given={"do_lower_case"})
+
+
+def test_a_cased_hf_folder_gives_the_same_tokens_and_vectors_by_every_route(folders, tmp_path):
+  path = folders["hf", "cased"]
+  texts = ["Hello World", "hello world"]
+  embedder = ob.TextEmbedder.from_preset(path, pooling="mean", normalize=True,
+                                         sequence_length=16)
+  api = embedder.encode(texts)
+  assert np.abs(api[0] - api[1]).max() > 1e-3  # cased: the two texts differ
+
+  export_dir = tmp_path / "export"
+  proc = run_command("official_bert.export", f"--checkpoint={path}", "--model_type=encoder",
+                     f"--export_dir={export_dir}", "--max_seq_length=16",
+                     "--normalize_embeddings")
+  assert proc.returncode == 0, proc.stderr
+  served = tf.saved_model.load(str(export_dir)).signatures["serving_default"](
+      text=tf.constant(texts))
+  np.testing.assert_allclose(served["sentence_embedding"].numpy(), api, atol=1e-5)
+
+  (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n")
+  for pooling, out in (("mean", "vectors.jsonl"), ("none", "tokens.jsonl")):
+    proc = run_command("official_bert.extract_features", f"--init_checkpoint={path}",
+                       f"--input_file={tmp_path / 'texts.txt'}",
+                       f"--output_file={tmp_path / out}", "--max_seq_length=16",
+                       f"--pooling={pooling}", "--layers=-1",
+                       *(["--normalize_embeddings"] if pooling == "mean" else []))
+    assert proc.returncode == 0, proc.stderr
+  lines = [json.loads(line) for line in (tmp_path / "vectors.jsonl").read_text().splitlines()]
+  np.testing.assert_allclose([line["embedding"] for line in lines], api, atol=1e-5)
+  lines = [json.loads(line) for line in (tmp_path / "tokens.jsonl").read_text().splitlines()]
+  tokens = [[f["token"] for f in line["features"]] for line in lines]
+  assert tokens == [["[CLS]", "Hello", "World", "[SEP]"], ["[CLS]", "hello", "world", "[SEP]"]]
+
+
+def test_the_run_record_round_trips_and_reads_version_1():
+  record = run_record.RunRecord.of("classifier", task="SST-2", max_seq_length=64,
+                                   labels=["0", "1"], num_labels=2,
+                                   problem_type="single_label", text_pairs=False)
+  assert record.classifier.problem_type == "single_label" and record.part is record.classifier
+  again = run_record.RunRecord.from_json(record.to_json())
+  assert again == record and json.loads(record.to_json())["version"] == run_record.VERSION
+  # Version 1 (before the type): one flat object; its fields find their part.
+  old = {"task": "SQuAD", "model_type": "squad", "doc_stride": 128, "n_best_size": 20,
+         "max_seq_length": 384, "do_lower_case": True}
+  read = run_record.RunRecord.from_json(json.dumps(old))
+  assert read.squad.doc_stride == 128 and read.max_seq_length == 384
+  assert read.values() == old
+  with pytest.raises(ValueError, match="no field \\['pooling'\\]"):
+    run_record.RunRecord.of("classifier", pooling="mean")
+  with pytest.raises(ValueError, match="run_settings.json: not valid JSON"):
+    run_record.RunRecord.from_json("{", source="run_settings.json")
+
+
+def test_export_takes_the_model_type_from_the_run_record(folders):
+  assert exporter.model_type_of(folders["output_dir", "cased"], None) == "encoder"
+  assert exporter.model_type_of(folders["hf", "cased"], "encoder") == "encoder"
+  with pytest.raises(ValueError, match="--model_type is required: .* no run record"):
+    exporter.model_type_of(folders["hf", "cased"], None)

@@ -1,0 +1,123 @@
+"""A folder a command trained and a folder the Python API saved are one kind of folder (issue
+38): each loads in `from_preset` and exports by CLI with nothing but `--checkpoint` and
+`--export_dir` (the run record names the model type and its settings), and the export serves
+what `predict` gives (1e-5).
+
+For each task: the command trains a tiny model (random init, 3 steps); `from_preset(OUTPUT_DIR)`
+predicts what `export --checkpoint=OUTPUT_DIR` serves; the API model saved with `save(DIR)`
+exports by CLI and serves the same again. (The question answerer's and masked LM's API ->
+export round trips: tests/api/test_python_api.py.)"""
+
+import csv
+import json
+
+from conftest import run_command
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
+from test_glue_run_classifier import run_script
+
+import official_bert as ob
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
+WORDS = ["good", "bad", "great", "awful", "fine", "poor", "nice", "dull"]
+
+
+def _texts(n, seed):
+  rng = np.random.default_rng(seed)
+  return [" ".join(rng.choice(WORDS, 3 + i % 4)) for i in range(n)]
+
+
+def _write_tsv(path, header, rows):
+  with open(path, "w", encoding="utf-8", newline="") as f:
+    csv.writer(f, delimiter="\t").writerows([header] + rows)
+  return str(path)
+
+
+def _serve(folder, export_dir):
+  """`export --checkpoint=folder --export_dir=export_dir`, no other flag; the loaded
+  SavedModel's serving signatures."""
+  proc = run_command("official_bert.export", f"--checkpoint={folder}",
+                     f"--export_dir={export_dir}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return tf.saved_model.load(str(export_dir)).signatures
+
+
+CLASSIFIER_KINDS = {
+    "single": ([], lambda a, b: a, lambda a, b: {"text": a}),
+    "pair": (["--text_b_column=text_b"], lambda a, b: (a, b),
+             lambda a, b: {"text": a, "text_b": b}),
+    "multi_label": (["--problem_type=multi_label"], lambda a, b: a, lambda a, b: {"text": a}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CLASSIFIER_KINDS))
+def test_classifier_folders_load_export_and_serve_alike(kind, tmp_path):
+  flags, api_input, served_input = CLASSIFIER_KINDS[kind]
+  first, second = _texts(16, 0), _texts(16, 1)
+  labels = (["pos", "neg,pos", "neg", ""] if kind == "multi_label"
+            else ["pos", "neg", "neg", "neutral"]) * 4
+  train = _write_tsv(tmp_path / "train.tsv", ["text", "text_b", "label"],
+                     [list(row) for row in zip(first, second, labels)])
+  out = tmp_path / "out"
+  run_script("official_bert.run_classifier", tmp_path, f"--train_file={train}",
+             f"--output_dir={out}", "--do_train", *flags)
+  record = json.loads((out / "run_settings.json").read_text())
+  assert record["classifier"]["text_pairs"] is (kind == "pair")
+
+  clf = ob.TextClassifier.from_preset(str(out))  # labels, problem type, pairs: the record's
+  assert clf.untrained_weights == [] and clf.text_pairs is (kind == "pair")
+  x = api_input(first[:6], second[:6])
+  expected = clf.predict(x)
+  signature = "serving_pair" if kind == "pair" else "serving_default"
+  served = _serve(out, tmp_path / "export_cli")[signature](
+      **{k: tf.constant(v) for k, v in served_input(first[:6], second[:6]).items()})
+  np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
+
+  clf.save(str(tmp_path / "api"))
+  served = _serve(tmp_path / "api", tmp_path / "export_api")[signature](
+      **{k: tf.constant(v) for k, v in served_input(first[:6], second[:6]).items()})
+  np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
+
+
+def test_tagger_folders_load_export_and_serve_alike(tmp_path):
+  sentences = [text.split() for text in _texts(12, 2)]
+  tags = [["B-PER" if w in ("good", "great") else "O" for w in words] for words in sentences]
+  train = tmp_path / "train.conll"
+  train.write_text("\n\n".join("\n".join(f"{w} {t}" for w, t in zip(words, sentence_tags))
+                               for words, sentence_tags in zip(sentences, tags)) + "\n")
+  out = tmp_path / "out"
+  run_script("official_bert.run_ner", tmp_path, f"--train_file={train}", f"--output_dir={out}",
+             "--do_train")
+  tagger = ob.TokenTagger.from_preset(str(out))
+  assert tagger.untrained_weights == [] and set(tagger.labels) == {"O", "B-PER"}
+  texts = [" ".join(words) for words in sentences[:4]]
+  expected = tagger.predict(sentences[:4])
+  for folder, export_dir in ((out, "export_cli"), (None, "export_api")):
+    if folder is None:
+      tagger.save(str(tmp_path / "api"))
+      folder = tmp_path / "api"
+    served = _serve(folder, tmp_path / export_dir)["serving_default"](text=tf.constant(texts))
+    real = served["input_mask"].numpy() == 1
+    width = served["probabilities"].shape[1]
+    np.testing.assert_allclose(served["probabilities"].numpy()[real],
+                               expected[:, :width][real], atol=1e-5)
+
+
+def test_embedder_folders_load_export_and_serve_alike(tmp_path):
+  first, second = _texts(16, 3), _texts(16, 4)
+  train = _write_tsv(tmp_path / "pairs.tsv", ["text", "text_b"],
+                     [list(row) for row in zip(first, second)])
+  out = tmp_path / "out"
+  run_script("official_bert.run_embeddings", tmp_path, f"--train_file={train}",
+             f"--output_dir={out}", "--do_train", "--pooling=cls")
+  embedder = ob.TextEmbedder.from_preset(str(out))
+  assert embedder.pooling == "cls"
+  expected = embedder.encode(first[:5])
+  embedder.save(str(tmp_path / "api"))
+  for folder, export_dir in ((out, "export_cli"), (tmp_path / "api", "export_api")):
+    served = _serve(folder, tmp_path / export_dir)["serving_default"](
+        text=tf.constant(first[:5]))
+    np.testing.assert_allclose(served["sentence_embedding"].numpy(), expected, atol=1e-5)
