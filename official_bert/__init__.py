@@ -3,8 +3,9 @@
 The Python API, `import official_bert as ob` (`official_bert/api/`):
   ob.Preprocessor, ob.Backbone                     text -> ids; the encoder (with LoRA)
   ob.TextClassifier, ob.TokenTagger, ob.QuestionAnswerer, ob.TextEmbedder, ob.MaskedLM
-each with `from_preset(path)`, and `ob.packaged_model_path()`: the folder of the MiniLM model
-that `make demo` / requirements-weights.txt install. Importing the package stays cheap:
+each with `from_preset(path)`; `ob.read_file(path, ...)`: a TSV/CSV/JSONL file as fit's x and y;
+and `ob.packaged_model_path()`: the folder of the MiniLM model that `make demo` /
+requirements-weights.txt install. Importing the package stays cheap:
 TensorFlow is imported when one of these names is first used. It only quiets TensorFlow's C++
 start-up logs first (`data_prep.quiet_startup`).
 """
@@ -23,6 +24,7 @@ _API = {
     "QuestionAnswerer": "official_bert.api.question_answerer",
     "TextEmbedder": "official_bert.api.text_embedder",
     "MaskedLM": "official_bert.api.masked_lm",
+    "read_file": "official_bert.api.files",
 }
 __all__ = sorted(_API) + ["packaged_model_path"]
 

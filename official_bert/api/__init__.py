@@ -9,6 +9,7 @@
   question_answerer.py  `QuestionAnswerer`
   text_embedder.py      `TextEmbedder`
   masked_lm.py          `MaskedLM`
+  files.py              `read_file`: a user's TSV/CSV/JSONL file as fit's x and y
 The commands train the same models with the same losses (`tasks/`), optimizer and schedule
 (`training/optimization.py`) and preprocessing (`data_prep`, `serving/text_packing.py`).
 """
