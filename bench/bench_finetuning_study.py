@@ -45,6 +45,10 @@ Implementations (--impls):
                           Dense(9 tags, TruncatedNormal(0.02)), a cross-entropy averaged over
                           the first WordPiece of each word (the other positions masked), the
                           words tokenized one by one with keras-hub's BertTokenizer.
+                          Unlike the others: no warmup, weight decay on every weight
+                          (LayerNorm and biases too), and its tokenizer from the Hugging Face
+                          folder lower-cases without stripping accents ("Müller" -> [UNK],
+                          "muller" for ours and transformers).
 
 NER for the peers follows run_ner's features: a word's tag on its first WordPiece, a sentence
 longer than seq - 2 pieces cut into whole-word windows ([CLS] words [SEP] each), so every dev
@@ -67,9 +71,13 @@ length), the peers from their training loop / fit. `seconds` is the whole run's 
 Resumable: one JSON line per finished run in --results, key (task, epochs, impl, seed,
 learning_rate, num_train); a rerun skips the keys there (--retry_errors reruns failed ones).
 Runs go epochs (outermost), seed, task, implementation, so an interrupted study has the most
-complete table. --table_only writes the table from --results without running anything.
+complete table. --table_only writes the table from --results without running anything; the
+dev majority-class rates in its header are those of the command's own dev sets.
 
-  /tmp/peer/bin/python bench/bench_finetuning_study.py --table=bench/finetuning_study.md
+  .venv/bin/python bench/bench_finetuning_study.py --table=bench/finetuning_study.md
+
+(--ours_repo runs another checkout's official_bert, e.g. a `git archive` of a commit, with
+the same venv.)
 """
 
 import argparse
@@ -613,7 +621,11 @@ def child_keras_hub(spec, data):
     ids_of = tokenizer.token_to_id
 
     def encode(sentences):
-      pieces = _pieces(lambda words: tokenizer(words).to_list(), sentences, ids_of("[UNK]"))
+      def tokenize(words):  # keras-hub 0.32 gives a list of lists for a list of strings
+        ids = tokenizer(words)
+        return ids.to_list() if hasattr(ids, "to_list") else ids
+
+      pieces = _pieces(tokenize, sentences, ids_of("[UNK]"))
       ids, mask, label_ids, spans = tag_rows(sentences, pieces, seq, ids_of("[CLS]"),
                                              ids_of("[SEP]"), ids_of("[PAD]"), labels)
       return {"token_ids": ids, "segment_ids": np.zeros_like(ids),

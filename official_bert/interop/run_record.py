@@ -152,8 +152,3 @@ class RunRecord:
     record = cls.of(model_type, **{k: v for k, v in flat.items() if k in known})
     record.version = VERSION
     return record
-
-  def with_fields(self, **fields):
-    """A copy with `fields` set (top level or the part's)."""
-    return RunRecord.of(self.model_type, **dict(self.values(), **fields))
-

@@ -197,14 +197,3 @@ def assign_weights(model, weights, require_heads=True, adaptation=None):
       source_names=source_names, adaptation=adaptation)
   logging.info("Loaded %d weights from %s (%s).", len(loaded), weights.source, weights.format)
   return loaded
-
-
-def is_hf_model(path):
-  """Whether `path` names a Hugging Face model (a .safetensors file or a folder with one)."""
-  if not path:
-    return False
-  path = str(path)
-  if path.endswith(".safetensors"):
-    return tf.io.gfile.exists(path)
-  return (tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index")
-          and tf.io.gfile.exists(os.path.join(path, model_files.HF_WEIGHTS_FILE)))

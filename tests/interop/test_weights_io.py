@@ -173,9 +173,7 @@ def test_model_files_finds_what_travels_with_the_weights(written, tmp_path):
     assert files.hf_config == str(directory / "config.json")
     assert files.vocab == str(directory / "vocab.txt")
     assert files.do_lower_case is False and files.bert_config is None
-    assert weights_io.is_hf_model(path)
   assert hf_weights.load_hf_config(files.hf_config) == TINY
-  assert not weights_io.is_hf_model(dirs["tf1"])
   assert model_files.beside(dirs["tf1"]).vocab is None
 
 
