@@ -153,6 +153,8 @@ def parse_args(argv=None):
   p.add_argument("--peer_python", default="/tmp/peer/bin/python",
                  help="the environment with torch, transformers and keras-hub")
   p.add_argument("--model_dir", default=None, help="default: the packaged MiniLM folder")
+  p.add_argument("--run_timeout", type=int, default=4 * 3600,
+                 help="seconds one run may take before it is stopped and recorded as failed")
   p.add_argument("--child", default=None, help=argparse.SUPPRESS)
   args = p.parse_args(argv)
   if not 0 < args.num_train <= MAX_NUM_TRAIN:
@@ -399,10 +401,7 @@ def run_ours(args, data, impl, seed, epochs, out):
     cmd.append(f"--best_metric={TASKS[task]['best']}")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTRAOP_THREADS=str(THREADS),
              TF_NUM_INTEROP_THREADS=str(THREADS), PYTHONPATH=args.ours_repo)
-  proc = subprocess.run(cmd, cwd=args.ours_repo, env=env, capture_output=True, text=True,
-                        check=False)
-  if proc.returncode:
-    raise RunError(" ".join(cmd), proc.stderr)
+  proc = _subprocess(args, cmd, args.ours_repo, env)
   if task == "NER":
     blocks = [[line.split() for line in block.splitlines()]  # `word gold predicted`
               for block in _read(os.path.join(out, "test_predictions.txt")).split("\n\n")
@@ -423,6 +422,19 @@ def run_ours(args, data, impl, seed, epochs, out):
                                                     for line in _read(eval_file).splitlines()
                                                     if " = " in line)}
   return predictions, _ours_rate(proc.stderr), extra
+
+
+def _subprocess(args, cmd, cwd, env):
+  """The finished process; RunError with its stderr if it failed or ran past --run_timeout."""
+  try:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, check=False,
+                          timeout=args.run_timeout)
+  except subprocess.TimeoutExpired as e:
+    stderr = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr
+    raise RunError(" ".join(cmd), f"{stderr or ''}\ntimed out after {args.run_timeout} s") from e
+  if proc.returncode:
+    raise RunError(" ".join(cmd), proc.stderr)
+  return proc
 
 
 def _number(text):
@@ -455,9 +467,7 @@ def run_peer(args, data, impl, seed, epochs, out):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_NUM_INTRAOP_THREADS=str(THREADS),
              TF_NUM_INTEROP_THREADS=str(THREADS), KERAS_BACKEND="tensorflow",
              TOKENIZERS_PARALLELISM="false")
-  proc = subprocess.run(cmd, cwd=_REPO, env=env, capture_output=True, text=True, check=False)
-  if proc.returncode:
-    raise RunError(" ".join(cmd), proc.stderr)
+  _subprocess(args, cmd, _REPO, env)
   with open(result, encoding="utf-8") as f:
     result = json.load(f)
   return result["predictions"], result["rate"], {}
