@@ -16,6 +16,8 @@ from conftest import UNCASED_VOCAB
 from conftest import run_command
 import pytest
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 # Every command of pyproject.toml's [project.scripts].
 COMMANDS = [
     "data_prep.create_pretraining_data", "data_prep.create_classifier_data",

@@ -5,6 +5,9 @@ import subprocess
 import sys
 
 from conftest import REPO
+import pytest
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 PROGRAMS = ("create_pretraining_data", "create_squad_data", "create_classifier_data",
             "learn_vocab", "extend_vocab", "demo_corpus", "show_pretraining_data")

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 SEQ = 64  # short enough that many pairs are truncated
 
 

@@ -11,6 +11,8 @@ import pytest
 from data_prep import tokenization
 from data_prep.vocab import extend
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "a", "patient", "was", "seen", "for", "##s", ".", ","]
 LETTERS = list(string.ascii_lowercase) + ["##" + c for c in string.ascii_lowercase]

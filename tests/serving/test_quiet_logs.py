@@ -9,10 +9,13 @@ import sys
 from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import need
+import pytest
 
 from data_prep import quiet_startup
 from official_bert.interop import checkpointing
 from official_bert.modeling.encoder import BertEncoder
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
 TINY = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
         "intermediate_size": 32, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,

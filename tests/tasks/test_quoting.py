@@ -19,6 +19,8 @@ from official_bert.tasks import classifier_job
 from official_bert.tasks import embedding_job
 from official_bert.tasks import ner_job
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 # STS-B's train.tsv as GLUE writes it (no quoting): line 3 opens a field with a quote that
 # CSV quoting reads on across lines, to the stray quote of line 5 ("'\t' expected after '"'",
 # as STS-B's train.tsv:2006 after its line 2003).

@@ -26,6 +26,8 @@ from official_bert.training import padding
 from official_bert.training import runner
 from official_bert.training import settings as settings_lib
 
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
 L, BATCH, LABELS = 40, 8, 3
 CONFIG = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=32, max_position_embeddings=L, type_vocab_size=2,
