@@ -163,6 +163,35 @@ def run_keras_hub(model_dir, splits, seed):
   return float(np.mean(np.argmax(logits, -1) == dev_y)), rate
 
 
+def torch_adamw(model, lr):
+  """torch AdamW as Hugging Face's Trainer builds it for BERT: eps 1e-6, weight decay 0.01
+  except on biases and LayerNorm weights."""
+  import torch  # pylint: disable=import-outside-toplevel
+  no_decay = ("bias", "LayerNorm.weight")
+  groups = [{"params": [p for n, p in model.named_parameters()
+                        if not any(x in n for x in no_decay)], "weight_decay": 0.01},
+            {"params": [p for n, p in model.named_parameters()
+                        if any(x in n for x in no_decay)], "weight_decay": 0.0}]
+  return torch.optim.AdamW(groups, lr=lr, eps=1e-6)
+
+
+def train_torch(model, loader, epochs, optimizer, scheduler):
+  """The transformers side's training: `epochs` passes over `loader` ((ids, mask, types,
+  labels) batches), gradients clipped at global norm 1.0; returns the seconds it took."""
+  import torch  # pylint: disable=import-outside-toplevel
+  model.train()
+  start = time.time()
+  for _ in range(epochs):
+    for ids, mask, types, y in loader:
+      loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=y).loss
+      optimizer.zero_grad()
+      loss.backward()
+      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+      optimizer.step()
+      scheduler.step()
+  return time.time() - start
+
+
 def run_transformers(model_dir, splits, seed, bert_schedule=False):
   """bert_schedule: google-research/bert's steps and schedule instead of Hugging Face's: whole
   batches only (int(n / batch) steps, as run_classifier counts them) and `warmup_linear_decay`
@@ -187,12 +216,7 @@ def run_transformers(model_dir, splits, seed, bert_schedule=False):
                                        generator=torch.Generator().manual_seed(seed),
                                        drop_last=bert_schedule)
   steps = len(loader) * EPOCHS
-  no_decay = ("bias", "LayerNorm.weight")
-  groups = [{"params": [p for n, p in model.named_parameters()
-                        if not any(x in n for x in no_decay)], "weight_decay": 0.01},
-            {"params": [p for n, p in model.named_parameters()
-                        if any(x in n for x in no_decay)], "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=LR, eps=1e-6)
+  optimizer = torch_adamw(model, LR)
   if bert_schedule:
     sys.path.insert(0, _REPO)
     from official_bert.training import optimization  # pylint: disable=import-outside-toplevel
@@ -201,17 +225,7 @@ def run_transformers(model_dir, splits, seed, bert_schedule=False):
   else:
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps),
                                                              steps)
-  model.train()
-  start = time.time()
-  for _ in range(EPOCHS):
-    for ids, mask, types, y in loader:
-      loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=y).loss
-      optimizer.zero_grad()
-      loss.backward()
-      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-      optimizer.step()
-      scheduler.step()
-  rate = len(data) * EPOCHS / (time.time() - start)
+  rate = len(data) * EPOCHS / train_torch(model, loader, EPOCHS, optimizer, scheduler)
   model.eval()
   enc, dev_labels = encode(splits["dev"])
   with torch.no_grad():

@@ -482,26 +482,17 @@ def child(spec):
     json.dump({"predictions": predictions, "rate": rate}, f)
 
 
-def _windows(pieces_per_word, budget):
-  """(first word, end word) windows of at most `budget` pieces: data_prep/tagging/features'."""
-  spans, start, used = [], 0, 0
-  for i, pieces in enumerate(pieces_per_word):
-    if used and used + len(pieces) > budget:
-      spans.append((start, i))
-      start, used = i, 0
-    used += len(pieces)
-  spans.append((start, len(pieces_per_word)))
-  return spans
-
-
 def tag_rows(sentences, pieces, seq, cls_id, sep_id, pad_id, labels):
   """NER rows as run_ner builds them: (ids, mask, label ids with -100 off first pieces,
   spans (sentence, first word, end word)); `pieces`: per sentence, per word, its ids."""
   import numpy as np
+  if _REPO not in sys.path:
+    sys.path.insert(0, _REPO)
+  from data_prep.tagging import features as tagging_features  # run_ner's windows
   label_map = {label: i for i, label in enumerate(labels)}
   rows, spans = [], []
   for index, ((_, tags), words) in enumerate(zip(sentences, pieces)):
-    for first, end in _windows(words, seq - 2):
+    for first, end in tagging_features.windows(words, seq - 2):
       ids, row_labels = [cls_id], [-100]
       for w in range(first, end):
         kept = words[w][:seq - 1 - len(ids)]
@@ -581,24 +572,11 @@ def child_transformers(spec, data):
   loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH, shuffle=True,
                                        generator=torch.Generator().manual_seed(seed))
   steps = len(loader) * epochs
-  no_decay = ("bias", "LayerNorm.weight")
-  groups = [{"params": [p for n, p in model.named_parameters()
-                        if not any(x in n for x in no_decay)], "weight_decay": 0.01},
-            {"params": [p for n, p in model.named_parameters()
-                        if any(x in n for x in no_decay)], "weight_decay": 0.0}]
-  optimizer = torch.optim.AdamW(groups, lr=lr, eps=1e-6)
+  import bench_finetuning_parity  # the transformers side's optimizer and loop
+  optimizer = bench_finetuning_parity.torch_adamw(model, lr)
   scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps), steps)
-  model.train()
-  start = time.time()
-  for _ in range(epochs):
-    for ids, mask, types, y in loader:
-      loss = model(input_ids=ids, attention_mask=mask, token_type_ids=types, labels=y).loss
-      optimizer.zero_grad()
-      loss.backward()
-      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-      optimizer.step()
-      scheduler.step()
-  rate = len(dataset) * epochs / (time.time() - start)
+  rate = len(dataset) * epochs / bench_finetuning_parity.train_torch(model, loader, epochs,
+                                                                     optimizer, scheduler)
   model.eval()
   dev, spans = encode(data["dev"])
   logits = []
