@@ -26,6 +26,7 @@ from official_bert.api.backbone import Backbone
 from official_bert.api.backbone import BackboneModelConfig
 from official_bert.api.preprocessor import Preprocessor
 from official_bert.interop import folder_writes
+from official_bert.interop import model_folder
 from official_bert.interop import run_record
 from official_bert.interop import weight_names
 from official_bert.modeling import model_types
@@ -33,6 +34,7 @@ from official_bert.serving import exporter
 from official_bert.training import distribution
 from official_bert.training import optimization
 from official_bert.training import padding
+from official_bert.training import train_step as shared_step
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -176,6 +178,8 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def _compile(self, optimizer):
     super().compile(optimizer=optimizer, **self._compile_kwargs)
+    if self._optimizer_settings is not None:  # `train_step` sums the gradients itself
+      shared_step.takes_summed_gradients(self.optimizer)
 
   def get_compile_config(self):
     if self._optimizer_settings is not None and not any(self._compile_kwargs.values()):
@@ -217,51 +221,34 @@ class TaskModel(BackboneModelConfig, keras.Model):
     return optimizer  # it does not clip: `train_step` does, as the commands' loop
 
   def train_step(self, data):
-    """With `compile`'s own optimizer, the commands' step (`training_loop.Trainer`): dense
-    gradients, summed over the replicas, clipped at their global norm. (Keras would clip
-    each replica's part before summing, and measure an embedding's sparse gradient with its
-    repeated rows apart; its all-reduce of sparse gradients also fails when the replicas'
-    row counts differ.)"""
+    """With `compile`'s own optimizer, the commands' step (`training.train_step`, as
+    `training_loop.Trainer` takes it): dense gradients, summed over the replicas, clipped at
+    their global norm. (Keras would clip each replica's part before summing, and measure an
+    embedding's sparse gradient with its repeated rows apart; its all-reduce of sparse
+    gradients also fails when the replicas' row counts differ.)"""
     if self._optimizer_settings is None:
       return super().train_step(data)
-    clip_norm = self._optimizer_settings["clip_norm"]
     replicas = self.distribute_strategy.num_replicas_in_sync
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-    with tf.GradientTape() as tape:
+
+    def loss_and_outputs():
       y_pred = self(x, training=True)
-      loss = self.compute_loss(x, y, y_pred, sample_weight, training=True)
-      scaled = self.optimizer.scale_loss(loss)  # mixed precision's loss scale, else loss
+      return self.compute_loss(x, y, y_pred, sample_weight, training=True), y_pred
+
+    variables = self.trainable_weights
+    grads, loss, y_pred = shared_step.replica_gradients(loss_and_outputs, variables,
+                                                       self.optimizer)
     self._loss_tracker.update_state(loss * replicas, sample_weight=tf.shape(
         tf.nest.flatten(x)[0])[0])
-    variables = self.trainable_weights
-    grads = optimization.dense_gradients(tape.gradient(scaled, variables), variables)
-    if replicas > 1:
-      grads = tf.distribute.get_replica_context().all_reduce("sum", grads)
-    if clip_norm:
-      scale = getattr(self.optimizer, "dynamic_scale", 1.0)  # clip the unscaled gradient
-      grads, _ = optimization.clip_by_global_norm(grads,
-                                                  clip_norm * tf.cast(scale, tf.float32))
-    # apply_gradients sums over the replicas again: give it each replica's share.
-    self.optimizer.apply_gradients(zip([g / replicas for g in grads], variables))
+    shared_step.apply(self.optimizer, grads, variables, self._optimizer_settings["clip_norm"])
     return self.compute_metrics(x, y, y_pred, sample_weight)
 
   def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
     if not self._uses_task_loss:
       return super().compute_loss(x, y, y_pred, sample_weight, training=training)
     features, outputs = self._task_batch(x, y, y_pred, sample_weight)
-    sums = self.task.loss_sums(features, outputs)
-    normalizers = self.task.loss_normalizers(features)
-    context = tf.distribute.get_replica_context()
-    several = self.distribute_strategy.num_replicas_in_sync > 1 and context is not None
-    loss = 0.0
-    for name in sums:
-      # This replica's sum over the GLOBAL normalizer (labeled tokens differ per replica):
-      # the replicas' gradients, summed, are the gradient of the whole batch's mean.
-      normalizer = tf.cast(normalizers[name], tf.float32)
-      if several:
-        normalizer = context.all_reduce("sum", normalizer)
-      epsilon = self.task.loss_epsilons.get(name, 0.0)  # as the commands' loop
-      loss += sums[name] / tf.maximum(normalizer + epsilon, 1e-12)
+    normalizers = shared_step.global_normalizers(self.task, features)
+    loss, _ = shared_step.task_loss(self.task, features, outputs, normalizers)
     extra = [tf.cast(value, tf.float32) for value in self.losses]
     if extra:  # regularization losses, per replica as Keras scales them
       loss += tf.add_n(extra) / float(self.distribute_strategy.num_replicas_in_sync)
@@ -399,7 +386,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
     return export_saved(self, self.model_type, path, overwrite, self.export_arguments(options))
 
   def export_arguments(self, options):
-    """`exporter.export` keyword arguments (max_seq_length, labels, ...)."""
+    """`exporter.ExportOptions` keyword arguments (max_seq_length, labels, ...)."""
     return dict(max_seq_length=self.preprocessor.sequence_length, **options)
 
 
@@ -411,8 +398,10 @@ def export_saved(model, model_type, path, overwrite, arguments):
   with tempfile.TemporaryDirectory() as folder:
     saved = os.path.join(folder, "model")
     model.save(saved)
-    return exporter.export(None, saved, None, None, model_type, path, overwrite=overwrite,
-                           source=f"the Python API's {type(model).__name__}", **arguments)
+    options = exporter.ExportOptions(model_type=model_type, overwrite=overwrite,
+                                     source=f"the Python API's {type(model).__name__}",
+                                     **arguments)
+    return exporter.export(model_folder.read(saved), path, options)
 
 
 def check_sequence_length(preprocessor, encoder):

@@ -6,8 +6,7 @@ A step, per replica:
      gradient of sum(loss)/global normalizer, summed;
   3. all-reduce the gradients, clip them by their global norm (the norm of the whole step's
      gradient, as one device would see it), apply.
-Keras's own clipping would clip each replica's partial gradient before its all-reduce, so we
-reduce and clip here and tell the optimizer the gradients are already reduced.
+The loss, the gradients and step 3 are `train_step`'s, the math `fit` takes too.
 `steps_per_loop` steps run inside one tf.function call to keep the host out of the way.
 """
 
@@ -19,15 +18,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_bert.training import optimization
+from official_bert.training import train_step
 
 SUM = tf.distribute.ReduceOp.SUM
 # Marks the assertion `Trainer.checked` raises: "[ID_RANGE] [feature] [id] [key] [limit]".
 ID_RANGE_ERROR = "ID_RANGE"
-
-
-def _already_reduced(grads_and_vars):
-  return list(grads_and_vars)
 
 
 class Trainer:
@@ -64,8 +59,8 @@ class Trainer:
       if prepare_model is not None:
         self.model = prepare_model(self.model)
       inner = optimizer_fn()
-      inner._all_reduce_sum_gradients = _already_reduced  # pylint: disable=protected-access
-      self.optimizer = keras.optimizers.LossScaleOptimizer(inner) if self.float16 else inner
+      self.optimizer = train_step.takes_summed_gradients(
+          keras.optimizers.LossScaleOptimizer(inner) if self.float16 else inner)
       self.optimizer.build(self.model.trainable_variables)
       self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
@@ -96,23 +91,19 @@ class Trainer:
   def _scores(self, features, normalizers, training):
     """Loss (normalized by the global normalizers), its parts and metric sums."""
     outputs = self.model(features, training=training)
-    sums = self.task.loss_sums(features, outputs)
-    parts = {name: value / (normalizers[name] + self.task.loss_epsilons.get(name, 0.0))
-             for name, value in sums.items()}
-    return tf.add_n(list(parts.values())), parts, self.task.metric_sums(features, outputs)
+    loss, parts = train_step.task_loss(self.task, features, outputs, normalizers)
+    return loss, (parts, self.task.metric_sums(features, outputs))
 
   def _micro_gradients(self, features, normalizers):
-    variables = self.model.trainable_variables
-    with tf.GradientTape() as tape:
-      loss, parts, metrics = self._scores(features, normalizers, training=True)
-      scaled = self.optimizer.scale_loss(loss) if self.float16 else loss
-    grads = optimization.dense_gradients(tape.gradient(scaled, variables), variables)
+    grads, _, (parts, metrics) = train_step.replica_gradients(
+        lambda: self._scores(features, normalizers, training=True),
+        self.model.trainable_variables, self.optimizer)
     return grads, parts, metrics
 
   def _replica_train_step(self, features):
     features = self.checked(features)
     ctx = tf.distribute.get_replica_context()
-    normalizers = ctx.all_reduce(SUM, self.task.loss_normalizers(features))
+    normalizers = train_step.global_normalizers(self.task, features)
     grad_fn = self._micro_gradients
     if self.enable_xla:
       grad_fn = tf.function(grad_fn, jit_compile=True)
@@ -131,19 +122,10 @@ class Trainer:
           grads = [a + b for a, b in zip(grads, g)]
           parts = {n: parts[n] + p[n] for n in parts}
           metrics = {n: (metrics[n][0] + m[n][0], metrics[n][1] + m[n][1]) for n in metrics}
-    grads = ctx.all_reduce(SUM, grads)
     parts = ctx.all_reduce(SUM, parts)
     metrics = ctx.all_reduce(SUM, metrics) if metrics else {}  # a task may have none
-    if self.float16:
-      scale = tf.cast(self.optimizer.dynamic_scale, tf.float32)
-      grads = [g / scale for g in grads]
-    if self.clip_norm:
-      grads, norm = optimization.clip_by_global_norm(grads, self.clip_norm)
-    else:
-      norm = tf.linalg.global_norm(grads)
-    if self.float16:  # LossScaleOptimizer unscales, and skips the step if not finite
-      grads = [g * scale for g in grads]
-    self.optimizer.apply(grads, self.model.trainable_variables)
+    norm = train_step.apply(self.optimizer, grads, self.model.trainable_variables,
+                            self.clip_norm)
     out = dict(parts)
     out["loss"] = tf.add_n(list(parts.values()))
     out["gradient_norm"] = norm

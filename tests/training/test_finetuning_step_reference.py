@@ -17,6 +17,7 @@ import tensorflow as tf
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.tasks.classification import ClassificationTask
 from official_bert.training import optimization
+from official_bert.training import train_step
 from official_bert.training import training_loop
 
 CONFIG = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -176,9 +177,10 @@ def test_optimizer_flags_checked_before_any_work(tmp_path):
 
 
 @pytest.mark.parametrize("bias_correction", [True, False])
-def test_python_api_fit_steps_equal_reference_adamw(bias_correction):
-  """`ob.TextClassifier.fit` takes the commands' step: same loss, optimizer, schedule and
-  clipping (here on the same id batches, Keras' fit loop instead of the Trainer)."""
+def test_python_api_fit_steps_equal_reference_adamw(bias_correction, monkeypatch):
+  """`ob.TextClassifier.fit` takes the commands' step (`training.train_step`, the code the
+  Trainer runs): same loss, optimizer, schedule and clipping (here on the same id batches,
+  Keras' fit loop instead of the Trainer)."""
   from official_bert.api.backbone import Backbone  # pylint: disable=import-outside-toplevel
   from official_bert.api.preprocessor import Preprocessor  # pylint: disable=import-outside-toplevel
   from official_bert.api.text_classifier import TextClassifier  # pylint: disable=import-outside-toplevel
@@ -198,7 +200,11 @@ def test_python_api_fit_steps_equal_reference_adamw(bias_correction):
   model.build()
   variables = model.network.trainable_variables
   initial = [v.numpy().copy() for v in variables]
+  takers = []
+  shared_apply = train_step.apply
+  monkeypatch.setattr(train_step, "apply", lambda *a: takers.append("fit") or shared_apply(*a))
   keras.Model.fit(model, dataset, epochs=1, verbose=0, shuffle=False)
+  assert takers  # traced through the shared step, not a copy
   final = [v.numpy() for v in variables]
   for v, value in zip(variables, initial):
     v.assign(value)
