@@ -61,15 +61,24 @@ class ModelFolder:
     return self.record.model_type
 
 
-def folder_case(files, record, vocab_file):
-  """(do_lower_case, where it came from) by the module's policy, for the files beside a
-  model (`model_files.beside`), its record and its vocabulary."""
+def declared_case(files, record):
+  """(do_lower_case, its file) that a model's files state (its tokenizer_config.json, else
+  its run record), or (None, None): the witness the case guard holds a flag against."""
   if files.do_lower_case is not None:
     return bool(files.do_lower_case), os.path.join(files.directory,
                                                    model_files.TOKENIZER_CONFIG_FILE)
   if record.do_lower_case is not None:
     return bool(record.do_lower_case), os.path.join(files.directory,
                                                     model_files.RUN_SETTINGS_FILE)
+  return None, None
+
+
+def folder_case(files, record, vocab_file):
+  """(do_lower_case, where it came from) by the module's policy, for the files beside a
+  model (`model_files.beside`), its record and its vocabulary."""
+  declared, source = declared_case(files, record)
+  if declared is not None:
+    return declared, source
   if vocab_file:
     cased = case_check.vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
     if cased is not None:
@@ -108,9 +117,7 @@ def read(path, config_file=None, vocab_file=None, do_lower_case=None,
   case, source = folder_case(files, record, vocab_file)
   if do_lower_case is not None:
     if not allow_case_mismatch:
-      witness = files.do_lower_case if files.do_lower_case is not None else record.do_lower_case
-      case_check.check(bool(do_lower_case), path, vocab_file, witness,
-                       source if witness is not None else None)
+      case_check.check(bool(do_lower_case), path, vocab_file, *declared_case(files, record))
     case, source = bool(do_lower_case), names.case
   labels = record.labels or model_files.labels_beside(files.directory or path)
   folder = ModelFolder(path, files.directory, config, config_file, vocab_file, case, source,

@@ -52,14 +52,39 @@ Data = collections.namedtuple("Data", ["train_file", "num_train_examples", "eval
 INHERITED_FLAGS = ("do_lower_case", "max_seq_length")
 
 
+# (path, which flag, the state of its model files) -> ModelFolder: a run asks for its config,
+# vocabulary and case several times (and its jobs again); the folder is read once, and read
+# again only when its files change (a first run writes them into --output_dir).
+_READ = {}
+
+
+def _files_state(path):
+  directory = model_files.directory_of(path)
+  state = []
+  for name in model_files.MODEL_FILES + (model_files.HF_CONFIG_FILE,):
+    file = os.path.join(directory, name)
+    if tf.io.gfile.exists(file):
+      stat = tf.io.gfile.stat(file)
+      state.append((name, stat.mtime_nsec, stat.length))
+  return tuple(state)
+
+
+def _read_once(path, flag, **kwargs):
+  key = (path, flag, _files_state(path))
+  if key not in _READ:
+    if len(_READ) > 32:  # a process running many jobs (tests, a study) keeps the recent
+      _READ.clear()
+    _READ[key] = model_folder.read(path, names=model_folder.Names(path=flag), **kwargs)
+  return _READ[key]
+
+
 def _own_folder(settings):
   """The `model_folder.ModelFolder` of --output_dir, if an earlier run of it wrote its files
   there (`model_files.write`): a resumed, --do_eval or --do_predict run on it needs no model
   flags."""
   output_dir = getattr(settings, "output_dir", None)  # extract_features' settings have none
   if output_dir and tf.io.gfile.exists(os.path.join(output_dir, model_files.CONFIG_FILE)):
-    return model_folder.read(output_dir, names=model_folder.Names(path="--output_dir"),
-                             require_vocab=False)
+    return _read_once(output_dir, "--output_dir", require_vocab=False)
   return None
 
 
@@ -69,9 +94,8 @@ def _init_folder(settings):
   exist)."""
   if not settings.init_checkpoint:
     return None
-  return model_folder.read(settings.init_checkpoint,
-                           names=model_folder.Names(path="--init_checkpoint"),
-                           require_config=False, require_vocab=False)
+  return _read_once(settings.init_checkpoint, "--init_checkpoint", require_config=False,
+                    require_vocab=False)
 
 
 def model_config(settings):
@@ -122,13 +146,8 @@ def check_case(settings):
   folder = next((f for f in (_own_folder(settings), _init_folder(settings)) if f), None)
   witness, source = None, None
   if folder is not None:
-    files = model_files.beside(folder.path)
-    if files.do_lower_case is not None:
-      witness = files.do_lower_case
-      source = os.path.join(files.directory, model_files.TOKENIZER_CONFIG_FILE)
-    elif folder.record.do_lower_case is not None:
-      witness = folder.record.do_lower_case
-      source = os.path.join(files.directory, model_files.RUN_SETTINGS_FILE)
+    witness, source = model_folder.declared_case(model_files.beside(folder.path),
+                                                 folder.record)
   case_check.check(settings.do_lower_case, settings.init_checkpoint, vocab_file(settings),
                    witness, source)
 

@@ -13,6 +13,7 @@ from conftest import CASED_VOCAB
 from conftest import CHINESE_VOCAB
 from conftest import UNCASED_VOCAB
 from conftest import run_command
+from conftest import write_vocab_and_config
 import pytest
 import tensorflow as tf
 from test_glue_run_classifier import _glue_slice
@@ -22,6 +23,7 @@ from test_glue_run_classifier import run_script
 from data_prep import tokenization
 from official_bert.interop import case_check
 from official_bert.interop import folder_writes
+from official_bert.modeling.bert_config import BertConfig
 from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
 
@@ -206,6 +208,33 @@ def test_released_checkpoint_name_and_tokenizer_config_are_checked(tmp_path):
     finetuning_runner.check_case(settings(do_lower_case=True, allow_case_mismatch=False))
   finetuning_runner.check_case(settings(do_lower_case=True, allow_case_mismatch=True))
   finetuning_runner.check_case(settings(do_lower_case=False))
+
+
+def test_a_run_reads_its_model_folder_once(tmp_path, monkeypatch):
+  """Config, vocabulary and case come from one read of --init_checkpoint; a changed file
+  there is read again."""
+  folder = tmp_path / "model"
+  folder.mkdir()
+  tokens = tokenization.load_vocab_tokens(CASED_VOCAB)
+  write_vocab_and_config(str(folder), tokens, BertConfig(
+      vocab_size=len(tokens), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+      intermediate_size=16, max_position_embeddings=64))
+  reads = []
+  real_read = finetuning_runner.model_folder.read
+  monkeypatch.setattr(finetuning_runner.model_folder, "read",
+                      lambda *a, **k: reads.append(a[0]) or real_read(*a, **k))
+  settings = settings_lib.FinetuningSettings(init_checkpoint=str(folder), do_lower_case=False,
+                                             max_seq_length=32,
+                                             output_dir=str(tmp_path / "out"))
+  assert finetuning_runner.model_config(settings).hidden_size == 8
+  assert finetuning_runner.vocab_file(settings) == str(folder / "vocab.txt")
+  assert finetuning_runner.folder_case(settings)[0] is False  # a cased vocabulary
+  finetuning_runner.check_case(settings)
+  assert reads == [str(folder)]
+  (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
+  assert finetuning_runner.folder_case(settings) == (True, str(folder /
+                                                               "tokenizer_config.json"))
+  assert len(reads) == 2
 
 
 def test_bad_combinations_of_training_controls():
