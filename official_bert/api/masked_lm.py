@@ -1,63 +1,120 @@
-"""`MaskedLM`: fill in `[MASK]` tokens with a pretrained model's masked-LM head.
+"""`MaskedLM`: fill in `[MASK]` tokens with a masked-LM head, and go on pretraining on text.
 
   mlm = ob.MaskedLM.from_preset(pretraining_output_dir)
   mlm.fill_mask(["the capital of france is [MASK] ."], top_k=5)
   # [[[("paris", 0.61), ("lyon", 0.05), ...]]]: per text, per [MASK], (token, probability)
+  mlm.fit(domain_texts, epochs=3, batch_size=32)   # masked-LM training on raw texts
+  mlm.evaluate(held_out_texts)                     # {"loss", "masked_lm_accuracy"}
+  mlm.save(path); mlm.export(export_dir)           # a folder; the pretraining SavedModel
 
-The same computation as the pretraining export (`serving.signatures`): "[MASK]" in the text is
-the mask token, the head's softmax over the vocabulary, best first.
+`fill_mask` is the computation of the pretraining export (`serving.signatures`): "[MASK]" in
+the text is the mask token, the head's softmax over the vocabulary, best first. `fit` is
+`run_pretraining --dynamic_masking` on raw texts, masked LM only (as RoBERTa): each batch is
+masked as the writer masks (`training.dynamic_masking`: `masked_lm_prob` of the real tokens,
+80% [MASK], 10% a random token, 10% kept), with new masks every epoch; the loss is the
+commands' (`tasks.pretraining`), the step theirs (`training.train_step`). A folder's
+next-sentence head, if any, is kept for the export and not trained (its loss needs sentence
+pairs).
 """
 
+import math
+
 import keras
+import numpy as np
 import tensorflow as tf
 
-from official_bert.api import presets
-from official_bert.api.backbone import Backbone
-from official_bert.api.preprocessor import Preprocessor
+from official_bert.api import task_model
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.interop import weight_names
 from official_bert.modeling.pretraining_model import BertPretrainingModel
 from official_bert.serving import signatures
+from official_bert.tasks.pretraining import PretrainingTask
+from official_bert.training import dynamic_masking
 
 
-class MaskedLM(keras.Model):
-  """Args: a built `BertPretrainingModel` (weights loaded) and a `Preprocessor`."""
+@keras.saving.register_keras_serializable(package="official_bert")
+class MaskedLM(task_model.TaskModel):
+  """Args: a `Backbone`, a `Preprocessor`; `next_sentence` (keep a next-sentence head, as
+  the folder loaded has one); `masked_lm_prob` and `max_predictions_per_seq` (default:
+  ceil(masked_lm_prob * sequence_length), the original's 20 at 128) mask `fit`'s texts."""
 
-  def __init__(self, network, preprocessor, **kwargs):
-    super().__init__(**kwargs)
-    self.network = network
-    self.preprocessor = preprocessor
+  model_type = "pretraining"
+
+  def __init__(self, backbone, preprocessor, next_sentence=False, masked_lm_prob=0.15,
+               max_predictions_per_seq=None, **kwargs):
+    if not 0.0 < masked_lm_prob < 1.0:
+      raise ValueError(f"masked_lm_prob={masked_lm_prob} must be in (0, 1)")
+    network = BertPretrainingModel(backbone, next_sentence=next_sentence, name="pretraining")
+    if network.next_sentence_head is not None:
+      network.next_sentence_head.trainable = False  # no sentence pairs to train it on
+    max_predictions_per_seq = int(
+        max_predictions_per_seq or math.ceil(masked_lm_prob * preprocessor.sequence_length))
+    task = PretrainingTask(backbone.bert_config, preprocessor.sequence_length,
+                           max_predictions_per_seq, next_sentence=False)
+    super().__init__(network, preprocessor, task, **kwargs)
+    self.next_sentence = bool(next_sentence)
+    self.masked_lm_prob = float(masked_lm_prob)
+    self.max_predictions_per_seq = max_predictions_per_seq
     # One entry per model id: a checkpoint may have more ids than vocab.txt has tokens.
     vocab = list(preprocessor.vocabulary)
-    size = network.encoder.vocab_size
+    size = backbone.vocab_size
     self._vocab = tf.constant(vocab[:size] + [f"[id {i}]" for i in range(len(vocab), size)])
 
-  @property
-  def backbone(self):
-    return self.network.encoder
-
   @classmethod
-  def from_preset(cls, path, sequence_length=128, **kwargs):
-    """A pretraining checkpoint (ours, TF1, or an HF BertForPreTraining/MaskedLM folder);
-    an error if it has no masked-LM head."""
-    preset = presets.load(path)
+  def preset_arguments(cls, path, preset, stored, kwargs):
+    """A pretraining checkpoint (ours, TF1, an HF BertForPreTraining/MaskedLM folder, a
+    saved MaskedLM); an error if it has no masked-LM head. Its next-sentence head, if any,
+    loads too."""
     names = list(preset.weights.tensors)
     if not any(n.startswith(weight_names.MLM_SCOPE) for n in names):
       raise ValueError(f"{preset.weights.source} has no masked-LM head "
                        f"({weight_names.MLM_SCOPE}*): MaskedLM needs a pretraining checkpoint")
-    encoder = Backbone.from_bert_config(preset.config, name="encoder")
-    network = BertPretrainingModel(encoder, next_sentence=not weight_names.is_masked_lm_only(
-        names), name="pretraining")
-    network.build()
-    presets.assign(network, preset, require_heads=True)
-    return cls(network, Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length),
-               **kwargs)
+    if kwargs.get("next_sentence") is None:
+      kwargs["next_sentence"] = not weight_names.is_masked_lm_only(names)
+    return kwargs, True
+
+  def get_config(self):
+    return dict(super().get_config(), next_sentence=self.next_sentence,
+                masked_lm_prob=self.masked_lm_prob,
+                max_predictions_per_seq=self.max_predictions_per_seq)
+
+  # --- Keras ----------------------------------------------------------------------------------
 
   def call(self, inputs, training=None):
-    return self.network(inputs, training=training)
+    return self.network(inputs, training=training)  # {"masked_lm_logits"[, ...]}
+
+  def loss_features(self, x, y, sample_weight):
+    return x  # the masked batch holds its own labels (masked_lm_ids, masked_lm_weights)
+
+  # --- data -------------------------------------------------------------------------------
+
+  def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
+    """Raw texts -> masked batches (the labels are the masked tokens: no `y`)."""
+    if y is not None:
+      raise ValueError("MaskedLM: y must be None (the masked tokens of x are the labels)")
+    texts = as_string_tensor(x, "x")
+    return self.map_batches(task_model.batches((texts,), batch_size, shuffle, seed), seed)
+
+  def map_batches(self, dataset, seed=None):
+    """Batches of raw texts -> ids, masked per batch. `seed` None: drawn from NumPy's
+    generator (`keras.utils.set_random_seed` makes it repeatable)."""
+    vocab = self.preprocessor.vocabulary
+    options = dynamic_masking.MaskingOptions(
+        self.max_predictions_per_seq, self.backbone.vocab_size, vocab.index("[CLS]"),
+        vocab.index("[SEP]"), self.preprocessor.text_to_inputs.mask_id, self.masked_lm_prob,
+        seed=int(np.random.randint(2**31 - 1)) if seed is None else int(seed))
+    # A [2] stateless seed per batch, new each pass over the data: new masks every epoch.
+    seeds = tf.data.Dataset.random(seed=options.seed,
+                                   rerandomize_each_iteration=True).batch(2)
+    return tf.data.Dataset.zip(super().map_batches(dataset), seeds).map(
+        lambda batch, s: (dynamic_masking.mask_batch(batch[0], options, s),) + batch[1:],
+        num_parallel_calls=task_model.AUTOTUNE)
+
+  # --- inference ------------------------------------------------------------------------------
 
   def fill_mask(self, texts, top_k=5, batch_size=32):
     """Per text, per `[MASK]` in order, the `top_k` (token, probability) pairs."""
+    self.warn_if_untrained("fill_mask")
     single = isinstance(texts, str)
     texts = as_string_tensor(texts, "texts")
     result = []
@@ -74,3 +131,8 @@ class MaskedLM(keras.Model):
                         for t, p in zip(tokens[row, m], probabilities[row, m])]
                        for m in range(positions.shape[1]) if positions[row, m] >= 0])
     return result[0] if single else result
+
+  def predict(self, x, top_k=5, batch_size=32, **kwargs):
+    """`fill_mask`: what a masked LM predicts is its [MASK] tokens."""
+    del kwargs
+    return self.fill_mask(x, top_k=top_k, batch_size=batch_size)

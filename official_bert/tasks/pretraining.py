@@ -83,6 +83,10 @@ class PretrainingTask(base.Task):
       out["next_sentence_loss"] = losses.weighted_sum(nsp_nll)
     return out
 
+  def metric_names(self):
+    """The keys of `metric_sums`."""
+    return ("masked_lm_accuracy",) + (("next_sentence_accuracy",) if self.next_sentence else ())
+
   def metric_sums(self, features, outputs):
     out = {"masked_lm_accuracy": losses.accuracy_sums(
         features["masked_lm_ids"], outputs["masked_lm_logits"], features["masked_lm_weights"])}

@@ -1,0 +1,107 @@
+"""`ob.MaskedLM` as a whole task model: fit on raw texts (dynamic masking, the commands'
+loss and step), evaluate, save -> from_preset, and its folder exported by the `export`
+command with no flag but --checkpoint/--export_dir serves what `fill_mask` gives."""
+
+import os
+
+from conftest import TINY_CONFIG
+from conftest import run_command
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  # registers the exported tokenizer's ops
+
+import official_bert as ob
+from official_bert.api import presets
+from official_bert.interop import model_files
+from official_bert.modeling.bert_config import BertConfig
+from official_bert.modeling.encoder import BertEncoder
+from official_bert.modeling.pretraining_model import BertPretrainingModel
+
+pytestmark = pytest.mark.large  # trains and exports
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VOCAB = os.path.join(REPO, "tests", "data", "vocab", "uncased_vocab.txt")
+TEXTS = ["the cat sat on the mat", "a dog ran in the park", "the bird sang a song",
+         "we went to the sea", "the sun is hot today", "she read a good book"]
+
+
+@pytest.fixture(name="pretrained")
+def fixture_pretrained(tmp_path):
+  """A random pretraining folder (masked LM + next sentence heads)."""
+  keras.utils.set_random_seed(4)
+  network = BertPretrainingModel(BertEncoder.from_bert_config(BertConfig(**TINY_CONFIG),
+                                                              name="encoder"),
+                                 name="pretraining")
+  network.build()
+  path = str(tmp_path / "pretrained")
+  presets.save(path, network, ob.Preprocessor(VOCAB))
+  return path
+
+
+def test_fit_masks_as_the_writer_and_learns(pretrained):
+  mlm = ob.MaskedLM.from_preset(pretrained, sequence_length=16)
+  assert mlm.next_sentence and mlm.max_predictions_per_seq == 3  # ceil(0.15 * 16)
+  # The batches: the masked tokens' labels are the text's own ids, inside the real tokens.
+  plain = mlm.preprocessor(TEXTS)
+  batch = next(iter(mlm.make_dataset(TEXTS, batch_size=6, seed=3)))[0]
+  again = next(iter(mlm.make_dataset(TEXTS, batch_size=6, seed=3)))[0]
+  np.testing.assert_array_equal(batch["input_word_ids"], again["input_word_ids"])  # the seed
+  weights = batch["masked_lm_weights"].numpy()
+  assert weights.sum(axis=1).min() >= 1
+  positions = batch["masked_lm_positions"].numpy()
+  real = plain["input_mask"].numpy().sum(axis=1)
+  for row in range(6):
+    for slot in np.flatnonzero(weights[row]):
+      position = positions[row, slot]
+      assert 0 < position < real[row] - 1  # never [CLS] or [SEP]
+      assert batch["masked_lm_ids"][row, slot] == plain["input_word_ids"][row, position]
+  # A second pass over the data (an epoch) draws new masks.
+  dataset = mlm.make_dataset(TEXTS * 4, batch_size=24, seed=3)
+  first, second = (next(iter(dataset))[0]["masked_lm_positions"] for _ in range(2))
+  assert not np.array_equal(first, second)
+
+  mlm.compile(learning_rate=2e-3, warmup_fraction=0.0)
+  before = mlm.evaluate(TEXTS * 4, batch_size=8, return_dict=True, verbose=0)
+  history = mlm.fit(TEXTS * 8, epochs=6, batch_size=8, seed=1, verbose=0)
+  after = mlm.evaluate(TEXTS * 4, batch_size=8, return_dict=True, verbose=0)
+  assert set(history.history) == {"loss", "masked_lm_accuracy"}
+  assert after["loss"] < before["loss"] - 1.0, (before, after)
+  assert after["masked_lm_accuracy"] > before["masked_lm_accuracy"]
+  # The next-sentence head is kept as loaded (no pairs to train it on).
+  untouched = ob.MaskedLM.from_preset(pretrained, sequence_length=16)
+  for got, start in zip(mlm.network.next_sentence_head.weights,
+                        untouched.network.next_sentence_head.weights):
+    np.testing.assert_array_equal(got.numpy(), start.numpy())
+  with pytest.raises(ValueError, match="y must be None"):
+    mlm.fit(TEXTS, ["a"] * len(TEXTS))
+
+
+def test_fitted_model_saves_loads_and_exports_by_the_command(pretrained, tmp_path):
+  mlm = ob.MaskedLM.from_preset(pretrained, sequence_length=16)
+  mlm.compile(learning_rate=2e-3, warmup_fraction=0.0)
+  mlm.fit(TEXTS * 4, epochs=2, batch_size=8, seed=1, verbose=0)
+  texts = ["the cat sat on the [MASK]", "a [MASK] ran in the [MASK]"]
+  filled = mlm.fill_mask(texts, top_k=3)
+  assert mlm.predict(texts, top_k=3) == filled
+  saved = str(tmp_path / "saved")
+  mlm.save(saved)
+  assert model_files.read_run_settings(saved).model_type == "pretraining"
+  back = ob.MaskedLM.from_preset(saved)
+  assert back.preprocessor.sequence_length == 16 and back.next_sentence
+  for got, want in zip(sum(back.fill_mask(texts, top_k=3), []), sum(filled, []), strict=True):
+    assert [t for t, _ in got] == [t for t, _ in want]
+    np.testing.assert_allclose([p for _, p in got], [p for _, p in want], rtol=1e-5)
+  export_dir = tmp_path / "export"
+  result = run_command("official_bert.export", f"--checkpoint={saved}",
+                       f"--export_dir={export_dir}", "--top_k=3")
+  assert result.returncode == 0, result.stderr
+  served = tf.saved_model.load(str(export_dir)).signatures["serving_default"](
+      text=tf.constant(texts))
+  tokens = served["masked_lm_top_tokens"].numpy()
+  probabilities = served["masked_lm_top_probabilities"].numpy()
+  for row, masks in enumerate(filled):
+    for slot, pairs in enumerate(masks):
+      assert [t.decode() for t in tokens[row, slot]] == [t for t, _ in pairs]
+      np.testing.assert_allclose(probabilities[row, slot], [p for _, p in pairs], atol=1e-5)
