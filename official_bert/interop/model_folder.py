@@ -79,6 +79,11 @@ def folder_case(files, record, vocab_file):
   declared, source = declared_case(files, record)
   if declared is not None:
     return declared, source
+  return vocabulary_case(vocab_file)
+
+
+def vocabulary_case(vocab_file):
+  """(do_lower_case, where it came from) by the vocabulary alone (steps 3 and 4 above)."""
   if vocab_file:
     cased = case_check.vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
     if cased is not None:

@@ -5,9 +5,14 @@ run_pretraining's docstring."""
 import dataclasses
 from typing import Optional
 
+from absl import logging
+
 from data_prep import tfrecord_io
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
+from official_bert.interop import run_record
 from official_bert.tasks.pretraining import PretrainingTask
+from official_bert.training import distribution
 from official_bert.training import dynamic_masking
 from official_bert.training import runner
 from official_bert.training import settings as settings_lib
@@ -27,8 +32,10 @@ class PretrainingSettings(settings_lib.RunSettings):
       False, "Mask each batch in the input pipeline: for records written with "
       "create_pretraining_data --masking=none (needs --vocab_file).")
   vocab_file: Optional[str] = option(
-      None, "With --dynamic_masking: the vocabulary the records were written with (its "
-      "[CLS], [SEP] and [MASK] ids).")
+      None, "The vocabulary the records were written with: --dynamic_masking takes its "
+      "[CLS], [SEP] and [MASK] ids; given, it is written into --output_dir with the config, "
+      "the case and the run record, so the folder loads (from_preset, export --checkpoint) "
+      "with no model flags.")
   masked_lm_prob: float = option(0.15, "With --dynamic_masking: fraction of tokens masked.",
                                  above=0.0, maximum=1.0)
   do_whole_word_mask: bool = option(
@@ -50,6 +57,17 @@ def masking_options(settings, config):
       seed=s.random_seed)
 
 
+def write_model_files(settings, config):
+  """--output_dir's bert_config.json, vocab.txt, tokenizer_config.json (the case the
+  vocabulary implies: the records hold ids, not the writer's flags) and run record, as a
+  fine-tuning OUTPUT_DIR has them."""
+  s = settings
+  do_lower_case, source = model_folder.vocabulary_case(s.vocab_file)
+  logging.info("--output_dir's model files: do_lower_case=%s (from %s)", do_lower_case, source)
+  model_files.write(s.output_dir, config, s.vocab_file, do_lower_case, run_record.RunRecord.of(
+      "pretraining", task="pretraining", max_seq_length=s.max_seq_length))
+
+
 def run(settings, record=None):
   """Trains and/or evaluates; returns {"train": metrics, "eval": results}.
 
@@ -69,6 +87,8 @@ def run(settings, record=None):
   trainer = runner.make_trainer(s, strategy, task, s.num_train_steps, s.num_warmup_steps)
   results = {}
   if s.do_train:
+    if s.vocab_file and distribution.is_chief(strategy):
+      write_model_files(s, config)
     run_config = {"bert_config": config.to_dict(), "flags": record or {}}
     with runner.explained_input_errors(s.input_file, s.bert_config_file):
       results["train"] = runner.run_training(

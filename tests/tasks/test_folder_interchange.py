@@ -5,8 +5,7 @@ what `predict` gives (1e-5).
 
 For each task: the command trains a tiny model (random init, 3 steps); `from_preset(OUTPUT_DIR)`
 predicts what `export --checkpoint=OUTPUT_DIR` serves; the API model saved with `save(DIR)`
-exports by CLI and serves the same again. (The question answerer's and masked LM's API ->
-export round trips: tests/api/test_python_api.py.)"""
+exports by CLI and serves the same again. (The masked LM's: tests/api/test_masked_lm.py.)"""
 
 import csv
 import json
@@ -121,3 +120,34 @@ def test_embedder_folders_load_export_and_serve_alike(tmp_path):
     served = _serve(folder, tmp_path / export_dir)["serving_default"](
         text=tf.constant(first[:5]))
     np.testing.assert_allclose(served["sentence_embedding"].numpy(), expected, atol=1e-5)
+
+
+CONTEXT = ("The Normans were the people who in the 10th and 11th centuries gave their name to "
+           "Normandy, a region in France. They were descended from Norse raiders. ")
+QUESTIONS = [("Who gave their name to Normandy?", "The Normans"),
+             ("Where is Normandy?", "France"), ("Who were they descended from?", "Norse raiders")]
+
+
+def test_question_answerer_folders_load_export_and_serve_alike(tmp_path):
+  squad = {"version": "1.1", "data": [{"title": "Normans", "paragraphs": [{
+      "context": CONTEXT, "qas": [
+          {"id": str(i), "question": question,
+           "answers": [{"text": answer, "answer_start": CONTEXT.index(answer)}]}
+          for i, (question, answer) in enumerate(QUESTIONS)]}]}]}
+  train = tmp_path / "train.json"
+  train.write_text(json.dumps(squad), encoding="utf-8")
+  out = tmp_path / "out"
+  run_script("official_bert.run_squad", tmp_path, f"--train_file={train}", f"--output_dir={out}",
+             "--do_train", "--doc_stride=16", "--max_query_length=12")
+  qa = ob.QuestionAnswerer.from_preset(str(out))  # window settings: the record's
+  assert qa.untrained_weights == [] and qa.options["doc_stride"] == 16
+  questions = [q for q, _ in QUESTIONS]
+  expected = [qa.answer(question, CONTEXT) for question in questions]
+  qa.save(str(tmp_path / "api"))
+  for folder, export_dir in ((out, "export_cli"), (tmp_path / "api", "export_api")):
+    served = _serve(folder, tmp_path / export_dir)["serving_default"](
+        question=tf.constant(questions), context=tf.constant([CONTEXT] * len(questions)))
+    for row, answer in enumerate(expected):
+      assert served["answer_text"].numpy()[row].decode() == answer["text"]
+      assert int(served["answer_start"][row]) == answer["start"]
+      np.testing.assert_allclose(float(served["score"][row]), answer["score"], atol=1e-5)
