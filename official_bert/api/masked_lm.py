@@ -14,7 +14,7 @@ masked as the writer masks (`training.dynamic_masking`: `masked_lm_prob` of the 
 80% [MASK], 10% a random token, 10% kept), with new masks every epoch; the loss is the
 commands' (`tasks.pretraining`), the step theirs (`training.train_step`). A folder's
 next-sentence head, if any, is kept for the export and not trained (its loss needs sentence
-pairs).
+pairs), nor is the pooler only it reads (as `run_pretraining --next_sentence=False`).
 """
 
 import math
@@ -45,8 +45,9 @@ class MaskedLM(task_model.TaskModel):
     if not 0.0 < masked_lm_prob < 1.0:
       raise ValueError(f"masked_lm_prob={masked_lm_prob} must be in (0, 1)")
     network = BertPretrainingModel(backbone, next_sentence=next_sentence, name="pretraining")
-    if network.next_sentence_head is not None:
-      network.next_sentence_head.trainable = False  # no sentence pairs to train it on
+    if network.next_sentence_head is not None:  # no sentence pairs to train it on: it and
+      network.next_sentence_head.trainable = False  # the pooler it reads stay as loaded
+      backbone.pooler_dense.trainable = False
     max_predictions_per_seq = int(
         max_predictions_per_seq or math.ceil(masked_lm_prob * preprocessor.sequence_length))
     task = PretrainingTask(backbone.bert_config, preprocessor.sequence_length,

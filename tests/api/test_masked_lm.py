@@ -69,11 +69,13 @@ def test_fit_masks_as_the_writer_and_learns(pretrained):
   assert set(history.history) == {"loss", "masked_lm_accuracy"}
   assert after["loss"] < before["loss"] - 1.0, (before, after)
   assert after["masked_lm_accuracy"] > before["masked_lm_accuracy"]
-  # The next-sentence head is kept as loaded (no pairs to train it on).
+  # The next-sentence head and the pooler it reads are kept as loaded (no pairs to train
+  # them on; not even weight decay).
   untouched = ob.MaskedLM.from_preset(pretrained, sequence_length=16)
-  for got, start in zip(mlm.network.next_sentence_head.weights,
-                        untouched.network.next_sentence_head.weights):
-    np.testing.assert_array_equal(got.numpy(), start.numpy())
+  for trained, loaded in ((mlm.network.next_sentence_head, untouched.network.next_sentence_head),
+                          (mlm.backbone.pooler_dense, untouched.backbone.pooler_dense)):
+    for got, start in zip(trained.weights, loaded.weights, strict=True):
+      np.testing.assert_array_equal(got.numpy(), start.numpy())
   with pytest.raises(ValueError, match="y must be None"):
     mlm.fit(TEXTS, ["a"] * len(TEXTS))
 
