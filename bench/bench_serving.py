@@ -206,7 +206,9 @@ def _calibration_file(data, work_dir):
 
 
 def _export_all(model_dir, work_dir, calibration_file):
+  from official_bert.interop import model_folder  # pylint: disable=g-import-not-at-top
   from official_bert.serving import exporter  # pylint: disable=g-import-not-at-top
+  folder = model_folder.read(model_dir)  # once: every export below is of this model
   dirs = {}
   for name, kwargs in (("savedmodel", dict(max_seq_length=512)),
                        ("savedmodel_xla", dict(max_seq_length=512, xla_single_sequence=True)),
@@ -218,7 +220,7 @@ def _export_all(model_dir, work_dir, calibration_file):
     dirs[name] = os.path.join(work_dir, name)
     if not os.path.exists(dirs[name]):
       print(f"exporting {name}", flush=True)
-      exporter.export(None, model_dir, None, None, "encoder", dirs[name], **kwargs)
+      exporter.export(folder, dirs[name], exporter.ExportOptions("encoder", **kwargs))
   return dirs
 
 

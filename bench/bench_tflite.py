@@ -38,6 +38,7 @@ import tensorflow as tf  # noqa: E402
 from data_prep import tokenization  # noqa: E402
 from official_bert.interop import hf_weights  # noqa: E402
 from official_bert.interop import model_files  # noqa: E402
+from official_bert.interop import model_folder  # noqa: E402
 from official_bert.serving import exporter  # noqa: E402
 
 QUANTIZE = ("none", "dynamic", "float16")
@@ -105,11 +106,13 @@ class Runners:
 def export_all(config_file, checkpoint, vocab_file, model_type, seq, root, **kwargs):
   dirs = {"SavedModel": os.path.join(root, "saved_model")}
   dirs.update({q: os.path.join(root, f"tflite_{q}") for q in QUANTIZE})
+  folder = model_folder.read(checkpoint, config_file, vocab_file, True)
   for name, d in dirs.items():
     start = time.time()
-    exporter.export(config_file, checkpoint, vocab_file, True, model_type, d, max_seq_length=seq,
-                    export_format="single" if name == "SavedModel" else "tflite",
-                    quantize="none" if name == "SavedModel" else name, overwrite=True, **kwargs)
+    exporter.export(folder, d, exporter.ExportOptions(
+        model_type, max_seq_length=seq,
+        export_format="single" if name == "SavedModel" else "tflite",
+        quantize="none" if name == "SavedModel" else name, overwrite=True, **kwargs))
     print(f"exported {model_type} {name} in {time.time() - start:.0f} s", flush=True)
   return dirs
 

@@ -24,6 +24,7 @@ both). The work is `serving.exporter`'s.
 from absl import flags
 
 from data_prep import cli
+from official_bert.interop import model_folder
 from official_bert.modeling import model_types
 from official_bert.modeling import sentence_embedding
 from official_bert.serving import classifier_outputs
@@ -109,22 +110,26 @@ def main(argv):
   del argv
   # None unless given: an HF --checkpoint's tokenizer_config.json decides.
   do_lower_case = FLAGS.do_lower_case if FLAGS["do_lower_case"].present else None
-  model_type = exporter.model_type_of(FLAGS.checkpoint, FLAGS.model_type)
+  # Read once (a missing --checkpoint is named here): its config, vocabulary, case, labels
+  # and run record serve the model type, training's settings and the export alike.
+  folder = model_folder.read(FLAGS.checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
+                             do_lower_case, FLAGS.allow_case_mismatch)
+  model_type = exporter.model_type_of(folder, FLAGS.model_type)
   value, classifier_options = exporter.trained_settings(
-      FLAGS.checkpoint, model_type,
+      folder, model_type,
       {name: FLAGS[name].value for name in exporter.FROM_RUN_SETTINGS},
       {name for name in exporter.FROM_RUN_SETTINGS if FLAGS[name].present})
-  exporter.export(FLAGS.bert_config_file, FLAGS.checkpoint, FLAGS.vocab_file, do_lower_case,
-                  model_type, FLAGS.export_dir, value["max_seq_length"],
-                  value["num_labels"], value["label_names"], FLAGS.export_format, FLAGS.top_k,
-                  FLAGS.allow_random_head, FLAGS.overwrite, FLAGS.head_config_file,
-                  value["normalize_embeddings"],
-                  {name: value[name] for name in exporter.SQUAD_FLAGS}, FLAGS.quantize,
-                  classifier_options, value["pooling"],
-                  calibration_file=FLAGS.quantize_calibration_file,
-                  min_cosine=FLAGS.quantize_min_cosine,
-                  xla_single_sequence=FLAGS.xla_single_sequence,
-                  allow_case_mismatch=FLAGS.allow_case_mismatch)
+  options = exporter.ExportOptions(
+      model_type, max_seq_length=value["max_seq_length"], num_labels=value["num_labels"],
+      label_names=value["label_names"], export_format=FLAGS.export_format, top_k=FLAGS.top_k,
+      allow_random_head=FLAGS.allow_random_head, overwrite=FLAGS.overwrite,
+      head_config_file=FLAGS.head_config_file,
+      normalize_embeddings=value["normalize_embeddings"],
+      squad_options={name: value[name] for name in exporter.SQUAD_FLAGS},
+      quantize=FLAGS.quantize, classifier_options=classifier_options, pooling=value["pooling"],
+      calibration_file=FLAGS.quantize_calibration_file, min_cosine=FLAGS.quantize_min_cosine,
+      xla_single_sequence=FLAGS.xla_single_sequence)
+  exporter.export(folder, FLAGS.export_dir, options)
   print(f"Exported {model_type} ({FLAGS.export_format}) to {FLAGS.export_dir}")
 
 

@@ -23,10 +23,10 @@ The original recipe is the default. Two departures from it, as most pretraining 
       script) gives the ids of [CLS], [SEP] and [MASK]; with or without --dynamic_masking it
       also makes OUTPUT_DIR a model folder (bert_config.json, vocab.txt, the case the
       vocabulary implies, run_settings.json) that `ob.MaskedLM.from_preset`, `export
-      --checkpoint=OUTPUT_DIR` and `run_* --init_checkpoint` read with no model flags. Masks are a function of
-      --random_seed and the record's place in the input stream: reruns and resumed runs mask
-      exactly as the uninterrupted run. Offline-masked records with --dynamic_masking, or
-      unmasked ones without it, are an error naming the file.
+      --checkpoint=OUTPUT_DIR` and `run_* --init_checkpoint` read with no model flags. Masks
+      are a function of --random_seed and the record's place in the input stream: reruns and
+      resumed runs mask exactly as the uninterrupted run. Offline-masked records with
+      --dynamic_masking, or unmasked ones without it, are an error naming the file.
 """
 
 import sys

@@ -4,7 +4,7 @@ TensorFlow Lite model: the work of `python -m official_bert.export`.
 --checkpoint is ours, a google-research TF1 checkpoint (prefix or directory) or a Hugging Face
 model (`weights_io`). A Hugging Face folder brings its config.json, vocab.txt and
 tokenizer_config.json's do_lower_case; a fine-tuning OUTPUT_DIR brings its bert_config.json,
-vocab.txt, labels.txt and run_settings.json (`resolve_model_files`, `trained_settings`). Every
+vocab.txt, labels.txt and run_settings.json (`model_folder.read`, `trained_settings`). Every
 variable of the exported model must be in it: a classifier/squad/tagger head missing from the
 file is an error (`allow_random_head` exports a random head anyway, for tests only).
 
@@ -23,8 +23,10 @@ config and export settings in `assets.extra/`.
 """
 
 import contextlib
+import dataclasses
 import json
 import os
+from typing import Optional, Sequence
 
 from absl import logging
 import tensorflow as tf
@@ -33,7 +35,6 @@ from data_prep import tfrecord_io
 from data_prep import tokenization
 from official_bert.interop import folder_writes
 from official_bert.interop import model_files
-from official_bert.interop import model_folder
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
@@ -73,15 +74,15 @@ def _display_vocab(vocab, vocab_size, vocab_file):
   return list(vocab) + [f"[id {i}]" for i in range(len(vocab), vocab_size)]
 
 
-def model_type_of(checkpoint, model_type):
-  """`model_type` if given, else the one `checkpoint`'s run record names (ValueError when it
-  names none: a pretrained model, which may be exported as several types)."""
+def model_type_of(folder, model_type):
+  """`model_type` if given, else the one the run record of `folder` (a
+  `model_folder.ModelFolder`) names (ValueError when it names none: a pretrained model, which
+  may be exported as several types)."""
   if model_type:
     return model_type
-  model_files.check_exists(checkpoint, "--checkpoint")
-  stored = model_files.beside(checkpoint).record.model_type
+  stored = folder.model_type
   if not stored:
-    raise ValueError(f"--model_type is required: --checkpoint={checkpoint} has no run record "
+    raise ValueError(f"--model_type is required: --checkpoint={folder.path} has no run record "
                      f"({model_files.RUN_SETTINGS_FILE}) naming its model type (a pretrained "
                      "model: --model_type=encoder serves its vectors)")
   logging.info("--model_type=%s: from %s beside --checkpoint", stored,
@@ -89,16 +90,47 @@ def model_type_of(checkpoint, model_type):
   return stored
 
 
-def resolve_model_files(bert_config_file, checkpoint, vocab_file, do_lower_case,
-                        allow_case_mismatch=False):
-  """(BertConfig, vocabulary file, do_lower_case) of the export: the model folder's
-  (`model_folder.read`: an HF folder, a fine-tuning OUTPUT_DIR or its best/, an API-saved or
-  TF1 folder), the flags given overriding it. `do_lower_case` None: the folder's case by the
-  one policy (tokenizer_config.json, the run record, the vocabulary); one that contradicts the
-  folder is refused unless `allow_case_mismatch`."""
-  folder = model_folder.read(checkpoint, bert_config_file, vocab_file, do_lower_case,
-                             allow_case_mismatch)
-  return folder.config, folder.vocab_file, folder.do_lower_case
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+  """Every export setting that is not about reading the model folder (`export`).
+
+  model_type: what to export (`model_types.MODEL_TYPES`).
+  max_seq_length: the text signatures pad/truncate to this length.
+  num_labels: labels of a classifier/tagger head (default: len(label_names)).
+  label_names: label strings in id order (default: the folder's labels, for a labelled head).
+  export_format: `EXPORT_FORMATS`: single, hub_pair, tflite or onnx.
+  top_k: predictions per [MASK] (pretraining).
+  allow_random_head: export a head the checkpoint lacks with random weights (tests only).
+  overwrite: replace an existing export (its own entries; other files stay).
+  head_config_file: a feature_tagger's head_config.json (default: the folder's).
+  normalize_embeddings: an encoder's mean_pooled_output and sentence_embedding unit length.
+  squad_options: `squad_answers.SquadAnswerer`'s keyword arguments (doc_stride, ...), squad.
+  quantize: tflite, onnx: `QUANTIZE_MODES` (the format's own).
+  classifier_options: a `classifier_outputs.Options` for a classifier export.
+  pooling: an encoder's `sentence_embedding` output (`sentence_embedding.POOLINGS`).
+  calibration_file: --quantize_calibration_file (ONNX int8, `onnx_quantization`).
+  min_cosine: --quantize_min_cosine, with `calibration_file`.
+  xla_single_sequence: one text runs XLA-compiled (`modeling.single_sequence_xla`), SavedModels.
+  source: export_info.json's model exported (default: the checkpoint; the API names itself).
+  """
+  model_type: str
+  max_seq_length: int = 128
+  num_labels: Optional[int] = None
+  label_names: Optional[Sequence[str]] = None
+  export_format: str = "single"
+  top_k: int = 5
+  allow_random_head: bool = False
+  overwrite: bool = False
+  head_config_file: Optional[str] = None
+  normalize_embeddings: bool = False
+  squad_options: Optional[dict] = None
+  quantize: str = "none"
+  classifier_options: Optional[classifier_outputs.Options] = None
+  pooling: str = "mean"
+  calibration_file: Optional[str] = None
+  min_cosine: float = 0.99
+  xla_single_sequence: bool = False
+  source: Optional[str] = None
 
 
 @contextlib.contextmanager
@@ -128,113 +160,82 @@ def _save(module, directory, signatures, vocab_file, extra):
       f.write(content)
 
 
-def export(bert_config_file,
-           checkpoint,
-           vocab_file,
-           do_lower_case,
-           model_type,
-           export_dir,
-           max_seq_length=128,
-           num_labels=None,
-           label_names=None,
-           export_format="single",
-           top_k=5,
-           allow_random_head=False,
-           overwrite=False,
-           head_config_file=None,
-           normalize_embeddings=False,
-           squad_options=None,
-           quantize="none",
-           classifier_options=None,
-           pooling="mean",
-           calibration_file=None,
-           min_cosine=0.99,
-           xla_single_sequence=False,
-           source=None,
-           allow_case_mismatch=False):
-  """Writes the SavedModel(s); returns the exported tf.Module(s) (for in-process checks).
-
-  `bert_config_file`, `vocab_file` and `do_lower_case` may be None for a Hugging Face
-  `checkpoint` (`resolve_model_files`). `squad_options`: `squad_answers.SquadAnswerer`'s
-  keyword arguments (doc_stride, max_query_length, n_best_size, ...) for a squad export.
-  `classifier_options`: a `classifier_outputs.Options` for a classifier export.
-  `pooling`: an encoder's `sentence_embedding` output (`sentence_embedding.POOLINGS`).
-  `calibration_file`, `min_cosine`: --quantize_calibration_file and --quantize_min_cosine
-  (ONNX int8, `onnx_quantization`).
-  `xla_single_sequence`: a request of one text runs XLA-compiled
-  (`modeling.single_sequence_xla`): SavedModel formats only.
-  `source`: what export_info.json records as the model exported (default: the checkpoint
-  read; the Python API names itself rather than its temporary folder).
-  `allow_case_mismatch`: export with a `do_lower_case` that contradicts the folder.
-  """
-  config, vocab_file, do_lower_case = resolve_model_files(
-      bert_config_file, checkpoint, vocab_file, do_lower_case, allow_case_mismatch)
+def export(folder, export_dir, options):
+  """Writes the SavedModel(s) of the model in `folder` (a `model_folder.ModelFolder`:
+  `model_folder.read`) to `export_dir` as `options` (an `ExportOptions`) say; returns the
+  exported tf.Module(s) (for in-process checks). The folder brings the config, vocabulary,
+  case, weights, labels and a feature_tagger's head config; `options` may override the last
+  two."""
+  model_type = options.model_type
   head_config = None
   if model_type == "feature_tagger":
-    head_config_file = head_config_file or model_files.head_config_beside(checkpoint)
+    head_config_file = options.head_config_file or folder.head_config_file
     if not head_config_file:
       raise ValueError(f"--model_type=feature_tagger: no {model_files.HEAD_CONFIG_FILE} "
-                       f"beside --checkpoint={checkpoint}; pass --head_config_file")
+                       f"beside --checkpoint={folder.path}; pass --head_config_file")
     head_config = model_files.read_head_config(head_config_file)
-  vocab = tokenization.load_vocab_tokens(vocab_file)
+  config = folder.config
+  vocab = tokenization.load_vocab_tokens(folder.vocab_file)
+  max_seq_length = options.max_seq_length
   if not 3 <= max_seq_length <= config.max_position_embeddings:
     raise ValueError(f"--max_seq_length={max_seq_length} must be in [3, "
                      f"max_position_embeddings={config.max_position_embeddings}]")
+  num_labels, label_names = options.num_labels, options.label_names
   if not label_names and not num_labels and model_type in model_types.NEEDS_NUM_LABELS:
-    # A fine-tuning run's labels.txt: served outputs carry label strings (flags win).
-    label_names = model_files.labels_beside(checkpoint)
+    # A fine-tuning run's labels: served outputs carry label strings (options win).
+    label_names = folder.labels
   if label_names:
     if num_labels and num_labels != len(label_names):
       raise ValueError(f"--num_labels={num_labels} but {len(label_names)} --label_names")
     num_labels = len(label_names)
-  classifier_options = classifier_options or classifier_outputs.Options()
+  classifier_options = options.classifier_options or classifier_outputs.Options()
   if model_type == "classifier":
     classifier_outputs.check_problem_type(classifier_options.problem_type, num_labels)
     if classifier_options.doc_stride < 0:
       raise ValueError(f"--doc_stride={classifier_options.doc_stride} must be >= 0")
     if classifier_options.problem_type == "regression":
       num_labels = num_labels or 1
+  export_format, quantize = options.export_format, options.quantize
   if export_format == "hub_pair" and model_type != "encoder":
     raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")
   check_quantize(export_format, quantize)
-  if xla_single_sequence and export_format in FILE_FORMATS:
+  if options.xla_single_sequence and export_format in FILE_FORMATS:
     raise ValueError(f"--xla_single_sequence compiles a SavedModel's requests of one text; "
                      f"--export_format={export_format} runs in its own runtime")
   calibration_texts = None
-  if calibration_file:
+  if options.calibration_file:
     if (export_format, quantize) != ("onnx", "dynamic"):
       raise ValueError("--quantize_calibration_file calibrates --export_format=onnx "
                        "--quantize=dynamic")
     if model_type == "multiple_choice":
       raise ValueError("--quantize_calibration_file: not for --model_type=multiple_choice "
                        "(its inputs are a text and its choices)")
-    if not 0.0 < min_cosine <= 1.0:
-      raise ValueError(f"--quantize_min_cosine={min_cosine} must be in (0, 1]")
-    calibration_texts = onnx_quantization.read_texts(calibration_file)
-  if normalize_embeddings and model_type != "encoder":
+    if not 0.0 < options.min_cosine <= 1.0:
+      raise ValueError(f"--quantize_min_cosine={options.min_cosine} must be in (0, 1]")
+    calibration_texts = onnx_quantization.read_texts(options.calibration_file)
+  if options.normalize_embeddings and model_type != "encoder":
     raise ValueError("--normalize_embeddings applies to an encoder's mean_pooled_output: use "
                      "--model_type=encoder")
-  pooling = pooling or "mean"
+  pooling = options.pooling or "mean"
   if pooling not in sentence_embedding.POOLINGS:
     raise ValueError(f"--pooling={pooling} must be one of "
                      f"{', '.join(sentence_embedding.POOLINGS)}")
   if pooling != "mean" and model_type != "encoder":
     raise ValueError("--pooling applies to an encoder's sentence_embedding: use "
                      "--model_type=encoder")
-  folder_writes.check_writable(export_dir, overwrite, "--overwrite")  # before any work
+  # What `_build` writes: the values resolved above, not the ones asked for.
+  options = dataclasses.replace(options, num_labels=num_labels, label_names=label_names,
+                                classifier_options=classifier_options, pooling=pooling)
+  folder_writes.check_writable(export_dir, options.overwrite, "--overwrite")  # before any work
   result = []
 
   def fill(building):
-    result.append(_build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type,
-                         building, max_seq_length, num_labels, label_names, export_format,
-                         top_k, allow_random_head, head_config, normalize_embeddings,
-                         squad_options, quantize, classifier_options, pooling,
-                         (calibration_texts, min_cosine), xla_single_sequence, source))
+    result.append(_build(folder, vocab, options, building, head_config, calibration_texts))
 
   # Built beside the target (or inside an existing folder) and moved in only when complete:
   # a failing export (a bad checkpoint, an interruption) leaves the previous model untouched
   # and no partial one; --overwrite replaces an export's own entries and keeps other files.
-  folder_writes.write_folder(export_dir, fill, overwrite, owned=export_entries,
+  folder_writes.write_folder(export_dir, fill, options.overwrite, owned=export_entries,
                              option="--overwrite")
   return result[0]
 
@@ -275,45 +276,48 @@ def _write_file_export(export_dir, export_format, content, info, vocab_file, ext
       f.write(text)
 
 
-def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, export_dir,
-           max_seq_length, num_labels, label_names, export_format, top_k, allow_random_head,
-           head_config=None, normalize_embeddings=False, squad_options=None, quantize="none",
-           classifier_options=None, pooling="mean", calibration=(None, 0.99),
-           xla_single_sequence=False, source=None):
-  """Writes the SavedModel(s) to `export_dir` (a fresh directory).
+def _build(folder, vocab, options, export_dir, head_config=None, calibration_texts=None):
+  """Writes the SavedModel(s) of `folder` to `export_dir` (a fresh directory).
 
-  calibration: (`onnx_quantization.read_texts`' texts or None, the least cosine).
+  vocab: the folder's vocabulary tokens; options: `export`'s resolved `ExportOptions`;
+  calibration_texts: `onnx_quantization.read_texts`' texts or None.
   """
-  weights = weights_io.read_weights(checkpoint)
+  config, vocab_file, model_type = folder.config, folder.vocab_file, options.model_type
+  export_format, max_seq_length = options.export_format, options.max_seq_length
+  label_names, pooling = options.label_names, options.pooling
+  normalize_embeddings = options.normalize_embeddings
+  squad_options, classifier_options = options.squad_options, options.classifier_options
+  weights = weights_io.read_weights(folder.path)
   # A masked-LM-only checkpoint (run_pretraining --next_sentence=False) exports without the
   # next-sentence head and outputs.
   next_sentence = not (model_type == "pretraining"
                        and weight_names.is_masked_lm_only(weights.tensors))
-  model = model_types.build_model(model_type, config, num_labels, head_config, next_sentence)
-  weights_io.assign_weights(model, weights, require_heads=not allow_random_head)
+  model = model_types.build_model(model_type, config, options.num_labels, head_config,
+                                  next_sentence)
+  weights_io.assign_weights(model, weights, require_heads=not options.allow_random_head)
   # Each request's real tokens only, where `model_types.skips_padding` allows.
   encoder = model if model_type == "encoder" else model.encoder
   encoder.skip_padding = model_types.skips_padding(model_type,
                                                    static_shapes=export_format == "tflite")
-  encoder.xla_single_sequence = bool(xla_single_sequence)
+  encoder.xla_single_sequence = bool(options.xla_single_sequence)
   resolved = weights.source
-  if allow_random_head:
+  if options.allow_random_head:
     logging.warning(
         "--allow_random_head: a head absent from %s is exported with random "
         "weights.", resolved)
-  tokenizer = tokenization.TextTokenizer(vocab, lower_case=do_lower_case)
+  tokenizer = tokenization.TextTokenizer(vocab, lower_case=folder.do_lower_case)
   info = {
       "model_type": model_type,
-      "checkpoint": source or resolved,
+      "checkpoint": options.source or resolved,
       "max_seq_length": max_seq_length,
-      "do_lower_case": bool(do_lower_case),
-      "top_k": top_k,
+      "do_lower_case": bool(folder.do_lower_case),
+      "top_k": options.top_k,
       "label_names": label_names,
       "export_format": export_format,
       "head_config": head_config,
       "normalize_embeddings": bool(normalize_embeddings),
       "pooling": pooling if model_type == "encoder" else None,
-      "xla_single_sequence": bool(xla_single_sequence),
+      "xla_single_sequence": bool(options.xla_single_sequence),
       "squad_options": squad_options if model_type == "squad" else None,
       "classifier_options": (classifier_options._asdict()
                              if model_type == "classifier" and classifier_options else None),
@@ -336,18 +340,20 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
                                              model_type,
                                              preprocessor,
                                              _display_vocab(vocab, config.vocab_size, vocab_file),
-                                             top_k=top_k,
+                                             top_k=options.top_k,
                                              label_names=label_names,
                                              normalize_embeddings=normalize_embeddings,
                                              squad_answerer=answerer,
                                              classifier=classifier_options,
                                              pooling=pooling)
     if export_format == "tflite":
-      content, file_info = tflite_export.convert(module, model_type, max_seq_length, quantize)
+      content, file_info = tflite_export.convert(module, model_type, max_seq_length,
+                                                 options.quantize)
     elif export_format == "onnx":
-      texts, min_cosine = calibration
-      feeds = texts and onnx_quantization.calibration_inputs(preprocessor, texts)
-      content, file_info = onnx_export.convert(module, model_type, quantize, feeds, min_cosine)
+      feeds = calibration_texts and onnx_quantization.calibration_inputs(preprocessor,
+                                                                          calibration_texts)
+      content, file_info = onnx_export.convert(module, model_type, options.quantize, feeds,
+                                               options.min_cosine)
     if export_format in FILE_FORMATS:
       _write_file_export(export_dir, export_format, content, file_info, vocab_file, extra)
       return module
@@ -362,12 +368,13 @@ def _build(config, vocab, checkpoint, vocab_file, do_lower_case, model_type, exp
   return hub_pre, hub_encoder
 
 
-def run_settings_defaults(checkpoint, given):
-  """{flag: value} from a fine-tuning output's run_settings.json beside `checkpoint`, for
-  the flags not `given`: max_seq_length, label_names, num_labels, a classifier's
-  problem_type, multi_label_threshold, label_separator and doc_stride, a squad model's answer
-  options, an embedder's normalize_embeddings (training's values)."""
-  stored = model_files.beside(checkpoint).record.values()
+def run_settings_defaults(folder, given):
+  """{flag: value} from the run record (run_settings.json) of `folder` (a
+  `model_folder.ModelFolder`), for the flags not `given`: max_seq_length, label_names,
+  num_labels, a classifier's problem_type, multi_label_threshold, label_separator and
+  doc_stride, a squad model's answer options, an embedder's normalize_embeddings (training's
+  values)."""
+  stored = folder.record.values()
   defaults = {name: stored.get(name) for name in FROM_RUN_SETTINGS}
   defaults["label_names"] = stored.get("labels")
   if defaults["label_names"]:
@@ -375,14 +382,14 @@ def run_settings_defaults(checkpoint, given):
   return {k: v for k, v in defaults.items() if v is not None and k not in given}
 
 
-def trained_settings(checkpoint, model_type, flag_values, given):
+def trained_settings(folder, model_type, flag_values, given):
   """The export's {flag: value} for `FROM_RUN_SETTINGS` and a classifier's
   `classifier_outputs.Options` (None for other model types).
 
   `flag_values`: each of those flags' value; `given`: the names set on the command line, which
-  win over training's run_settings.json beside `checkpoint` (`run_settings_defaults`).
+  win over training's run_settings.json in `folder` (`run_settings_defaults`).
   """
-  defaults = run_settings_defaults(checkpoint, given)
+  defaults = run_settings_defaults(folder, given)
   if model_type != "encoder":  # an embedder's settings: not for its encoder's other uses
     defaults = {k: v for k, v in defaults.items()
                 if k not in ("pooling", "normalize_embeddings")}

@@ -6,6 +6,7 @@ without a scored loss, an untrained head, labels of another type, a majority-cla
 empty or file-name `x`, each stop or warn at the call. A seed repeats a run.
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 import official_bert as ob
+from official_bert.interop import model_folder
 from official_bert.serving import exporter
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
@@ -112,12 +114,12 @@ def test_api_export_names_the_python_argument_and_keeps_other_files(classifier, 
 
 def test_export_command_overwrite_keeps_other_files(tiny_dir, tmp_path):
   folder = tmp_path / "export"
-  exporter.export(None, tiny_dir, None, None, "encoder", str(folder), max_seq_length=8)
+  model, options = model_folder.read(tiny_dir), exporter.ExportOptions("encoder", max_seq_length=8)
+  exporter.export(model, str(folder), options)
   files = _user_files(folder)
   with pytest.raises(ValueError, match="pass --overwrite"):
-    exporter.export(None, tiny_dir, None, None, "encoder", str(folder), max_seq_length=8)
-  exporter.export(None, tiny_dir, None, None, "encoder", str(folder), max_seq_length=8,
-                  overwrite=True)
+    exporter.export(model, str(folder), options)
+  exporter.export(model, str(folder), dataclasses.replace(options, overwrite=True))
   _assert_kept(folder, files)
   assert (folder / "saved_model.pb").exists()
 

@@ -324,9 +324,10 @@ def test_masked_lm_fills_masks_like_the_export(tmp_path):
   assert [len(f) for f in filled] == [2, 0] and len(filled[0][0]) == 3
   probabilities = [p for _, p in filled[0][0]]
   assert probabilities == sorted(probabilities, reverse=True)
+  from official_bert.interop import model_folder  # pylint: disable=import-outside-toplevel
   from official_bert.serving import exporter  # pylint: disable=import-outside-toplevel
-  exporter.export(None, path, None, None, "pretraining", str(tmp_path / "export"),
-                  max_seq_length=16, top_k=3)
+  exporter.export(model_folder.read(path), str(tmp_path / "export"),
+                  exporter.ExportOptions("pretraining", max_seq_length=16, top_k=3))
   served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
       text=tf.constant(texts[:1]))
   assert [t.decode() for t in served["masked_lm_top_tokens"].numpy()[0, 0]] == [

@@ -63,7 +63,7 @@ def make_folder(root, kind, case):
     tf.io.gfile.copy(vocab, os.path.join(path, "vocab.txt"))
   elif kind == "output_dir":  # what a run_* command leaves: a checkpoint and the model files
     os.makedirs(path)
-    checkpointing.model_checkpoint(encoder).write(os.path.join(path, "ckpt-1"))
+    tf.train.CheckpointManager(checkpointing.model_checkpoint(encoder), path, 1).save()
     model_files.write(path, CONFIG, vocab, case == "uncased",
                       run_record.RunRecord.of("encoder", task="embeddings", pooling="mean"))
   else:
@@ -84,19 +84,19 @@ def test_every_route_reads_one_case_from_every_kind_of_folder(folders):
     files = sorted(os.listdir(path))
     assert ("tokenizer_config.json" in files) == (kind in ("output_dir", "api_saved")), files
     api = ob.Preprocessor.from_preset(path).lower_case
-    _, _, export_case = exporter.resolve_model_files(None, path, None, None)
     extract = feature_extraction.embedder_settings(
         feature_extraction.ExtractSettings(init_checkpoint=path, input_file="x",
                                            output_file="y"), given=set()).do_lower_case
-    assert (api, export_case, extract) == (expected,) * 3, (kind, case)
+    assert (api, extract) == (expected,) * 2, (kind, case)
+    # The export reads the folder with `model_folder.read` itself.
     assert model_folder.read(path).do_lower_case is expected
 
 
 def test_a_flag_that_contradicts_the_folder_is_refused_unless_allowed(folders):
   cased = folders["hf", "cased"]
   with pytest.raises(ValueError, match="vocabulary .* is cased"):
-    exporter.resolve_model_files(None, cased, None, True)
-  assert exporter.resolve_model_files(None, cased, None, True, allow_case_mismatch=True)[2]
+    model_folder.read(cased, do_lower_case=True)
+  assert model_folder.read(cased, do_lower_case=True, allow_case_mismatch=True).do_lower_case
   with pytest.raises(ValueError, match="says do_lower_case=False"):
     model_folder.read(folders["api_saved", "cased"], do_lower_case=True)
   # extract_features' flag is checked the same way.
@@ -106,13 +106,20 @@ def test_a_flag_that_contradicts_the_folder_is_refused_unless_allowed(folders):
     feature_extraction.embedder_settings(settings, given={"do_lower_case"})
 
 
-def test_a_cased_hf_folder_gives_the_same_tokens_and_vectors_by_every_route(folders, tmp_path):
-  path = folders["hf", "cased"]
+@pytest.mark.parametrize("case", ["cased", "uncased"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_route_gives_the_same_tokens_and_vectors(folders, kind, case, tmp_path):
+  """`from_preset`, `export --checkpoint` (no case flag) and `extract_features` (no case
+  flag) tokenize a folder of each kind alike and give the same vectors (1e-5)."""
+  path = folders[kind, case]
   texts = ["Hello World", "hello world"]
   embedder = ob.TextEmbedder.from_preset(path, pooling="mean", normalize=True,
                                          sequence_length=16)
   api = embedder.encode(texts)
-  assert np.abs(api[0] - api[1]).max() > 1e-3  # cased: the two texts differ
+  if case == "cased":
+    assert np.abs(api[0] - api[1]).max() > 1e-3  # the two texts differ
+  else:
+    np.testing.assert_allclose(api[0], api[1], atol=1e-6)  # lower-cased alike
 
   export_dir = tmp_path / "export"
   proc = run_command("official_bert.export", f"--checkpoint={path}", "--model_type=encoder",
@@ -135,7 +142,8 @@ def test_a_cased_hf_folder_gives_the_same_tokens_and_vectors_by_every_route(fold
   np.testing.assert_allclose([line["embedding"] for line in lines], api, atol=1e-5)
   lines = [json.loads(line) for line in (tmp_path / "tokens.jsonl").read_text().splitlines()]
   tokens = [[f["token"] for f in line["features"]] for line in lines]
-  assert tokens == [["[CLS]", "Hello", "World", "[SEP]"], ["[CLS]", "hello", "world", "[SEP]"]]
+  first = ["Hello", "World"] if case == "cased" else ["hello", "world"]
+  assert tokens == [["[CLS]"] + first + ["[SEP]"], ["[CLS]", "hello", "world", "[SEP]"]]
 
 
 def test_the_run_record_round_trips_and_reads_version_1():
@@ -158,7 +166,8 @@ def test_the_run_record_round_trips_and_reads_version_1():
 
 
 def test_export_takes_the_model_type_from_the_run_record(folders):
-  assert exporter.model_type_of(folders["output_dir", "cased"], None) == "encoder"
-  assert exporter.model_type_of(folders["hf", "cased"], "encoder") == "encoder"
+  read = {kind: model_folder.read(folders[kind, "cased"]) for kind in ("output_dir", "hf")}
+  assert exporter.model_type_of(read["output_dir"], None) == "encoder"
+  assert exporter.model_type_of(read["hf"], "encoder") == "encoder"
   with pytest.raises(ValueError, match="--model_type is required: .* no run record"):
-    exporter.model_type_of(folders["hf", "cased"], None)
+    exporter.model_type_of(read["hf"], None)

@@ -25,6 +25,7 @@ import tensorflow as tf
 from data_prep import quiet_startup
 from data_prep import tokenization
 from official_bert.interop import checkpointing
+from official_bert.interop import model_folder
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
@@ -174,20 +175,20 @@ def _exported(tmp_path_factory):
       stderr=subprocess.PIPE, text=True)
 
   dirs = {}
-  common = dict(bert_config_file=config_file, vocab_file=vocab_file, do_lower_case=True,
-                max_seq_length=SEQ, top_k=3)
+  folder = lambda checkpoint: model_folder.read(checkpoint, config_file, vocab_file, True)
   for model_type in ("encoder", "pretraining", "classifier", "squad", "tagger"):
     dirs[model_type] = str(root / model_type / "export")
     # The pretraining export's requests of one text (demo_query, saved_model_cli run) run
     # XLA-compiled: its batch-1 checks are those of `--xla_single_sequence`.
-    exporter.export(checkpoint=checkpoints[model_type], model_type=model_type,
-                    export_dir=dirs[model_type], squad_options=SQUAD_OPTIONS,
-                    label_names=LABELS if model_type == "classifier" else None,
-                    num_labels=3 if model_type == "tagger" else None,
-                    xla_single_sequence=model_type == "pretraining", **common)
+    exporter.export(folder(checkpoints[model_type]), dirs[model_type], exporter.ExportOptions(
+        model_type, max_seq_length=SEQ, top_k=3, squad_options=SQUAD_OPTIONS,
+        label_names=LABELS if model_type == "classifier" else None,
+        num_labels=3 if model_type == "tagger" else None,
+        xla_single_sequence=model_type == "pretraining"))
   dirs["hub"] = str(root / "hub")
-  exporter.export(checkpoint=checkpoints["encoder"], model_type="encoder", export_dir=dirs["hub"],
-                  export_format="hub_pair", normalize_embeddings=True, **common)
+  exporter.export(folder(checkpoints["encoder"]), dirs["hub"], exporter.ExportOptions(
+      "encoder", max_seq_length=SEQ, top_k=3, export_format="hub_pair",
+      normalize_embeddings=True))
   _STATE.update(root=root, config_file=config_file, checkpoints=checkpoints)
   return {name: (dirs[name], models.get(name)) for name in dirs}
 
@@ -474,8 +475,8 @@ def test_multiple_choice_export_scores_every_choice(exported, tmp_path):
   assert weight_names.infer_model_type(weights_io.read_weights(checkpoint).tensors) == (
       "multiple_choice")
   export_dir = str(tmp_path / "export")
-  exporter.export(_STATE["config_file"], checkpoint, _vocab_file(), True, "multiple_choice",
-                  export_dir, max_seq_length=SEQ)
+  exporter.export(model_folder.read(checkpoint, _STATE["config_file"], _vocab_file(), True),
+                  export_dir, exporter.ExportOptions("multiple_choice", max_seq_length=SEQ))
 
   texts = TEXTS[:3]
   choices = [[TEXTS_B[i], TEXTS_B[(i + 1) % len(TEXTS_B)], "a dog [MASK] ."] for i in range(3)]

@@ -40,6 +40,7 @@ import tensorflow_text  # noqa: F401  # registers the ops of the SavedModel's te
 from data_prep import tokenization
 from official_bert.interop import checkpointing
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
@@ -77,11 +78,13 @@ def _exported(tmp_path_factory):
     for name in ("none",) + (("dynamic",) if model_type in QUANTIZED else ()):
       dirs[model_type][name] = str(root / model_type / name)
       module = exporter.export(
-          config_file, checkpoint, UNCASED_VOCAB, True, model_type, dirs[model_type][name],
-          max_seq_length=SEQ,
-          label_names=labels if model_type in model_types.NEEDS_NUM_LABELS else None,
-          top_k=3, export_format="onnx", quantize=name,
-          squad_options={"max_query_length": 8, "doc_stride": 8} if model_type == "squad" else None)
+          model_folder.read(checkpoint, config_file, UNCASED_VOCAB, True),
+          dirs[model_type][name], exporter.ExportOptions(
+              model_type, max_seq_length=SEQ,
+              label_names=labels if model_type in model_types.NEEDS_NUM_LABELS else None,
+              top_k=3, export_format="onnx", quantize=name,
+              squad_options=({"max_query_length": 8, "doc_stride": 8} if model_type == "squad"
+                             else None)))
       dirs[model_type]["serve_ids"] = module.signatures()["serve_ids"]
     dirs[model_type]["files"] = (config_file, checkpoint)
   return dirs
@@ -286,11 +289,13 @@ def test_calibrated_int8_keeps_the_fewest_harmful_matmuls_float(exported, tmp_pa
   texts = tmp_path / "calibration.txt"
   texts.write_text("\n".join(_sst2_sentences()) + "\n", encoding="utf-8")
 
+  folder = model_folder.read(checkpoint, config_file, UNCASED_VOCAB, True)
+
   def export(min_cosine):
     out = str(tmp_path / f"int8_{min_cosine}")
-    exporter.export(config_file, checkpoint, UNCASED_VOCAB, True, "encoder", out,
-                    max_seq_length=SEQ, export_format="onnx", quantize="dynamic",
-                    calibration_file=str(texts), min_cosine=min_cosine)
+    exporter.export(folder, out, exporter.ExportOptions(
+        "encoder", max_seq_length=SEQ, export_format="onnx", quantize="dynamic",
+        calibration_file=str(texts), min_cosine=min_cosine))
     with open(os.path.join(out, "assets.extra", "export_info.json")) as f:
       return out, json.load(f)["onnx"]["quantization"]
 
@@ -312,8 +317,8 @@ def test_calibrated_int8_keeps_the_fewest_harmful_matmuls_float(exported, tmp_pa
   pack = text_packing.TextToInputs(tokenization.TextTokenizer(vocab), vocab, SEQ, 8)
   inputs = {k: v.numpy() for k, v in pack(tf.constant(_sst2_sentences())).items()}
   fp32 = str(tmp_path / "fp32")
-  exporter.export(config_file, checkpoint, UNCASED_VOCAB, True, "encoder", fp32,
-                  max_seq_length=SEQ, export_format="onnx", quantize="none")
+  exporter.export(folder, fp32, exporter.ExportOptions("encoder", max_seq_length=SEQ,
+                                                       export_format="onnx", quantize="none"))
   want, got = _run(_session(fp32), inputs), _run(_session(out), inputs)
   flat = lambda outputs: np.concatenate(
       [outputs[k].reshape(len(inputs["input_mask"]), -1) for k in sorted(outputs)
@@ -325,6 +330,7 @@ def test_calibrated_int8_keeps_the_fewest_harmful_matmuls_float(exported, tmp_pa
 
 def test_calibration_and_xla_flags_are_checked(exported, tmp_path):
   config_file, checkpoint = exported["classifier"]["files"]
+  folder = model_folder.read(checkpoint, config_file, UNCASED_VOCAB, True)
   texts = tmp_path / "texts.txt"
   texts.write_text("a text\n", encoding="utf-8")
   common = dict(max_seq_length=SEQ, num_labels=2)
@@ -338,14 +344,14 @@ def test_calibration_and_xla_flags_are_checked(exported, tmp_path):
       (dict(export_format="onnx", xla_single_sequence=True),
        "--xla_single_sequence compiles a SavedModel's .*--export_format=onnx")):
     with pytest.raises(ValueError, match=message):
-      exporter.export(config_file, checkpoint, UNCASED_VOCAB, True, "classifier",
-                      str(tmp_path / "out"), **common, **kwargs)
+      exporter.export(folder, str(tmp_path / "out"),
+                      exporter.ExportOptions("classifier", **common, **kwargs))
   empty = tmp_path / "empty.txt"
   empty.write_text("\n \n", encoding="utf-8")
   with pytest.raises(ValueError, match="holds no text"):
-    exporter.export(config_file, checkpoint, UNCASED_VOCAB, True, "classifier",
-                    str(tmp_path / "out"), export_format="onnx", quantize="dynamic",
-                    calibration_file=str(empty), **common)
+    exporter.export(folder, str(tmp_path / "out"), exporter.ExportOptions(
+        "classifier", export_format="onnx", quantize="dynamic", calibration_file=str(empty),
+        **common))
 
 
 def test_quantize_modes_are_checked_per_format():

@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from official_bert.interop import model_folder
 from official_bert.modeling import model_types
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.serving import exporter
@@ -75,11 +76,12 @@ def _exported(tmp_path_factory):
     dirs[model_type] = {}
     for name in tflite_export.QUANTIZE_MODES:
       dirs[model_type][name] = str(root / model_type / name)
-      module = exporter.export(config_file, checkpoint, vocab_file, True, model_type,
-                               dirs[model_type][name], max_seq_length=SEQ,
-                               label_names=_label_names(model_type), top_k=3,
-                               export_format="tflite", quantize=name,
-                               squad_options=SQUAD_OPTIONS if model_type == "squad" else None)
+      module = exporter.export(
+          model_folder.read(checkpoint, config_file, vocab_file, True), dirs[model_type][name],
+          exporter.ExportOptions(
+              model_type, max_seq_length=SEQ, label_names=_label_names(model_type), top_k=3,
+              export_format="tflite", quantize=name,
+              squad_options=SQUAD_OPTIONS if model_type == "squad" else None))
       if name == "none":  # the reference: the module's serve_ids, what a SavedModel saves
         dirs[model_type]["serve_ids"] = module.signatures()["serve_ids"]
   _PATHS.update(root=root, vocab_file=vocab_file, config_file=config_file)
@@ -203,9 +205,11 @@ def test_a_failing_tflite_export_leaves_the_previous_one(exported, monkeypatch):
 
   monkeypatch.setattr(tflite_export, "convert", fail)
   with pytest.raises(RuntimeError, match="conversion failed"):
-    exporter.export(paths["config_file"], str(paths["root"] / "classifier" / "ckpt-1"),
-                    paths["vocab_file"], True, "classifier", target, max_seq_length=SEQ,
-                    label_names=LABELS, export_format="tflite", quantize="dynamic", overwrite=True)
+    exporter.export(
+        model_folder.read(str(paths["root"] / "classifier" / "ckpt-1"), paths["config_file"],
+                          paths["vocab_file"], True), target,
+        exporter.ExportOptions("classifier", max_seq_length=SEQ, label_names=LABELS,
+                               export_format="tflite", quantize="dynamic", overwrite=True))
   with open(os.path.join(target, tflite_export.MODEL_FILE), "rb") as f:
     assert f.read() == before
   assert not [n for n in os.listdir(os.path.dirname(target)) if n.startswith(".")]

@@ -21,6 +21,7 @@ from data_prep.classification import features as classifier_features
 from data_prep.classification import own_files
 from data_prep.classification import windows
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
 from official_bert.serving import exporter
 from official_bert.tasks import classifier_job
 from official_bert.tasks import metrics
@@ -106,8 +107,9 @@ def test_single_label_csv_tsv_jsonl_weights_ids_and_export(tmp_path):
           in proc.stderr)
 
   # export without --label_names/--num_labels: label strings from labels.txt.
-  exporter.export(tiny_config(tmp_path), str(out), need(UNCASED_VOCAB), True, "classifier",
-                  str(tmp_path / "export"), max_seq_length=32)
+  exporter.export(model_folder.read(str(out), tiny_config(tmp_path), need(UNCASED_VOCAB), True),
+                  str(tmp_path / "export"), exporter.ExportOptions("classifier",
+                                                                   max_seq_length=32))
   served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
       text=tf.constant(["good fine", "awful"]))
   assert {s.decode() for s in served["predicted_labels"].numpy()} <= {"neg", "neutral", "pos"}

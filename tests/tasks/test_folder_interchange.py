@@ -10,7 +10,7 @@ exports by CLI and serves the same again. (The masked LM's: tests/api/test_maske
 import csv
 import json
 
-from conftest import run_command
+import harness
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -33,15 +33,6 @@ def _write_tsv(path, header, rows):
   with open(path, "w", encoding="utf-8", newline="") as f:
     csv.writer(f, delimiter="\t").writerows([header] + rows)
   return str(path)
-
-
-def _serve(folder, export_dir):
-  """`export --checkpoint=folder --export_dir=export_dir`, no other flag; the loaded
-  SavedModel's serving signatures."""
-  proc = run_command("official_bert.export", f"--checkpoint={folder}",
-                     f"--export_dir={export_dir}")
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return tf.saved_model.load(str(export_dir)).signatures
 
 
 CLASSIFIER_KINDS = {
@@ -71,12 +62,12 @@ def test_classifier_folders_load_export_and_serve_alike(kind, tmp_path):
   x = api_input(first[:6], second[:6])
   expected = clf.predict(x)
   signature = "serving_pair" if kind == "pair" else "serving_default"
-  served = _serve(out, tmp_path / "export_cli")[signature](
+  served = harness.serve(out, tmp_path / "export_cli")[signature](
       **{k: tf.constant(v) for k, v in served_input(first[:6], second[:6]).items()})
   np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
 
   clf.save(str(tmp_path / "api"))
-  served = _serve(tmp_path / "api", tmp_path / "export_api")[signature](
+  served = harness.serve(tmp_path / "api", tmp_path / "export_api")[signature](
       **{k: tf.constant(v) for k, v in served_input(first[:6], second[:6]).items()})
   np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
 
@@ -98,7 +89,8 @@ def test_tagger_folders_load_export_and_serve_alike(tmp_path):
     if folder is None:
       tagger.save(str(tmp_path / "api"))
       folder = tmp_path / "api"
-    served = _serve(folder, tmp_path / export_dir)["serving_default"](text=tf.constant(texts))
+    served = harness.serve(folder, tmp_path / export_dir)["serving_default"](
+        text=tf.constant(texts))
     real = served["input_mask"].numpy() == 1
     width = served["probabilities"].shape[1]
     np.testing.assert_allclose(served["probabilities"].numpy()[real],
@@ -117,7 +109,7 @@ def test_embedder_folders_load_export_and_serve_alike(tmp_path):
   expected = embedder.encode(first[:5])
   embedder.save(str(tmp_path / "api"))
   for folder, export_dir in ((out, "export_cli"), (tmp_path / "api", "export_api")):
-    served = _serve(folder, tmp_path / export_dir)["serving_default"](
+    served = harness.serve(folder, tmp_path / export_dir)["serving_default"](
         text=tf.constant(first[:5]))
     np.testing.assert_allclose(served["sentence_embedding"].numpy(), expected, atol=1e-5)
 
@@ -145,7 +137,7 @@ def test_question_answerer_folders_load_export_and_serve_alike(tmp_path):
   expected = [qa.answer(question, CONTEXT) for question in questions]
   qa.save(str(tmp_path / "api"))
   for folder, export_dir in ((out, "export_cli"), (tmp_path / "api", "export_api")):
-    served = _serve(folder, tmp_path / export_dir)["serving_default"](
+    served = harness.serve(folder, tmp_path / export_dir)["serving_default"](
         question=tf.constant(questions), context=tf.constant([CONTEXT] * len(questions)))
     for row, answer in enumerate(expected):
       assert served["answer_text"].numpy()[row].decode() == answer["text"]

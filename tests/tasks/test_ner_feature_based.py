@@ -18,6 +18,7 @@ from test_glue_run_classifier import tiny_config
 
 from data_prep.tagging import conll
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
 from official_bert.serving import exporter
@@ -63,8 +64,9 @@ def test_feature_based_ner_trains_predicts_and_exports(tmp_path):
   # Export: the SavedModel's serve_ids logits are the Keras model's.
   labels = list(conll.CONLL2003_LABELS)
   export_dir = str(tmp_path / "export")
-  exporter.export(tiny_config(tmp_path), str(out), need(UNCASED_VOCAB), True, "feature_tagger",
-                  export_dir, max_seq_length=16, label_names=labels)
+  exporter.export(model_folder.read(str(out), tiny_config(tmp_path), need(UNCASED_VOCAB), True),
+                  export_dir, exporter.ExportOptions("feature_tagger", max_seq_length=16,
+                                                     label_names=labels))
   config = model_files.read_config(tiny_config(tmp_path))
   head_config = model_files.read_head_config(str(out / model_files.HEAD_CONFIG_FILE))
   model = model_types.build_model("feature_tagger", config, len(labels), head_config)

@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 from test_squad_run import _run_squad
 
+from official_bert.interop import model_folder
 from official_bert.serving import exporter
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
@@ -43,9 +44,10 @@ def test_exported_answers_equal_run_squad_predictions(tmp_path, version):
   nbest = json.loads((out / "nbest_predictions.json").read_text())
 
   export_dir = str(tmp_path / "export")
-  exporter.export(str(tmp_path / "tiny.json"), str(out), need(UNCASED_VOCAB), True, "squad",
-                  export_dir, max_seq_length=64,
-                  squad_options=dict(OPTIONS, version_2_with_negative=v2))
+  exporter.export(
+      model_folder.read(str(out), str(tmp_path / "tiny.json"), need(UNCASED_VOCAB), True),
+      export_dir, exporter.ExportOptions(
+          "squad", max_seq_length=64, squad_options=dict(OPTIONS, version_2_with_negative=v2)))
   answer = tf.saved_model.load(export_dir).signatures["serving_default"]
   questions = _questions(data)
   got = {}
