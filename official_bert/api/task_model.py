@@ -189,6 +189,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def compile_from_config(self, config):
     if "bert_optimizer" in config:  # a `.keras` file of a model compiled the default way
       self.compile(**config["bert_optimizer"])
+      self._build_optimizer()  # its slots exist, so the file's optimizer state loads into them
     else:
       super().compile_from_config(config)
 

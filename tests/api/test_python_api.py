@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 from conftest import TINY_CONFIG
-from conftest import run_command
 from conftest import tiny_model_folder
+import harness
 import keras
 import numpy as np
 import pytest
@@ -236,17 +236,12 @@ def test_tagger_fits_predicts_entities_saves_and_exports(tiny_dir, tmp_path):
   with pytest.raises(ValueError, match=r"tag\(s\) \['B-ORG'\] not in labels"):
     tagger.fit([["a"]], [["B-ORG"]], verbose=0)
 
-  tagger.save(str(tmp_path / "tagger"))
-  assert _in_new_process(f"m = ob.TokenTagger.from_preset({str(tmp_path / 'tagger')!r}); "
-                         f"out = [m.labels, m.predict({x[:4]!r}).tolist()]") == [
-                             labels, tagger.predict(x[:4]).tolist()]
+  saved = harness.run_save_load_test(tagger, tmp_path, lambda m: m.predict(x[:4]))
+  assert _in_new_process(f"m = ob.TokenTagger.from_preset({saved!r}); "
+                         f"out = m.labels") == labels
   with pytest.raises(ValueError, match="was trained with labels"):
-    ob.TokenTagger.from_preset(str(tmp_path / "tagger"), labels=labels[::-1])
-  tagger.save(str(tmp_path / "tagger.keras"))
-  np.testing.assert_array_equal(keras.saving.load_model(str(tmp_path / "tagger.keras")).predict(
-      x[:4]), tagger.predict(x[:4]))
-  tagger.export(str(tmp_path / "export"))
-  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
+    ob.TokenTagger.from_preset(saved, labels=labels[::-1])
+  served = harness.serve(saved, tmp_path / "export")["serving_default"](
       text=tf.constant([" ".join(words) for words in x[:4]]))
   # Served at the request's longest text (rounded up to 8), the tagger's width otherwise;
   # equal at the real tokens (the export skips padding: docs/export.md).
@@ -279,19 +274,18 @@ def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path, monkeypa
   monkeypatch.setattr(encoder, "TokenPacking", None)
   assert "loss" in qa.evaluate(examples[:4], batch_size=2, return_dict=True, verbose=0)
   monkeypatch.undo()
-  qa.save(str(tmp_path / "qa"))
-  assert _in_new_process(f"m = ob.QuestionAnswerer.from_preset({str(tmp_path / 'qa')!r}); "
-                         f"out = [m.options['doc_stride'], m.answer('Where is Normandy?', "
-                         f"{context!r})]") == [16, answer]
-  qa.save(str(tmp_path / "qa.keras"))
-  assert keras.saving.load_model(str(tmp_path / "qa.keras")).answer("Where is Normandy?",
-                                                                    context) == answer
-  qa.export(str(tmp_path / "export"))
-  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
+  saved = harness.run_save_load_test(qa, tmp_path,
+                                     lambda m: m.answer("Where is Normandy?", context))
+  assert _in_new_process(f"m = ob.QuestionAnswerer.from_preset({saved!r}); "
+                         f"out = m.options['doc_stride']") == 16
+  harness.run_export_test(saved, tmp_path / "export", "serving_default",
+                          {"question": ["Where is Normandy?"], "context": [context]},
+                          {"answer_text": [answer["text"]], "answer_start": [answer["start"]],
+                           "score": [answer["score"]]}, atol=1e-4)
+  qa.export(str(tmp_path / "api_export"))  # the API's own export: the same SavedModel
+  served = tf.saved_model.load(str(tmp_path / "api_export")).signatures["serving_default"](
       question=tf.constant(["Where is Normandy?"]), context=tf.constant([context]))
   assert served["answer_text"].numpy()[0].decode() == answer["text"]
-  assert int(served["answer_start"][0]) == answer["start"]
-  np.testing.assert_allclose(float(served["score"][0]), answer["score"], atol=1e-4)
 
 
 def test_text_embedder_equals_the_encoder_export(tiny_dir, tmp_path):
@@ -299,16 +293,16 @@ def test_text_embedder_equals_the_encoder_export(tiny_dir, tmp_path):
   vectors = embedder.encode(TEXTS, batch_size=3)
   assert vectors.shape == (8, 32)
   np.testing.assert_allclose(np.linalg.norm(vectors, axis=-1), 1.0, rtol=1e-5)
-  embedder.export(str(tmp_path / "export"))
-  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
-      text=tf.constant(TEXTS))
-  np.testing.assert_allclose(served["mean_pooled_output"].numpy(), vectors, atol=1e-5)
-  embedder.save(str(tmp_path / "embedder.keras"))
-  np.testing.assert_allclose(keras.saving.load_model(str(tmp_path / "embedder.keras")).encode(
-      TEXTS), vectors, atol=1e-6)
+  saved = harness.run_save_load_test(embedder, tmp_path, lambda m: m.encode(TEXTS))
+  served = harness.run_export_test(saved, tmp_path / "export", "serving_default",
+                                   {"text": TEXTS}, {"sentence_embedding": vectors})
+  embedder.export(str(tmp_path / "api_export"))  # the API's own export
+  api_served = tf.saved_model.load(str(tmp_path / "api_export")).signatures[
+      "serving_default"](text=tf.constant(TEXTS))
+  np.testing.assert_allclose(api_served["mean_pooled_output"].numpy(), vectors, atol=1e-5)
   cls = ob.TextEmbedder.from_preset(tiny_dir, pooling="cls", normalize=False,
                                     sequence_length=16).encode(TEXTS[:2])
-  np.testing.assert_allclose(cls, served["sequence_output"].numpy()[:2, 0], atol=1e-5)
+  np.testing.assert_allclose(cls, served["sequence_output"][:2, 0], atol=1e-5)
 
 
 def test_masked_lm_fills_masks_like_the_export(tmp_path):
@@ -410,15 +404,10 @@ def test_saved_folder_serves_the_commands(trained_classifier, tmp_path):
   from official_bert.interop import checkpointing  # pylint: disable=import-outside-toplevel
   from official_bert.modeling.finetuning_models import BertClassifier  # pylint: disable=import-outside-toplevel
   clf, _ = trained_classifier
-  saved = str(tmp_path / "saved")
-  clf.save(saved)
-  export_dir = str(tmp_path / "export")
-  proc = run_command("official_bert.export", f"--checkpoint={saved}",
-                     f"--export_dir={export_dir}")  # no --model_type: the folder's record
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  served = tf.saved_model.load(export_dir).signatures["serving_default"](text=tf.constant(TEXTS))
-  np.testing.assert_allclose(served["probabilities"].numpy(), clf.predict(TEXTS), atol=1e-5)
-  assert [s.decode() for s in served["predicted_labels"].numpy()] == clf.predict_labels(TEXTS)
+  saved = harness.run_save_load_test(clf, tmp_path, lambda m: m.predict(TEXTS))
+  harness.run_export_test(saved, tmp_path / "export", "serving_default", {"text": TEXTS},
+                          {"probabilities": clf.predict(TEXTS),
+                           "predicted_labels": clf.predict_labels(TEXTS)})
   warm = BertClassifier(BertEncoder.from_bert_config(TINY), 2)
   warm.build()
   checkpointing.warm_start(warm, saved)
