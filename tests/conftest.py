@@ -268,6 +268,8 @@ LONG_FILES_FIRST = (
     "serving/test_tflite_export.py",
     "serving/test_onnx_export.py",
     "api/test_python_api.py",
+    "tasks/test_folder_interchange.py",
+    "interop/test_model_folder.py",
     "api/test_docs_examples.py",
     "serving/test_export.py",
     "training/test_pretraining_recipes.py",
