@@ -20,10 +20,11 @@ The original recipe is the default. Two departures from it, as most pretraining 
       with the writer's rules (--masked_lm_prob, --max_predictions_per_seq,
       --do_whole_word_mask; 80% [MASK] / 10% random / 10% kept; never [CLS], [SEP] or
       padding), so each epoch sees new masks. --vocab_file (not a flag of the original
-      script) gives the ids of [CLS], [SEP] and [MASK]; with or without --dynamic_masking it
-      also makes OUTPUT_DIR a model folder (bert_config.json, vocab.txt, the case the
-      vocabulary implies, run_settings.json) that `ob.MaskedLM.from_preset`, `export
-      --checkpoint=OUTPUT_DIR` and `run_* --init_checkpoint` read with no model flags. Masks
+      script) gives the ids of [CLS], [SEP] and [MASK]; with --do_train (with or without
+      --dynamic_masking) it also makes OUTPUT_DIR a model folder (bert_config.json,
+      vocab.txt, the case the vocabulary implies, run_settings.json) that
+      `ob.MaskedLM.from_preset`, `export --checkpoint=OUTPUT_DIR` and `run_*
+      --init_checkpoint` read with no model flags. Masks
       are a function of --random_seed and the record's place in the input stream: reruns and
       resumed runs mask exactly as the uninterrupted run. Offline-masked records with
       --dynamic_masking, or unmasked ones without it, are an error naming the file.

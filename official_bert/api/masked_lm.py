@@ -14,7 +14,11 @@ masked as the writer masks (`training.dynamic_masking`: `masked_lm_prob` of the 
 80% [MASK], 10% a random token, 10% kept), with new masks every epoch; the loss is the
 commands' (`tasks.pretraining`), the step theirs (`training.train_step`). A folder's
 next-sentence head, if any, is kept for the export and not trained (its loss needs sentence
-pairs), nor is the pooler only it reads (as `run_pretraining --next_sentence=False`).
+pairs), nor is the pooler only it reads (as `run_pretraining --next_sentence=False`): the
+backbone given is changed so (`backbone.pooler_dense.trainable`); a task model built on the
+same backbone object in this process trains its pooler only after setting it back. `evaluate`
+and validation data use the same masks on every call; `fit` new ones each epoch, repeatable
+with its `seed`.
 """
 
 import math
@@ -89,25 +93,47 @@ class MaskedLM(task_model.TaskModel):
 
   # --- data -------------------------------------------------------------------------------
 
-  def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
-    """Raw texts -> masked batches (the labels are the masked tokens: no `y`)."""
+  def fit(self, x=None, y=None, *args, validation_data=None, **kwargs):
+    """`TaskModel.fit` on raw texts; `validation_data` may be texts too."""
+    if validation_data is not None and not isinstance(validation_data, (tf.data.Dataset,
+                                                                        tuple)):
+      validation_data = (validation_data, None)
+    return super().fit(x, y, *args, validation_data=validation_data, **kwargs)
+
+  def _dataset(self, x, y, batch_size, shuffle=False, seed=None, training=False):
+    """Masked batches. Training: masks from `seed` (None: NumPy's generator, which
+    `keras.utils.set_random_seed` seeds), new each epoch. Otherwise (evaluate, validation)
+    the same masks on every call: from `seed`, else 0."""
+    if seed is None:
+      seed = int(np.random.randint(2**31 - 1)) if training else 0
+    if isinstance(x, tf.data.Dataset):
+      if y is not None:
+        raise ValueError("y must be None when x is a tf.data.Dataset of texts")
+      return self._masked(super().map_batches(x), seed, training).prefetch(
+          task_model.AUTOTUNE)
     if y is not None:
       raise ValueError("MaskedLM: y must be None (the masked tokens of x are the labels)")
     texts = as_string_tensor(x, "x")
-    return self.map_batches(task_model.batches((texts,), batch_size, shuffle, seed), seed)
+    batches = task_model.batches((texts,), batch_size, shuffle, seed)
+    return self._masked(super().map_batches(batches), seed, training).prefetch(
+        task_model.AUTOTUNE)
 
-  def map_batches(self, dataset, seed=None):
-    """Batches of raw texts -> ids, masked per batch. `seed` None: drawn from NumPy's
-    generator (`keras.utils.set_random_seed` makes it repeatable)."""
+  def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
+    """Raw texts -> masked batches (the labels are the masked tokens: no `y`)."""
+    return self._dataset(x, y, batch_size, shuffle, seed)
+
+  def _masked(self, batches, seed, new_each_pass):
+    """Batches of ids -> masked as the writer masks: a [2] stateless seed per batch, drawn
+    again each pass over the data when `new_each_pass` (new masks every epoch)."""
     vocab = self.preprocessor.vocabulary
     options = dynamic_masking.MaskingOptions(
-        self.max_predictions_per_seq, self.backbone.vocab_size, vocab.index("[CLS]"),
-        vocab.index("[SEP]"), self.preprocessor.text_to_inputs.mask_id, self.masked_lm_prob,
-        seed=int(np.random.randint(2**31 - 1)) if seed is None else int(seed))
-    # A [2] stateless seed per batch, new each pass over the data: new masks every epoch.
+        self.max_predictions_per_seq,
+        # Random replacements: ids with a token (a padded vocab_size has ids without).
+        min(len(vocab), self.backbone.vocab_size), vocab.index("[CLS]"), vocab.index("[SEP]"),
+        self.preprocessor.text_to_inputs.mask_id, self.masked_lm_prob, seed=int(seed))
     seeds = tf.data.Dataset.random(seed=options.seed,
-                                   rerandomize_each_iteration=True).batch(2)
-    return tf.data.Dataset.zip(super().map_batches(dataset), seeds).map(
+                                   rerandomize_each_iteration=new_each_pass).batch(2)
+    return tf.data.Dataset.zip(batches, seeds).map(
         lambda batch, s: (dynamic_masking.mask_batch(batch[0], options, s),) + batch[1:],
         num_parallel_calls=task_model.AUTOTUNE)
 
@@ -133,7 +159,7 @@ class MaskedLM(task_model.TaskModel):
                        for m in range(positions.shape[1]) if positions[row, m] >= 0])
     return result[0] if single else result
 
-  def predict(self, x, top_k=5, batch_size=32, **kwargs):
+  def predict(self, x, batch_size=32, verbose=None, *, top_k=5):
     """`fill_mask`: what a masked LM predicts is its [MASK] tokens."""
-    del kwargs
+    del verbose  # Keras' argument: nothing to show
     return self.fill_mask(x, top_k=top_k, batch_size=batch_size)

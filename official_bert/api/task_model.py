@@ -183,13 +183,15 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def get_compile_config(self):
     if self._optimizer_settings is not None and not any(self._compile_kwargs.values()):
-      return {"bert_optimizer": dict(self._optimizer_settings)}
+      return {"bert_optimizer": dict(self._optimizer_settings),
+              "optimizer_built": bool(self.optimizer is not None and self.optimizer.built)}
     return super().get_compile_config()
 
   def compile_from_config(self, config):
     if "bert_optimizer" in config:  # a `.keras` file of a model compiled the default way
       self.compile(**config["bert_optimizer"])
-      self._build_optimizer()  # its slots exist, so the file's optimizer state loads into them
+      if config.get("optimizer_built"):  # slots to load the file's optimizer state into
+        self._build_optimizer()
     else:
       super().compile_from_config(config)
 
@@ -259,7 +261,8 @@ class TaskModel(BackboneModelConfig, keras.Model):
     """The task's label features from a batch's (x, y, sample_weight)."""
     raise NotImplementedError
 
-  def _dataset(self, x, y, batch_size, shuffle=False, seed=None):
+  def _dataset(self, x, y, batch_size, shuffle=False, seed=None, training=False):
+    del training  # a subclass's: whether the batches are fit's training batches
     if isinstance(x, tf.data.Dataset):
       if y is not None:
         raise ValueError("y must be None when x is a tf.data.Dataset of (x, y) batches")
@@ -289,7 +292,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
       self._reseed(seed)
     if not self.compiled:
       self.compile()
-    dataset = self._dataset(x, y, batch_size, shuffle, seed)
+    dataset = self._dataset(x, y, batch_size, shuffle, seed, training=True)
     if self._optimizer_settings is not None:
       steps = steps_per_epoch or int(dataset.cardinality())
       if steps == 0:

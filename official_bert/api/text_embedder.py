@@ -87,7 +87,8 @@ class TextEmbedder(task_model.TaskModel):
   def compile_from_config(self, config):
     if "bert_optimizer" in config:
       self.compile(**config["bert_optimizer"], **config.get("embedding_loss", {}))
-      self._build_optimizer()  # the file's optimizer state loads into its slots
+      if config.get("optimizer_built"):  # slots to load the file's optimizer state into
+        self._build_optimizer()
     else:
       super().compile_from_config(config)
 

@@ -125,15 +125,19 @@ def model_file_paths(directory):
 def write(output_dir, config, vocab_file, do_lower_case, record):
   """Writes bert_config.json, vocab.txt, tokenizer_config.json and run_settings.json
   (`record`, a `run_record.RunRecord`, with do_lower_case) into `output_dir`; returns the
-  paths best/ copies (with `JOB_FILES`, copied where present)."""
+  paths best/ copies (with `JOB_FILES`, copied where present). `do_lower_case` None (unknown):
+  no tokenizer_config.json, and the record says nothing of the case."""
   paths = model_file_paths(output_dir)
   config_path, vocab_path, tokenizer_path, settings_path = paths[:4]
   write_config_file(config_path, config)
   if tfrecord_io.absolute(vocab_file) != tfrecord_io.absolute(vocab_path):
     tfrecord_io.copy_file(vocab_file, vocab_path)  # byte for byte
-  tfrecord_io.write_text(tokenizer_path,
-                         json.dumps({"do_lower_case": bool(do_lower_case)}, indent=2) + "\n")
-  record = dataclasses.replace(record, do_lower_case=bool(do_lower_case))
+  if do_lower_case is None:  # nothing tells the case: the files do not claim one
+    paths.remove(tokenizer_path)
+  else:
+    tfrecord_io.write_text(tokenizer_path,
+                           json.dumps({"do_lower_case": bool(do_lower_case)}, indent=2) + "\n")
+    record = dataclasses.replace(record, do_lower_case=bool(do_lower_case))
   tfrecord_io.write_text(settings_path, record.to_json())
   return paths
 

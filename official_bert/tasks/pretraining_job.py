@@ -8,8 +8,9 @@ from typing import Optional
 from absl import logging
 
 from data_prep import tfrecord_io
+from data_prep import tokenization
+from official_bert.interop import case_check
 from official_bert.interop import model_files
-from official_bert.interop import model_folder
 from official_bert.interop import run_record
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import distribution
@@ -33,9 +34,9 @@ class PretrainingSettings(settings_lib.RunSettings):
       "create_pretraining_data --masking=none (needs --vocab_file).")
   vocab_file: Optional[str] = option(
       None, "The vocabulary the records were written with: --dynamic_masking takes its "
-      "[CLS], [SEP] and [MASK] ids; given, it is written into --output_dir with the config, "
-      "the case and the run record, so the folder loads (from_preset, export --checkpoint) "
-      "with no model flags.")
+      "[CLS], [SEP] and [MASK] ids; given with --do_train, it is written into --output_dir "
+      "with the config, the case and the run record, so the folder loads (from_preset, "
+      "export --checkpoint) with no model flags.")
   masked_lm_prob: float = option(0.15, "With --dynamic_masking: fraction of tokens masked.",
                                  above=0.0, maximum=1.0)
   do_whole_word_mask: bool = option(
@@ -62,8 +63,16 @@ def write_model_files(settings, config):
   vocabulary implies: the records hold ids, not the writer's flags) and run record, as a
   fine-tuning OUTPUT_DIR has them."""
   s = settings
-  do_lower_case, source = model_folder.vocabulary_case(s.vocab_file)
-  logging.info("--output_dir's model files: do_lower_case=%s (from %s)", do_lower_case, source)
+  tokens = tokenization.load_vocab_tokens(s.vocab_file)
+  tokenization.check_special_tokens({t: i for i, t in enumerate(tokens)}, s.vocab_file,
+                                    ("[CLS]", "[SEP]", "[MASK]"))
+  if len(tokens) > config.vocab_size:
+    raise ValueError(f"--vocab_file={s.vocab_file} has {len(tokens)} tokens but "
+                     f"--bert_config_file's vocab_size is {config.vocab_size}")
+  cased = case_check.vocabulary_is_cased(tokens)
+  do_lower_case = None if cased is None else not cased  # None: the files claim no case
+  logging.info("--output_dir's model files: do_lower_case=%s (from the vocabulary)",
+               do_lower_case)
   model_files.write(s.output_dir, config, s.vocab_file, do_lower_case, run_record.RunRecord.of(
       "pretraining", task="pretraining", max_seq_length=s.max_seq_length))
 

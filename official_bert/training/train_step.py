@@ -25,7 +25,8 @@ def _already_summed(grads_and_vars):
 
 def takes_summed_gradients(optimizer):
   """`optimizer` (or the one a LossScaleOptimizer wraps) applies the gradients `apply` gives
-  it as they are, without summing them over the replicas again. Returns it."""
+  it as they are, without summing them over the replicas again. Returns it. (For good: an
+  optimizer patched so belongs to these steps, not to Keras' own step under a strategy.)"""
   inner = getattr(optimizer, "inner_optimizer", optimizer)
   inner._all_reduce_sum_gradients = _already_summed  # pylint: disable=protected-access
   return optimizer
@@ -38,8 +39,9 @@ def task_loss(task, features, outputs, normalizers):
   parts = {}
   for name, value in sums.items():
     normalizer = tf.cast(normalizers[name], tf.float32) + task.loss_epsilons.get(name, 0.0)
+    # Floored: a batch with nothing to score (no labeled token) adds 0, not NaN.
     parts[name] = value / tf.maximum(normalizer, 1e-12)
-  return tf.add_n(list(parts.values())), parts
+  return (tf.add_n(list(parts.values())) if parts else tf.constant(0.0)), parts
 
 
 def global_normalizers(task, features):

@@ -56,16 +56,23 @@ def test_fit_masks_as_the_writer_and_learns(pretrained):
       position = positions[row, slot]
       assert 0 < position < real[row] - 1  # never [CLS] or [SEP]
       assert batch["masked_lm_ids"][row, slot] == plain["input_word_ids"][row, position]
-  # A second pass over the data (an epoch) draws new masks.
-  dataset = mlm.make_dataset(TEXTS * 4, batch_size=24, seed=3)
-  first, second = (next(iter(dataset))[0]["masked_lm_positions"] for _ in range(2))
+  # fit's batches: a second pass over the data (an epoch) draws new masks; evaluation's
+  # (make_dataset, validation data) are the same on every pass.
+  training = mlm._dataset(TEXTS * 4, None, 24, seed=3, training=True)  # noqa: SLF001
+  first, second = (next(iter(training))[0]["masked_lm_positions"] for _ in range(2))
   assert not np.array_equal(first, second)
+  evaluation = mlm.make_dataset(TEXTS * 4, batch_size=24)
+  first, second = (next(iter(evaluation))[0]["masked_lm_positions"] for _ in range(2))
+  np.testing.assert_array_equal(first, second)
 
   mlm.compile(learning_rate=2e-3, warmup_fraction=0.0)
   before = mlm.evaluate(TEXTS * 4, batch_size=8, return_dict=True, verbose=0)
-  history = mlm.fit(TEXTS * 8, epochs=6, batch_size=8, seed=1, verbose=0)
+  history = mlm.fit(TEXTS * 8, epochs=6, batch_size=8, seed=1, verbose=0,
+                    validation_data=TEXTS * 2)
   after = mlm.evaluate(TEXTS * 4, batch_size=8, return_dict=True, verbose=0)
-  assert set(history.history) == {"loss", "masked_lm_accuracy"}
+  assert after == mlm.evaluate(TEXTS * 4, batch_size=8, return_dict=True, verbose=0)
+  assert set(history.history) == {"loss", "masked_lm_accuracy", "val_loss",
+                                  "val_masked_lm_accuracy"}
   assert after["loss"] < before["loss"] - 1.0, (before, after)
   assert after["masked_lm_accuracy"] > before["masked_lm_accuracy"]
   # The next-sentence head and the pooler it reads are kept as loaded (no pairs to train
