@@ -58,6 +58,25 @@ def tiny_model_folder(path, seed=0):
   return str(path)
 
 
+def tiny_pretraining_folder(path, seed=4):
+  """`tiny_model_folder` with the pretraining heads (masked LM + next sentence): the folder
+  `ob.MaskedLM.from_preset` and `--model_type=pretraining` read; returns it."""
+  import keras  # pylint: disable=g-import-not-at-top
+
+  import official_bert as ob  # pylint: disable=g-import-not-at-top
+  from official_bert.api import presets  # pylint: disable=g-import-not-at-top
+  from official_bert.modeling.bert_config import BertConfig  # pylint: disable=g-import-not-at-top
+  from official_bert.modeling.encoder import BertEncoder  # pylint: disable=g-import-not-at-top
+  from official_bert.modeling.pretraining_model import BertPretrainingModel  # pylint: disable=g-import-not-at-top
+  keras.utils.set_random_seed(seed)
+  network = BertPretrainingModel(
+      BertEncoder.from_bert_config(BertConfig(**TINY_CONFIG), name="encoder"),
+      name="pretraining")
+  network.build()
+  presets.save(str(path), network, ob.Preprocessor(UNCASED_VOCAB))
+  return str(path)
+
+
 def random_model_checkpoint(root, model_type, config, num_labels, head_config=None, seed=0,
                             rng=None, scale=0.2):
   """A checkpoint of `model_type` whose every weight is N(0, scale): larger than the init's

@@ -17,6 +17,7 @@ import os
 from conftest import TINY_CONFIG
 from conftest import run_command
 from conftest import tiny_model_folder
+from conftest import tiny_pretraining_folder
 import keras
 import numpy as np
 import tensorflow as tf
@@ -26,6 +27,7 @@ from official_bert.modeling.bert_config import BertConfig
 
 TINY = BertConfig(**TINY_CONFIG)  # the tiny model of every in-process test
 tiny_folder = tiny_model_folder  # a pretrained-like folder of TINY: path -> path
+tiny_pretraining = tiny_pretraining_folder  # the same with the pretraining heads
 
 
 def assert_outputs_close(got, want, atol=1e-5, what="outputs"):

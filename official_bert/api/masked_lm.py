@@ -125,12 +125,12 @@ class MaskedLM(task_model.TaskModel):
   def _masked(self, batches, seed, new_each_pass):
     """Batches of ids -> masked as the writer masks: a [2] stateless seed per batch, drawn
     again each pass over the data when `new_each_pass` (new masks every epoch)."""
-    vocab = self.preprocessor.vocabulary
-    options = dynamic_masking.MaskingOptions(
-        self.max_predictions_per_seq,
-        # Random replacements: ids with a token (a padded vocab_size has ids without).
-        min(len(vocab), self.backbone.vocab_size), vocab.index("[CLS]"), vocab.index("[SEP]"),
-        self.preprocessor.text_to_inputs.mask_id, self.masked_lm_prob, seed=int(seed))
+    # The [CLS]/[SEP]/[MASK] ids and the replacement-id bound (ids with a token: a padded
+    # vocab_size has ids without) as run_pretraining --dynamic_masking takes them.
+    options = dynamic_masking.options_from_vocab(
+        self.preprocessor.vocab_file, self.backbone.vocab_size,
+        max_predictions_per_seq=self.max_predictions_per_seq,
+        masked_lm_prob=self.masked_lm_prob, seed=int(seed))
     seeds = tf.data.Dataset.random(seed=options.seed,
                                    rerandomize_each_iteration=new_each_pass).batch(2)
     return tf.data.Dataset.zip(batches, seeds).map(

@@ -2,26 +2,17 @@
 loss and step), evaluate, save -> from_preset, and its folder exported by the `export`
 command with no flag but --checkpoint/--export_dir serves what `fill_mask` gives."""
 
-import os
 
-from conftest import TINY_CONFIG
 import harness
-import keras
 import numpy as np
 import pytest
 import tensorflow_text  # noqa: F401  # registers the exported tokenizer's ops
 
 import official_bert as ob
-from official_bert.api import presets
 from official_bert.interop import model_files
-from official_bert.modeling.bert_config import BertConfig
-from official_bert.modeling.encoder import BertEncoder
-from official_bert.modeling.pretraining_model import BertPretrainingModel
 
 pytestmark = pytest.mark.large  # trains and exports
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-VOCAB = os.path.join(REPO, "tests", "data", "vocab", "uncased_vocab.txt")
 TEXTS = ["the cat sat on the mat", "a dog ran in the park", "the bird sang a song",
          "we went to the sea", "the sun is hot today", "she read a good book"]
 
@@ -29,14 +20,7 @@ TEXTS = ["the cat sat on the mat", "a dog ran in the park", "the bird sang a son
 @pytest.fixture(name="pretrained")
 def fixture_pretrained(tmp_path):
   """A random pretraining folder (masked LM + next sentence heads)."""
-  keras.utils.set_random_seed(4)
-  network = BertPretrainingModel(BertEncoder.from_bert_config(BertConfig(**TINY_CONFIG),
-                                                              name="encoder"),
-                                 name="pretraining")
-  network.build()
-  path = str(tmp_path / "pretrained")
-  presets.save(path, network, ob.Preprocessor(VOCAB))
-  return path
+  return harness.tiny_pretraining(tmp_path / "pretrained")
 
 
 def test_fit_masks_as_the_writer_and_learns(pretrained):

@@ -26,7 +26,6 @@ from official_bert.interop import run_record
 from official_bert.modeling import encoder
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.encoder import BertEncoder
-from official_bert.modeling.pretraining_model import BertPretrainingModel
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
@@ -305,27 +304,8 @@ def test_text_embedder_equals_the_encoder_export(tiny_dir, tmp_path):
   np.testing.assert_allclose(cls, served["sequence_output"][:2, 0], atol=1e-5)
 
 
-def test_masked_lm_fills_masks_like_the_export(tmp_path):
-  keras.utils.set_random_seed(4)
-  network = BertPretrainingModel(BertEncoder.from_bert_config(TINY, name="encoder"),
-                                 name="pretraining")
-  network.build()
-  path = str(tmp_path / "pretrained")
-  presets.save(path, network, ob.Preprocessor(VOCAB))
-  mlm = ob.MaskedLM.from_preset(path, sequence_length=16)
-  texts = ["the [MASK] sat on the [MASK] .", "no mask here"]
-  filled = mlm.fill_mask(texts, top_k=3, batch_size=1)
-  assert [len(f) for f in filled] == [2, 0] and len(filled[0][0]) == 3
-  probabilities = [p for _, p in filled[0][0]]
-  assert probabilities == sorted(probabilities, reverse=True)
-  from official_bert.interop import model_folder  # pylint: disable=import-outside-toplevel
-  from official_bert.serving import exporter  # pylint: disable=import-outside-toplevel
-  exporter.export(model_folder.read(path), str(tmp_path / "export"),
-                  exporter.ExportOptions("pretraining", max_seq_length=16, top_k=3))
-  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
-      text=tf.constant(texts[:1]))
-  assert [t.decode() for t in served["masked_lm_top_tokens"].numpy()[0, 0]] == [
-      t for t, _ in filled[0][0]]
+def test_masked_lm_needs_a_masked_lm_head(tmp_path):
+  # (fit, fill_mask, save and the export: tests/api/test_masked_lm.py)
   with pytest.raises(ValueError, match="no masked-LM head"):
     ob.MaskedLM.from_preset(_encoder_only(tmp_path))
 
