@@ -250,7 +250,8 @@ def run_command(module, *args):
   runtime = _runtime_state()
   if runtime is not None:  # Keras' names start again (seed_generator_1, ...), as in a new process
     import keras  # pylint: disable=g-import-not-at-top
-    keras.backend.clear_session()
+    # (no garbage collection: a full gc.collect of a worker's heap takes seconds, each call)
+    keras.backend.clear_session(free_memory=False)
   sys.argv, handler.stream = argv, err
   logging.root.handlers[:] = [absl_logging.get_absl_handler()]  # app.run's, in a fresh process
   returncode = 0
