@@ -1,9 +1,10 @@
 """TFLite export (`--export_format=tflite`): the .tflite gives the SavedModel's serve_ids outputs.
 
 Every model type is exported once (module fixture) from a tiny model's checkpoint as .tflite
-unquantized, and with each --quantize where the graphs differ (`QUANTIZED`); the .tflite runs in the LiteRT interpreter (`ai_edge_litert`, builtin ops
-only: no Flex delegate). The reference ("SavedModel" below) is the exported module's serve_ids
-in TensorFlow, the function a SavedModel export saves, on the same padded inputs.
+unquantized, and with each --quantize where the graphs differ (`QUANTIZED`); the .tflite runs
+in the LiteRT interpreter (`ai_edge_litert`, builtin ops only: no Flex delegate). The
+reference ("SavedModel" below) is the exported module's serve_ids in TensorFlow, the function
+a SavedModel export saves, on the same padded inputs.
 
 Tolerances, per output, on |tflite - SavedModel| <= TOL * max(1, max |SavedModel|):
   none     1e-4  both float32; only the kernels' summation order differs (XNNPACK vs TF).
