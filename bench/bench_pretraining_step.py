@@ -1,6 +1,7 @@
-r"""Pretraining-step throughput on CPU: ours (official_bert Trainer) vs the peer (Model Garden).
+r"""Pretraining-step throughput: ours (official_bert Trainer) vs the peer (Model Garden).
 
-  python bench/bench_pretraining_step.py [--configs=tiny,mini,small,base] [--batch=32]
+  python bench/bench_pretraining_step.py [--backend=tensorflow|jax|torch] [--device=cpu|gpu]
+      [--configs=tiny,mini,small,base] [--batch=32]
       [--seq=128] [--preds=20] [--steps=20,base=5] [--warmup=3,base=1] [--xla=both|on|off]
       [--repeats=3] [--peer_xla_scope=step|grads] [--device=cpu|gpu] [--dtype=float32|bfloat16]
       [--peak_tflops=N]
@@ -18,6 +19,10 @@ the same synthetic batches (`input_pipeline.synthetic_pretraining_dataset`) on b
         tape.gradient -> tf.clip_by_global_norm -> apply_gradients, a tf.range loop in one
         tf.function; XLA on = jit_compile on the whole step (or only forward/backward, as ours
         does, with --peer_xla_scope=grads).
+--backend=jax|torch: our step alone on that Keras backend, no TensorFlow imported
+(`pretraining_step_keras.py`: Keras' fit step, the same model, loss, optimizer and clipping;
+--jit=on|off for jit/torch.compile; MFU against the backend's measured matmul rate). The GPU
+peers side by side: `bench_gpu_pretraining.py`.
 seq/s = batch * steps / wall seconds of one call, median over --repeats (sides alternate), after
 a --warmup call (trace/compile). CPU ms/step = process CPU time (all threads), median: skewed
 less than wall time by other busy processes. --steps/--warmup: default + per-config overrides.
@@ -39,6 +44,29 @@ _REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, _REPO)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+
+def _backend_flag(argv):
+  """--backend's value, read before Keras is imported (Keras fixes its backend at import)."""
+  for i, arg in enumerate(argv):
+    if arg.startswith("--backend="):
+      return arg.split("=", 1)[1]
+    if arg == "--backend" and i + 1 < len(argv):
+      return argv[i + 1]
+  return "tensorflow"
+
+
+BACKEND = _backend_flag(sys.argv[1:])
+os.environ["KERAS_BACKEND"] = BACKEND
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# pylint: disable=wrong-import-position
+from pretraining_flops import per_config  # noqa: E402
+from pretraining_flops import train_flops_per_sequence  # noqa: E402
+import pretraining_step_keras  # noqa: E402
+
+if BACKEND != "tensorflow" and __name__ == "__main__":
+  # Before the TensorFlow imports below: jax/torch runs on machines without TensorFlow.
+  sys.exit(pretraining_step_keras.main(_REPO))
+
 # pylint: disable=wrong-import-position
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -56,18 +84,6 @@ from official_bert.training import optimization  # noqa: E402
 from official_bert.training import training_loop  # noqa: E402
 
 PEAK_LR, WARMUP_STEPS, TRAIN_STEPS = 1e-4, 10000, 1000000
-
-
-def per_config(spec, name):
-  """The int for config `name` in a spec like "20,base=5" (5 for base, 20 otherwise)."""
-  value = None
-  for item in spec.split(","):
-    key, _, val = item.strip().rpartition("=")
-    if key in ("", name):
-      value = int(val) if key or value is None else value
-  if value is None:
-    raise ValueError(f"no default in {spec!r}")
-  return value
 
 
 def load():
@@ -88,19 +104,6 @@ def machine_info():
 def dataset(args, cfg):
   return input_pipeline.synthetic_pretraining_dataset(args.seq, args.preds, cfg.vocab_size,
                                                       args.batch, seed=0)
-
-
-def train_flops_per_sequence(cfg, seq, preds):
-  """Matmul FLOPs of one training sequence: 3 x forward (forward + 2x backward).
-
-  Per layer: q/k/v/output projections 4*H*H and the feed-forward 2*H*I per token, plus
-  scores and context 2*S*H per token; MLM transform H*H and decoder H*V per prediction;
-  pooler and NSP. Embedding lookups, softmax and LayerNorm are not counted (as in MFU usage).
-  """
-  h, inner, layers = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
-  per_layer = 2 * seq * (4 * h * h + 2 * h * inner) + 2 * 2 * seq * seq * h
-  heads = 2 * preds * (h * h + h * cfg.vocab_size) + 2 * (h * h + 2 * h)
-  return 3 * (layers * per_layer + heads)
 
 
 def n_params(variables):
@@ -241,6 +244,7 @@ def bench_one(args, name, xla):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--backend", choices=("tensorflow", "jax", "torch"), default="tensorflow")
   parser.add_argument("--configs", default="tiny,mini,small,base")
   for flag, default in (("batch", 32), ("seq", 128), ("preds", 20), ("repeats", 3)):
     parser.add_argument("--" + flag, type=int, default=default)

@@ -5,9 +5,7 @@ from keras import ops
 
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.layers.embeddings import BertEmbeddings
-from official_bert.modeling.layers.token_packing import TokenPacking
 from official_bert.modeling.layers.transformer_block import TransformerBlock
-from official_bert.modeling.single_sequence_xla import SingleSequenceXla
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 
@@ -66,11 +64,15 @@ class BertEncoder(keras.Model):
     for name, value in self.bert_config.to_dict().items():  # e.g. self.hidden_size
       setattr(self, name, value)
     c = self.bert_config
-    self._single_sequence = SingleSequenceXla(
-        lambda ids, mask, types, zero_padding: self._forward(
-            ids, mask, types, training=False, packing=None, zero_padding=zero_padding),
-        lambda ids, types: self.embeddings(ids, types, training=False),
-        c.max_position_embeddings)
+    self._single_sequence = None  # `SingleSequenceXla`: TensorFlow only.
+    if keras.backend.backend() == "tensorflow":
+      # pylint: disable=g-import-not-at-top
+      from official_bert.modeling.tensorflow_only.single_sequence_xla import SingleSequenceXla
+      self._single_sequence = SingleSequenceXla(
+          lambda ids, mask, types, zero_padding: self._forward(
+              ids, mask, types, training=False, packing=None, zero_padding=zero_padding),
+          lambda ids, types: self.embeddings(ids, types, training=False),
+          c.max_position_embeddings)
 
     self.embeddings = BertEmbeddings(**c.layer_arguments(BertEmbeddings),
                                      dtype=self.dtype_policy, name="embeddings")
@@ -104,12 +106,24 @@ class BertEncoder(keras.Model):
 
   def call(self, inputs, training=None):
     word_ids, mask, type_ids = unpack_inputs(inputs)
-    skip_padding = self.skip_padding and not training
+    if not (self.skip_padding or self.xla_single_sequence) or training:
+      return self._forward(word_ids, mask, type_ids, training, packing=None)
+    return self._tensorflow_inference(word_ids, mask, type_ids)
+
+  def _tensorflow_inference(self, word_ids, mask, type_ids):
+    """`skip_padding` and `xla_single_sequence`: TensorFlow only (data-dependent shapes, a
+    `tf.cond`, `tf.function(jit_compile=True)`), for the TensorFlow exports."""
+    if keras.backend.backend() != "tensorflow":
+      raise ValueError("skip_padding and xla_single_sequence need the TensorFlow backend; "
+                       f"this is {keras.backend.backend()!r}.")
+    # pylint: disable=g-import-not-at-top
+    from official_bert.modeling.tensorflow_only.token_packing import TokenPacking
     usual = lambda: self._forward(  # noqa: E731
-        word_ids, mask, type_ids, training, TokenPacking(mask) if skip_padding else None)
-    if self.xla_single_sequence and not training:
-      return self._single_sequence(word_ids, mask, type_ids, usual, zero_padding=skip_padding)
-    return usual()
+        word_ids, mask, type_ids, False, TokenPacking(mask) if self.skip_padding else None)
+    if not self.xla_single_sequence:
+      return usual()
+    return self._single_sequence(word_ids, mask, type_ids, usual,
+                                 zero_padding=self.skip_padding)
 
   def _forward(self, word_ids, mask, type_ids, training, packing, zero_padding=False):
     """zero_padding: the padded computation's padded positions set to 0 (as `packing`

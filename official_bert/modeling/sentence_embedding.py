@@ -8,7 +8,7 @@ product. The one implementation: the export's `mean_pooled_output` and
 """
 
 import keras
-import tensorflow as tf
+from keras import ops
 
 
 def mean_pool(sequence_output, input_mask, normalize=False):
@@ -19,11 +19,16 @@ def mean_pool(sequence_output, input_mask, normalize=False):
   With `normalize`, every vector has unit L2 norm.
   """
   # float32 even under mixed precision: a sum over hundreds of tokens loses digits in float16.
-  values = tf.cast(sequence_output, tf.float32)
-  mask = tf.cast(input_mask, tf.float32)[:, :, None]
-  count = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
-  pooled = tf.reduce_sum(values * mask, axis=1) / count
-  return tf.math.l2_normalize(pooled, axis=-1) if normalize else pooled
+  values = ops.cast(sequence_output, "float32")
+  mask = ops.cast(input_mask, "float32")[:, :, None]
+  count = ops.maximum(ops.sum(mask, axis=1), 1.0)
+  pooled = ops.sum(values * mask, axis=1) / count
+  return l2_normalize(pooled) if normalize else pooled
+
+
+def l2_normalize(x):
+  """x / ||x|| over the last axis, as `tf.math.l2_normalize` (a zero vector stays zero)."""
+  return x * ops.rsqrt(ops.maximum(ops.sum(ops.square(x), axis=-1, keepdims=True), 1e-12))
 
 
 POOLINGS = ("mean", "cls", "pooled")
@@ -43,8 +48,8 @@ def pool(encoder_outputs, input_mask, pooling="mean", normalize=False):
     vector = encoder_outputs["pooled_output"]
   else:
     raise ValueError(f"pooling={pooling!r} must be one of {', '.join(POOLINGS)}")
-  vector = tf.cast(vector, tf.float32)
-  return tf.math.l2_normalize(vector, axis=-1) if normalize else vector
+  vector = ops.cast(vector, "float32")
+  return l2_normalize(vector) if normalize else vector
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -69,12 +74,12 @@ class SentenceEmbedder(keras.Model):
 
   def call(self, inputs, training=None):
     word_ids = inputs["input_word_ids"]
-    leading = tf.shape(word_ids)[:-1]  # [batch] or [batch, texts]
-    flat = {k: tf.reshape(inputs[k], [-1, tf.shape(word_ids)[-1]])
+    shape = ops.shape(word_ids)  # (batch, seq) or (batch, texts, seq)
+    flat = {k: ops.reshape(inputs[k], (-1, shape[-1]))
             for k in ("input_word_ids", "input_mask", "input_type_ids")}  # [b*texts, seq]
     outputs = self.encoder(flat, training=training)
     vectors = pool(outputs, flat["input_mask"], self.pooling, self.normalize)  # [b*texts, h]
-    return {"embeddings": tf.reshape(vectors, tf.concat([leading, [-1]], 0))}
+    return {"embeddings": ops.reshape(vectors, tuple(shape[:-1]) + (-1,))}
 
   def get_config(self):
     return {"name": self.name, "trainable": self.trainable,

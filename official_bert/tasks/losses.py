@@ -5,38 +5,41 @@ loop divides by the normalizer summed over the global batch. With the masked-LM 
 (the number of real predictions) plus 1e-5, this is exactly google-research/bert's
 `sum(-log p * weight) / (sum(weight) + 1e-5)`: a batch whose prediction slots are all padding
 yields loss 0 rather than NaN.
+
+`keras.ops` only: the same functions serve the Python API's `fit` on every Keras backend.
 """
 
-import tensorflow as tf
+from keras import ops
 
 
 def sparse_nll(labels, logits):
   """-log softmax(logits)[label], in float32: [...], [..., classes] -> [...].
 
-  The fused kernel: a gather from log_softmax would backprop through a scatter
-  (UnsortedSegmentSum) into a zeroed [batch, P, vocab] tensor, much slower.
+  On TensorFlow the fused kernel (`tf.nn.sparse_softmax_cross_entropy_with_logits`): a
+  gather from log_softmax would backprop through a scatter into a zeroed [batch, P, vocab]
+  tensor, much slower.
   """
-  return tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=tf.cast(labels, tf.int32), logits=tf.cast(logits, tf.float32))
+  return ops.sparse_categorical_crossentropy(
+      ops.cast(labels, "int32"), ops.cast(logits, "float32"), from_logits=True)
 
 
 def weighted_sum(values, weights=None):
   """sum(values * weights) in float32 (all weights 1 when None)."""
-  values = tf.cast(values, tf.float32)
-  return tf.reduce_sum(values if weights is None else values * tf.cast(weights, tf.float32))
+  values = ops.cast(values, "float32")
+  return ops.sum(values if weights is None else values * ops.cast(weights, "float32"))
 
 
 def count(labels, weights=None):
   """The normalizer of `labels`: their number, or the sum of their weights."""
   if weights is None:
-    return tf.cast(tf.size(labels), tf.float32)
-  return tf.reduce_sum(tf.cast(weights, tf.float32))
+    return ops.cast(ops.size(labels), "float32")
+  return ops.sum(ops.cast(weights, "float32"))
 
 
 def argmax_hits(labels, logits):
   """1.0 where argmax(logits) == label, else 0.0: [...], [..., classes] -> [...]."""
-  predicted = tf.argmax(logits, -1, output_type=tf.int32)
-  return tf.cast(tf.equal(predicted, tf.cast(labels, tf.int32)), tf.float32)
+  predicted = ops.cast(ops.argmax(logits, axis=-1), "int32")
+  return ops.cast(ops.equal(predicted, ops.cast(labels, "int32")), "float32")
 
 
 def accuracy_sums(labels, logits, weights=None):

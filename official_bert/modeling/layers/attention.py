@@ -82,6 +82,13 @@ class BertSelfAttention(ConfigLayer):
 
   def call(self, x, padding_mask=None, training=None, packing=None):
     q, k, v = self.query(x), self.key(x), self.value(x)  # [batch, seq, hidden]
+    if packing is None and self._fused(training):
+      batch, seq = ops.shape(q)[0], ops.shape(q)[1]
+      heads = lambda t: ops.reshape(  # noqa: E731
+          t, (batch, seq, self.num_attention_heads, self.head_size))
+      bias = None if padding_mask is None else _key_bias(padding_mask, q.dtype)
+      context = ops.dot_product_attention(heads(q), heads(k), heads(v), bias=bias)
+      return ops.reshape(context, (batch, seq, self.hidden_size))  # [batch, seq, hidden]
     if packing is None:
       bias = None if padding_mask is None else _key_bias(padding_mask, q.dtype)
       context = self._attend(self._split_heads(q), self._split_heads(k), self._split_heads(v),
@@ -102,6 +109,14 @@ class BertSelfAttention(ConfigLayer):
     contexts = [ops.transpose(self._attend(*block, training), (0, 2, 1, 3))
                 for block in blocks]  # per block [n, length, heads, head_size]
     return ops.reshape(packing.merge(contexts), (-1, self.hidden_size))  # [tokens, hidden]
+
+  def _fused(self, training):
+    """Whether attention runs as one `keras.ops.dot_product_attention` (flash / cuDNN
+    kernels on a GPU; the same softmax(q k^T / sqrt(d) + bias) v): on JAX and PyTorch, when
+    no dropout acts on the probabilities (it has no dropout). TensorFlow keeps the explicit
+    ops, which its exports (SavedModel, ONNX, TFLite) and parity tests are built on."""
+    no_dropout = not training or self.attention_probs_dropout_prob == 0
+    return no_dropout and keras.backend.backend() in ("jax", "torch")
 
   def _attend(self, q, k, v, key_bias, training):
     """q, k, v [batch, heads, seq, head_size], `_key_bias` or None -> context, q's shape."""

@@ -2,12 +2,24 @@
 
 import keras
 from keras import ops
-import tensorflow as tf
 
 from official_bert.modeling import activations
 from official_bert.modeling.bert_config import LAYER_NORM_EPSILON
 from official_bert.modeling.layers.config_layer import ConfigLayer
 from official_bert.modeling.layers.config_layer import truncated_normal
+
+
+def gather_positions(x, positions):
+  """x [batch, seq, ...] and int positions [batch, P] -> x at those positions [batch, P, ...].
+
+  One gather from the flattened batch: keras' `take_along_axis` broadcasts and transposes
+  the whole [batch, seq, hidden] input first (on TensorFlow), several times the work.
+  """
+  positions = ops.cast(positions, "int32")
+  batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+  offsets = ops.arange(batch, dtype="int32")[:, None] * seq  # [batch, 1]
+  flat = ops.reshape(x, (-1,) + tuple(x.shape[2:]))  # [batch * seq, ...]
+  return ops.take(flat, positions + offsets, axis=0)  # [batch, P, ...]
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -61,19 +73,18 @@ class MaskedLMHead(ConfigLayer):
     self.built = True
 
   def call(self, sequence_output, masked_positions, embedding_table):
-    masked_positions = ops.cast(masked_positions, "int32")
-    gathered = tf.gather(sequence_output, masked_positions,
-                         batch_dims=1)  # [batch, P, hidden]
+    gathered = gather_positions(sequence_output, masked_positions)  # [batch, P, hidden]
     x = self._activation_fn(self.transform_dense(gathered))  # [b, P, hidden]
     x = self.transform_layer_norm(x)  # [batch, P, hidden]
     table = ops.cast(embedding_table, x.dtype)  # [vocab, hidden]
     # One 2-D matmul: a batched [b, P, h] x [h, v] product would make the
     # table's gradient a [b, h, v] batch of matmuls summed over b, several
-    # times slower (and b times the memory) on CPU.
+    # times slower (and b times the memory) on CPU. The transpose folds into the matmul
+    # (TensorFlow's graph optimizer, XLA).
     batch, predictions = ops.shape(x)[0], ops.shape(x)[1]
     flat = ops.reshape(x, (-1, self.hidden_size))  # [batch * P, hidden]
-    logits = tf.matmul(flat, table, transpose_b=True)  # [batch * P, vocab]
-    logits = tf.nn.bias_add(logits, ops.cast(self.output_bias, x.dtype))
+    logits = ops.matmul(flat, ops.transpose(table))  # [batch * P, vocab]
+    logits = logits + ops.cast(self.output_bias, x.dtype)
     return ops.reshape(logits, (batch, predictions, self.vocab_size))
 
   def compute_output_shape(self, sequence_output_shape, masked_positions_shape,

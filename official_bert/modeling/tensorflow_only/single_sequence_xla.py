@@ -19,7 +19,7 @@ XLA: `tf.saved_model.load` has it; TensorFlow Serving takes
 
 import tensorflow as tf
 
-from official_bert.modeling.layers import token_packing
+from official_bert.modeling.tensorflow_only import token_packing
 
 PAD_TO_MULTIPLE = 8
 
