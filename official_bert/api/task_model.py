@@ -37,6 +37,9 @@ from official_bert.training import padding
 from official_bert.training import train_step as shared_step
 
 AUTOTUNE = tf.data.AUTOTUNE
+# The Keras backend the model computes on. Text is preprocessed by tensorflow-text in tf.data
+# on every backend (as keras-hub does); the model, its step and its losses are Keras 3.
+ON_TENSORFLOW = keras.backend.backend() == "tensorflow"
 
 
 class TaskModel(BackboneModelConfig, keras.Model):
@@ -138,18 +141,20 @@ class TaskModel(BackboneModelConfig, keras.Model):
   # do, where `model_types.skips_padding` allows. Set only while a step is traced (or run
   # eagerly): the backbone may be shared, and calls outside these steps keep its own setting.
 
-  def test_step(self, data):
+  # `*args`: (data,), or (state, data) on JAX, whose steps are stateless.
+  def test_step(self, *args):
     with self._inference_without_padding():
-      return super().test_step(data)
+      return super().test_step(*args)
 
-  def predict_step(self, data):
+  def predict_step(self, *args):
     with self._inference_without_padding():
-      return super().predict_step(data)
+      return super().predict_step(*args)
 
   @contextlib.contextmanager
   def _inference_without_padding(self):
     backbone, own = self.backbone, self.backbone.skip_padding
-    backbone.skip_padding = model_types.skips_padding(
+    # Data-dependent shapes: TensorFlow only (`modeling/tensorflow_only`).
+    backbone.skip_padding = ON_TENSORFLOW and model_types.skips_padding(
         self.model_type,
         static_shapes=bool(self.jit_compile) or distribution.is_tpu(self.distribute_strategy))
     try:
@@ -178,8 +183,8 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def _compile(self, optimizer):
     super().compile(optimizer=optimizer, **self._compile_kwargs)
-    if self._optimizer_settings is not None:  # `train_step` sums the gradients itself
-      shared_step.takes_summed_gradients(self.optimizer)
+    if self._optimizer_settings is not None and ON_TENSORFLOW:
+      shared_step.takes_summed_gradients(self.optimizer)  # `train_step` sums them itself
 
   def get_compile_config(self):
     if self._optimizer_settings is not None and not any(self._compile_kwargs.values()):
@@ -216,21 +221,33 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def _scheduled_optimizer(self, num_train_steps):
     s = self._optimizer_settings
-    with self.distribute_strategy.scope():
+    with self._strategy_scope():
       optimizer = optimization.scheduled_optimizer(
           "adamw", s["learning_rate"], num_train_steps,
           int(num_train_steps * s["warmup_fraction"]), s["weight_decay"], s["lr_schedule"],
           s["adam_bias_correction"])
-    return optimizer  # it does not clip: `train_step` does, as the commands' loop
+    if not ON_TENSORFLOW and s["clip_norm"]:
+      # Keras' own step (JAX, PyTorch: one device) clips at the global norm, as ours does.
+      optimizer.global_clipnorm = s["clip_norm"]
+    return optimizer  # on TensorFlow it does not clip: `train_step` does, as the commands'
 
-  def train_step(self, data):
+  def _strategy_scope(self):
+    """The tf.distribute strategy's scope on TensorFlow; nothing on the other backends."""
+    if ON_TENSORFLOW:
+      return self.distribute_strategy.scope()
+    return contextlib.nullcontext()
+
+  def train_step(self, *args):
     """With `compile`'s own optimizer, the commands' step (`training.train_step`, as
     `training_loop.Trainer` takes it): dense gradients, summed over the replicas, clipped at
     their global norm. (Keras would clip each replica's part before summing, and measure an
     embedding's sparse gradient with its repeated rows apart; its all-reduce of sparse
-    gradients also fails when the replicas' row counts differ.)"""
-    if self._optimizer_settings is None:
-      return super().train_step(data)
+    gradients also fails when the replicas' row counts differ.) On JAX and PyTorch (one
+    device, dense gradients) Keras' own step, on the backend's gradient machinery, with the
+    same loss (`compute_loss`) and the optimizer clipping at the global norm."""
+    if self._optimizer_settings is None or not ON_TENSORFLOW:
+      return super().train_step(*args)
+    data, = args
     replicas = self.distribute_strategy.num_replicas_in_sync
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
 
@@ -252,9 +269,10 @@ class TaskModel(BackboneModelConfig, keras.Model):
     features, outputs = self._task_batch(x, y, y_pred, sample_weight)
     normalizers = shared_step.global_normalizers(self.task, features)
     loss, _ = shared_step.task_loss(self.task, features, outputs, normalizers)
-    extra = [tf.cast(value, tf.float32) for value in self.losses]
+    extra = [keras.ops.cast(value, "float32") for value in self.losses]
     if extra:  # regularization losses, per replica as Keras scales them
-      loss += tf.add_n(extra) / float(self.distribute_strategy.num_replicas_in_sync)
+      replicas = self.distribute_strategy.num_replicas_in_sync if ON_TENSORFLOW else 1
+      loss += sum(extra[1:], extra[0]) / float(replicas)
     return loss
 
   def loss_features(self, x, y, sample_weight):
@@ -317,7 +335,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
       generators += [v for v in vars(layer).values()
                      if isinstance(v, keras.random.SeedGenerator)]
     for i, generator in enumerate(generators):
-      generator.state.assign(tf.constant([seed + i, 0], generator.state.dtype))
+      generator.state.assign(np.array([seed + i, 0], generator.state.dtype))
     if not self.untrained_weights:
       return
     variables = dict(weight_names.model_weight_pairs(self.network))
@@ -333,7 +351,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
     first trace of the train step, and a tf.function that creates variables is traced twice:
     on CPU that doubled trace was half of a short fit's time (MiniLM: 7 s each)."""
     if self.optimizer is not None and not self.optimizer.built:
-      with self.distribute_strategy.scope():
+      with self._strategy_scope():
         if not self.built:
           self.build()
         self.optimizer.build(self.trainable_variables)
@@ -424,11 +442,11 @@ class RatioMetric(keras.metrics.Metric):
     self.denominator = self.add_variable((), "zeros", name="denominator", aggregation="sum")
 
   def update_state(self, numerator, denominator):  # pylint: disable=arguments-differ
-    self.numerator.assign_add(tf.cast(numerator, self.dtype))
-    self.denominator.assign_add(tf.cast(denominator, self.dtype))
+    self.numerator.assign_add(keras.ops.cast(numerator, self.dtype))
+    self.denominator.assign_add(keras.ops.cast(denominator, self.dtype))
 
   def result(self):
-    return self.numerator / tf.maximum(self.denominator, 1e-12)
+    return self.numerator / keras.ops.maximum(self.denominator, 1e-12)
 
 
 def plain_label(label):

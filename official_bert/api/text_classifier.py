@@ -191,9 +191,9 @@ class TextClassifier(task_model.TaskModel):
     return results
 
   def loss_features(self, x, y, sample_weight):
-    ones = tf.ones(tf.shape(y)[:1], tf.float32)
+    ones = keras.ops.ones(keras.ops.shape(y)[:1], "float32")
     return {"label_ids": y, "is_real_example": ones if sample_weight is None else
-            tf.cast(sample_weight, tf.float32)}
+            keras.ops.cast(sample_weight, "float32")}
 
   def predict(self, x, batch_size=32, **kwargs):
     """Probabilities [n, num_classes] (softmax; sigmoid for multi_label), or [n] scores."""
@@ -251,13 +251,14 @@ class ClassCounts(keras.metrics.Metric):
     self.counts = self.add_variable((num_classes,), "zeros", name="counts", aggregation="sum")
 
   def update_state(self, logits, sample_weight=None):  # pylint: disable=arguments-differ
-    hot = tf.one_hot(tf.argmax(logits, axis=-1), self.num_classes, dtype=self.dtype)
+    ops = keras.ops
+    hot = ops.one_hot(ops.argmax(logits, axis=-1), self.num_classes, dtype=self.dtype)
     if sample_weight is not None:  # padding examples of the last batch count for nothing
-      hot *= tf.cast(tf.reshape(sample_weight, [-1, 1]), self.dtype)
-    self.counts.assign_add(tf.reduce_sum(hot, axis=0))
+      hot *= ops.cast(ops.reshape(sample_weight, (-1, 1)), self.dtype)
+    self.counts.assign_add(ops.sum(hot, axis=0))
 
   def result(self):
-    return tf.identity(self.counts)
+    return keras.ops.copy(self.counts)
 
   def get_config(self):
     return dict(super().get_config(), num_classes=self.num_classes)

@@ -28,18 +28,28 @@ def trackable_variables(variables, names=None):
   `build()`, so `tf.train.Checkpoint(model=model)` would silently save only some variables.
   Naming every variable explicitly (model weights, dropout seed states, optimizer slots)
   saves all of them. `names` maps id(variable) -> a preferred name; others use their path.
+
+  On JAX and PyTorch a Keras variable holds no tf.Variable: it is copied into one, so the
+  checkpoint can be written (`api.presets.save`); reading one back goes through `weights_io`.
   """
   names = names or {}
   out = {}
   for v in variables:
-    if id(v) in names:
-      out[names[id(v)]] = v.value if isinstance(v, keras.Variable) else v
-      continue
-    key = v.path if isinstance(v, keras.Variable) else v.name
-    if key in out:
+    key = names.get(id(v)) or (v.path if isinstance(v, keras.Variable) else v.name)
+    if id(v) not in names and key in out:
       raise ValueError(f"two variables share the path {key!r}: name the layers uniquely")
-    out[key] = v.value if isinstance(v, keras.Variable) else v
+    out[key] = _tensorflow_variable(v)
   return out
+
+
+def _tensorflow_variable(v):
+  """The tf.Variable behind `v` (a Keras variable or a tf.Variable), or a copy of its value
+  on a backend other than TensorFlow."""
+  if not isinstance(v, keras.Variable):
+    return v
+  if keras.backend.backend() == "tensorflow":
+    return v.value
+  return tf.Variable(keras.ops.convert_to_numpy(v.value), trainable=False)
 
 
 def model_checkpoint(model, **extra):

@@ -11,7 +11,7 @@ classification: example i weighs w[label_i], and the normalizer is the sum of th
 the sums/normalizers contract of `base.Task` holds across replicas and accumulation.
 """
 
-import tensorflow as tf
+from keras import ops
 
 from data_prep import schema
 from official_bert.modeling.encoder import BertEncoder
@@ -60,30 +60,30 @@ class ClassificationTask(base.Task):
 
   def _loss_weights(self, features):
     """[b]: is_real_example, times the class weight of the example's label if any."""
-    weights = tf.cast(tf.reshape(self._weights(features), [-1]), tf.float32)
+    weights = ops.cast(ops.reshape(self._weights(features), (-1,)), "float32")
     if self.class_weights is None:
       return weights
-    table = tf.constant(self.class_weights, tf.float32)
-    labels = tf.reshape(tf.cast(features["label_ids"], tf.int32), [-1])
-    return weights * tf.gather(table, labels)
+    table = ops.convert_to_tensor(self.class_weights, "float32")
+    labels = ops.reshape(ops.cast(features["label_ids"], "int32"), (-1,))
+    return weights * ops.take(table, labels)
 
   def _multi_hot(self, features, logits):
     """[b, num_labels] float32 (the pipeline squeezes a one-label vector to [b])."""
-    return tf.reshape(tf.cast(features["label_ids"], tf.float32), tf.shape(logits))
+    return ops.reshape(ops.cast(features["label_ids"], "float32"), ops.shape(logits))
 
   def loss_normalizers(self, features):
     return {self.loss_name: losses.count(features["is_real_example"],
                                          self._loss_weights(features))}
 
   def loss_sums(self, features, outputs):
-    logits = tf.cast(outputs["logits"], tf.float32)  # [b, num_labels]
+    logits = ops.cast(outputs["logits"], "float32")  # [b, num_labels]
     if self.is_regression:
-      per_example = tf.square(logits[:, 0] - tf.cast(features["label_ids"], tf.float32))
+      per_example = ops.square(logits[:, 0] - ops.cast(features["label_ids"], "float32"))
     elif self.problem_type == "multi_label":
-      per_example = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
-          labels=self._multi_hot(features, logits), logits=logits), -1)
+      per_example = ops.mean(ops.binary_crossentropy(
+          self._multi_hot(features, logits), logits, from_logits=True), -1)
     else:
-      per_example = losses.sparse_nll(tf.reshape(features["label_ids"], [-1]), logits)  # [b]
+      per_example = losses.sparse_nll(ops.reshape(features["label_ids"], (-1,)), logits)  # [b]
     return {self.loss_name: losses.weighted_sum(per_example, self._loss_weights(features))}
 
   def metric_names(self):
@@ -94,13 +94,13 @@ class ClassificationTask(base.Task):
   def metric_sums(self, features, outputs):
     weights = self._weights(features)
     if self.is_regression:  # never empty: the loop all-reduces this dict, which cannot be {}
-      error = tf.abs(tf.cast(outputs["logits"][:, 0], tf.float32)
-                     - tf.cast(features["label_ids"], tf.float32))
+      error = ops.abs(ops.cast(outputs["logits"][:, 0], "float32")
+                     - ops.cast(features["label_ids"], "float32"))
       return {"mean_absolute_error": (losses.weighted_sum(error, weights),
                                       losses.count(error, weights))}
     if self.problem_type == "multi_label":  # every label right (sigmoid > 0.5 is logit > 0)
-      predicted = tf.cast(outputs["logits"] > 0, tf.float32)
-      hits = tf.reduce_all(tf.equal(predicted, self._multi_hot(features, predicted)), -1)
-      return {"exact_match": (losses.weighted_sum(tf.cast(hits, tf.float32), weights),
+      predicted = ops.cast(outputs["logits"] > 0, "float32")
+      hits = ops.all(ops.equal(predicted, self._multi_hot(features, predicted)), -1)
+      return {"exact_match": (losses.weighted_sum(ops.cast(hits, "float32"), weights),
                               losses.count(hits, weights))}
     return {"accuracy": losses.accuracy_sums(features["label_ids"], outputs["logits"], weights)}

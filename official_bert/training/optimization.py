@@ -256,6 +256,8 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
 
   def update_step(self, gradient, variable, learning_rate):
     dtype = variable.dtype
+    if keras.backend.backend() != "tensorflow":
+      return self._portable_update(gradient, variable, learning_rate)
     lr = tf.cast(self.scaled_learning_rate(learning_rate, variable), dtype)
     if self.weight_decay and self._use_weight_decay(variable):
       variable.assign_sub(variable * (lr * tf.cast(self.weight_decay, dtype)))
@@ -277,6 +279,28 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
         var=variable.handle, m=m.value.handle, v=v.value.handle, beta1_power=beta_1_power,
         beta2_power=beta_2_power, lr=lr, beta1=beta_1, beta2=beta_2, epsilon=epsilon,
         grad=tf.cast(gradient, dtype), use_locking=False)
+
+  def _portable_update(self, gradient, variable, learning_rate):
+    """The same step in `keras.ops` (JAX, PyTorch): the class doc's formulas."""
+    dtype = variable.dtype
+    lr = ops.cast(self.scaled_learning_rate(learning_rate, variable), dtype)
+    if self.weight_decay and self._use_weight_decay(variable):
+      self.assign_sub(variable, variable * (lr * ops.cast(self.weight_decay, dtype)))
+    index = self._get_variable_index(variable)
+    m, v = self._momentums[index], self._velocities[index]
+    beta_1, beta_2 = ops.cast(self.beta_1, dtype), ops.cast(self.beta_2, dtype)
+    epsilon = ops.cast(self.epsilon, dtype)
+    gradient = ops.cast(gradient, dtype)
+    self.assign(m, beta_1 * m + (1.0 - beta_1) * gradient)
+    self.assign(v, beta_2 * v + (1.0 - beta_2) * ops.square(gradient))
+    if self.adam_bias_correction:
+      step = ops.cast(self.iterations + 1, dtype)
+      beta_1_power, beta_2_power = ops.power(beta_1, step), ops.power(beta_2, step)
+      # m_hat / (sqrt(v_hat) + eps), as torch.optim.AdamW
+      update = (m / (1.0 - beta_1_power)) / (ops.sqrt(v / (1.0 - beta_2_power)) + epsilon)
+    else:
+      update = m / (ops.sqrt(v) + epsilon)
+    self.assign_sub(variable, lr * update)
 
   def get_config(self):
     config = super().get_config()

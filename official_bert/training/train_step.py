@@ -10,8 +10,11 @@ with `compile()`'s default optimizer) both take a step as:
 Keras' own step would clip each replica's part before its all-reduce and measure an
 embedding's sparse gradient with its repeated rows apart; so the optimizer is told the
 gradients it gets are already summed (`takes_summed_gradients`).
+`task_loss` and `global_normalizers` also serve `fit` on JAX and PyTorch (Keras' own step).
 """
 
+import keras
+from keras import ops
 import tensorflow as tf
 
 from official_bert.training import optimization
@@ -38,15 +41,18 @@ def task_loss(task, features, outputs, normalizers):
   sums = task.loss_sums(features, outputs)
   parts = {}
   for name, value in sums.items():
-    normalizer = tf.cast(normalizers[name], tf.float32) + task.loss_epsilons.get(name, 0.0)
+    normalizer = ops.cast(normalizers[name], "float32") + task.loss_epsilons.get(name, 0.0)
     # Floored: a batch with nothing to score (no labeled token) adds 0, not NaN.
-    parts[name] = value / tf.maximum(normalizer, 1e-12)
-  return (tf.add_n(list(parts.values())) if parts else tf.constant(0.0)), parts
+    parts[name] = value / ops.maximum(normalizer, 1e-12)
+  values = list(parts.values())
+  return (sum(values[1:], values[0]) if values else ops.zeros(())), parts
 
 
 def global_normalizers(task, features):
   """The task's loss normalizers (e.g. labeled tokens) summed over the replicas."""
   normalizers = task.loss_normalizers(features)
+  if keras.backend.backend() != "tensorflow":  # one device: Keras' own step
+    return normalizers
   context = tf.distribute.get_replica_context()
   if context is None or context.num_replicas_in_sync == 1:
     return normalizers

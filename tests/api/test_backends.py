@@ -1,0 +1,98 @@
+"""The model and the Python API on JAX and PyTorch, against TensorFlow (issue 39).
+
+Keras fixes its backend when imported, so each backend runs in its own process
+(`backend_checks.py`); this process (TensorFlow) computes the reference and writes the
+`.keras` file the others load.
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+from conftest import minilm_dir
+import keras
+import numpy as np
+import pytest
+
+import official_bert as ob
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import backend_checks  # noqa: E402  pylint: disable=wrong-import-position
+
+BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
+    importlib.util.find_spec(module) is None, reason=f"{module} is not installed"))
+            for name, module in (("jax", "jax"), ("torch", "torch"))]
+
+
+def run_on(backend, *command, timeout=600):
+  env = dict(os.environ, KERAS_BACKEND=backend, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+  env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
+  done = subprocess.run([sys.executable, *command], env=env, capture_output=True, text=True,
+                        timeout=timeout, check=False)
+  assert done.returncode == 0, done.stderr[-4000:]
+  return done.stdout
+
+
+@pytest.fixture(scope="module")
+def tensorflow_reference(tmp_path_factory):
+  """A folder with TensorFlow's outputs and a classifier fitted and saved under TensorFlow."""
+  assert keras.backend.backend() == "tensorflow"
+  minilm = minilm_dir()
+  work = tmp_path_factory.mktemp("tensorflow_reference")
+  backbone = ob.Backbone.from_preset(minilm)
+  sequence = keras.ops.convert_to_numpy(backbone(backend_checks.ids_batch())["sequence_output"])
+  classifier = ob.TextClassifier.from_preset(minilm, num_classes=2, sequence_length=16)
+  classifier.fit(backend_checks.TEXTS, backend_checks.LABELS, epochs=1, batch_size=4, seed=1,
+                 verbose=0)
+  classifier.save(str(work / "tensorflow_classifier.keras"))
+  np.savez(work / "tensorflow_reference.npz", sequence_output=sequence,
+           probabilities=classifier.predict(backend_checks.TEXTS))
+  return minilm, work
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_api_on_another_backend_matches_tensorflow_and_trains(backend,
+                                                                   tensorflow_reference,
+                                                                   tmp_path):
+  minilm, reference = tensorflow_reference
+  work = tmp_path / backend
+  work.mkdir()
+  for name in ("tensorflow_reference.npz", "tensorflow_classifier.keras"):
+    (work / name).write_bytes((reference / name).read_bytes())
+  run_on(backend, os.path.join(HERE, "backend_checks.py"), minilm, str(work))
+  results = json.loads((work / "results.json").read_text())
+
+  assert results["backend"] == backend
+  # The same weights give the same outputs (MiniLM, ids with padding).
+  assert results["backbone_max_diff"] < 1e-4
+  # A classifier fitted and saved as .keras under TensorFlow predicts the same here.
+  assert results["keras_file_max_diff"] < 1e-4
+  # fit on raw strings with the default optimizer (clipped AdamW, the task's loss): the loss
+  # falls, and predict gives probabilities.
+  assert results["loss_after"] < results["loss_before"] - 0.05
+  assert results["fit_losses"][-1] < results["fit_losses"][0]
+  assert results["predict_shape"] == [4, 2]
+  np.testing.assert_allclose(results["predict_row_sums"], 1.0, atol=1e-5)
+  # A model saved on this backend (.keras, or a model folder) reads back the same.
+  assert results["keras_round_trip_max_diff"] < 1e-6
+  assert results["folder_round_trip_max_diff"] < 1e-6
+  # ... and a folder saved here is an ordinary model folder: TensorFlow reads it too.
+  here = np.load(work / f"{backend}_probabilities.npy")
+  there = ob.TextClassifier.from_preset(str(work / f"{backend}_folder")).predict(
+      backend_checks.TEXTS)
+  np.testing.assert_allclose(there, here, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", BACKENDS[:1])
+def test_bench_pretraining_step_runs_on_jax(backend):
+  out = run_on(backend, os.path.join(REPO, "bench", "bench_pretraining_step.py"),
+               "--backend=jax", "--configs=tiny", "--batch=4", "--seq=32", "--preds=4",
+               "--steps=2", "--warmup=1", "--repeats=1", "--matmul_size=256")
+  assert "backend=jax" in out
+  row = next(line.split() for line in out.splitlines() if line.startswith("tiny "))
+  seq_per_s, mfu = float(row[2]), float(row[4].rstrip("%"))
+  assert seq_per_s > 0 and 0 < mfu < 100
