@@ -88,10 +88,11 @@ class PretrainingObjective(keras.Model):
     return loss + ops.mean(nsp)
 
 
-def build_step(cfg, batch, seq, preds, jit=True, seed=0):
+def build_step(cfg, batch, seq, preds, jit=True, seed=0, recompute_grad=False):
   """(run(steps) -> last loss, trainable parameter count) for our step on this backend."""
   keras.utils.set_random_seed(seed)
   network = BertPretrainingModel(BertEncoder.from_bert_config(cfg))
+  network.encoder.recompute_grad = recompute_grad
   model = PretrainingObjective(network)
   model.build()
   optimizer = keras.optimizers.AdamW(learning_rate=WarmupLinearDecay(), weight_decay=0.01,

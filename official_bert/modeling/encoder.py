@@ -43,6 +43,10 @@ class BertEncoder(keras.Model):
     xla_single_sequence: False by default. True: at inference a batch of one sequence runs
       XLA-compiled (`SingleSequenceXla`: lower latency on a CPU; serving then needs XLA),
       other batches as above. Not saved in the config.
+    recompute_grad: False by default. True: in training, each Transformer layer's
+      activations are recomputed in the backward pass instead of kept (gradient
+      checkpointing: less memory, about a third more compute; the same loss and gradients,
+      dropout included). `--recompute_grad` of the commands. Not saved in the config.
 
   Returns:
     dict with
@@ -59,6 +63,7 @@ class BertEncoder(keras.Model):
     super().__init__(**kwargs)
     self.skip_padding = False
     self.xla_single_sequence = False
+    self.recompute_grad = False
     # Validates all fields up front with clear messages.
     self.bert_config = BertConfig(vocab_size=vocab_size, **fields)
     for name, value in self.bert_config.to_dict().items():  # e.g. self.hidden_size
@@ -135,7 +140,8 @@ class BertEncoder(keras.Model):
       x = packing.pack(x)  # [tokens, hidden]
     encoder_outputs = []
     for layer in self.transformer_layers:
-      x = layer(x, padding_mask=mask, training=training, packing=packing)  # [b, seq, hidden]
+      x = layer(x, padding_mask=mask, training=training, packing=packing,
+                recompute=self.recompute_grad)  # [b, seq, hidden]
       encoder_outputs.append(x if packing is None else packing.unpack(x))
     if zero_padding:
       keep = ops.cast(ops.not_equal(ops.cast(mask, "int32"), 0), x.dtype)[..., None]

@@ -83,8 +83,8 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
       settings.train_batch_size, settings.num_accumulation_steps,
       clip_norm=settings.clip_norm, dtype=settings.dtype, enable_xla=settings.enable_xla,
       prepare_model=lambda model: freezing.freeze(
-          model, getattr(settings, "freeze_encoder", False),
-          getattr(settings, "freeze_layers", 0)))
+          _recomputing(model, settings.recompute_grad),
+          getattr(settings, "freeze_encoder", False), getattr(settings, "freeze_layers", 0)))
   trainer.warm_start_adaptation = weight_loading.Adaptation(
       getattr(settings, "resize_vocab", False), getattr(settings, "extend_positions", False))
   # Fine-tuning settings only (pretraining's sequences are mostly full); TPUs compile one
@@ -94,6 +94,16 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
   task.group_by_length = getattr(settings, "group_by_length", False)
   task.last_partial_batch = bool(getattr(settings, "last_partial_batch", False))
   return trainer
+
+
+def _recomputing(model, recompute_grad):
+  """`model` with its encoder's `recompute_grad` set (--recompute_grad)."""
+  encoder = getattr(model, "encoder", None)
+  if encoder is not None and recompute_grad:
+    encoder.recompute_grad = True
+    logging.info("--recompute_grad: the %d Transformer layers' activations are recomputed in "
+                 "the backward pass", len(encoder.transformer_layers))
+  return model
 
 
 def warm_start_adaptation(trainer):

@@ -120,6 +120,10 @@ class RunSettings(Checked):
                       "Compute precision; float16 uses dynamic loss scaling.",
                       choices=DTYPES)
   enable_xla: bool = option(False, "Compile the training step with XLA.")
+  recompute_grad: bool = option(
+      False, "Gradient checkpointing: recompute each Transformer layer's activations in the "
+      "backward pass instead of keeping them (much less memory at long --max_seq_length, "
+      "about a third more compute; the same loss and gradients, dropout included).")
   random_seed: int = option(12345, "Seed for initialization, dropout and input order.")
   deterministic: bool = option(False, "Deterministic ops (bit-exact reruns; slower).")
 

@@ -29,6 +29,37 @@ def ids_batch():
           "input_type_ids": np.zeros((2, 12), "int32")}
 
 
+def loss_and_gradients(recompute_grad):
+  """A tiny pretraining model's loss and gradients, dropout on, on this backend."""
+  # pylint: disable=g-import-not-at-top
+  from official_bert.modeling.bert_config import BertConfig
+  from official_bert.modeling.encoder import BertEncoder
+  from official_bert.modeling.pretraining_model import BertPretrainingModel
+  keras.utils.set_random_seed(3)
+  config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=64)
+  model = BertPretrainingModel(BertEncoder.from_bert_config(config))
+  model.build()
+  model.encoder.recompute_grad = recompute_grad
+  rng = np.random.default_rng(0)
+  x = dict(ids_batch(), masked_lm_positions=rng.integers(0, 7, (2, 4)).astype("int32"))
+  x["input_word_ids"] = x["input_word_ids"] % 100
+  if keras.backend.backend() == "jax":
+    import jax
+    trainable = [v.value for v in model.trainable_variables]
+    others = [v.value for v in model.non_trainable_variables]
+
+    def loss_fn(trainable):
+      out, _ = model.stateless_call(trainable, others, x, training=True)
+      return (out["masked_lm_logits"].astype("float32") ** 2).mean()
+    loss, grads = jax.jit(jax.value_and_grad(loss_fn))(trainable)
+    return float(loss), [np.asarray(g) for g in grads]
+  loss = (model(x, training=True)["masked_lm_logits"] ** 2).mean()
+  loss.backward()
+  return float(loss), [np.zeros(1) if v.value.grad is None else v.value.grad.cpu().numpy()
+                       for v in model.trainable_variables]
+
+
 def main(minilm, work):
   reference = np.load(os.path.join(work, "tensorflow_reference.npz"))
   results = {"backend": keras.backend.backend()}
@@ -65,6 +96,12 @@ def main(minilm, work):
   again = ob.TextClassifier.from_preset(folder).predict(TEXTS)
   results["folder_round_trip_max_diff"] = float(np.abs(again - probs).max())
   np.save(os.path.join(work, keras.backend.backend() + "_probabilities.npy"), probs)
+
+  (plain_loss, plain), (recomputed_loss, recomputed) = (loss_and_gradients(False),
+                                                         loss_and_gradients(True))
+  results["recompute_loss_diff"] = abs(plain_loss - recomputed_loss)
+  results["recompute_grad_max_diff"] = max(float(np.abs(a - b).max())
+                                           for a, b in zip(plain, recomputed))
 
   with open(os.path.join(work, "results.json"), "w", encoding="utf-8") as f:
     json.dump(results, f)

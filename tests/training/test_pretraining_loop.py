@@ -136,6 +136,18 @@ def test_accumulating_k_micro_batches_equals_one_big_batch(data):
   assert big_metrics["loss"] > 5  # a real loss was computed (ln 30522 ~ 10.3 at init)
 
 
+def test_recompute_grad_trains_the_same_model(data, tmp_path):
+  """--recompute_grad (gradient checkpointing) with dropout on: the same losses and weights."""
+  plain = _cli(_args(data, tmp_path / "plain"), process=False)
+  recomputed = _cli(_args(data, tmp_path / "recompute", recompute_grad=True), process=False)
+  losses = [re.findall(r"\| loss ([0-9.]+) \|", p.stderr) for p in (plain, recomputed)]
+  assert losses[0] and losses[0] == losses[1]
+  assert "--recompute_grad: the 2 Transformer layers' activations are recomputed" in (
+      recomputed.stderr)
+  _assert_close(_model_weights(tmp_path / "plain"), _model_weights(tmp_path / "recompute"),
+                1e-6)
+
+
 def test_killed_at_random_points_then_rerun_matches_an_uninterrupted_run(data, tmp_path):
   """Fault injection: -9, TERM and INT at random moments, then a rerun: bit-identical."""
   steps = dict(num_train_steps=12, save_checkpoints_steps=2, steps_per_loop=1)

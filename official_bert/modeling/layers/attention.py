@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from official_bert.modeling.layers import recomputation
 from official_bert.modeling.layers.config_layer import ConfigLayer
 from official_bert.modeling.layers.config_layer import truncated_normal
 
@@ -33,6 +34,8 @@ class BertSelfAttention(ConfigLayer):
     training: enables dropout on attention probabilities.
     packing: optional `TokenPacking` of `padding_mask`: `x` holds the real tokens only; the
       projections run on them, the seq x seq part on the packing's blocks of sequences.
+    dropout_seed: with `training`, the seed of the dropout on the probabilities
+      (`recomputation.FixedSeed`); None: the dropout layer's own generator.
 
   Returns:
     Context vectors, float shaped like `x`.
@@ -80,7 +83,7 @@ class BertSelfAttention(ConfigLayer):
     x = ops.reshape(x, (batch, seq, self.num_attention_heads, self.head_size))
     return ops.transpose(x, (0, 2, 1, 3))
 
-  def call(self, x, padding_mask=None, training=None, packing=None):
+  def call(self, x, padding_mask=None, training=None, packing=None, dropout_seed=None):
     q, k, v = self.query(x), self.key(x), self.value(x)  # [batch, seq, hidden]
     if packing is None and self._fused(training):
       batch, seq = ops.shape(q)[0], ops.shape(q)[1]
@@ -92,7 +95,7 @@ class BertSelfAttention(ConfigLayer):
     if packing is None:
       bias = None if padding_mask is None else _key_bias(padding_mask, q.dtype)
       context = self._attend(self._split_heads(q), self._split_heads(k), self._split_heads(v),
-                             bias, training)  # [batch, heads, seq, head_size]
+                             bias, training, dropout_seed)  # [batch, heads, seq, head_size]
       context = ops.transpose(context, (0, 2, 1, 3))  # [batch, seq, heads, head_size]
       batch, seq = ops.shape(context)[0], ops.shape(context)[1]
       return ops.reshape(context, (batch, seq, self.hidden_size))
@@ -118,7 +121,7 @@ class BertSelfAttention(ConfigLayer):
     no_dropout = not training or self.attention_probs_dropout_prob == 0
     return no_dropout and keras.backend.backend() in ("jax", "torch")
 
-  def _attend(self, q, k, v, key_bias, training):
+  def _attend(self, q, k, v, key_bias, training, dropout_seed=None):
     """q, k, v [batch, heads, seq, head_size], `_key_bias` or None -> context, q's shape."""
     scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # [b, h, s, s]
     scores = scores * (1.0 / float(self.head_size) ** 0.5)
@@ -126,7 +129,10 @@ class BertSelfAttention(ConfigLayer):
       # Only keys are masked; padded *queries* still produce (ignored) rows.
       scores = scores + key_bias  # [b, 1, 1, s]
     probs = ops.softmax(scores, axis=-1)  # [batch, heads, seq, seq]
-    probs = self.dropout(probs, training=training)
+    if dropout_seed is None:
+      probs = self.dropout(probs, training=training)
+    else:
+      probs = recomputation.dropout(self.dropout, probs, training, dropout_seed)
     return ops.matmul(probs, v)  # [batch, heads, seq, head_size]
 
   def compute_output_shape(self, input_shape):

@@ -4,6 +4,7 @@ import keras
 
 from official_bert.modeling import activations
 from official_bert.modeling.bert_config import LAYER_NORM_EPSILON
+from official_bert.modeling.layers import recomputation
 from official_bert.modeling.layers.attention import BertSelfAttention
 from official_bert.modeling.layers.config_layer import ConfigLayer
 from official_bert.modeling.layers.config_layer import truncated_normal
@@ -24,6 +25,8 @@ class TransformerBlock(ConfigLayer):
     padding_mask: optional [batch, seq], 1 for real tokens, 0 for padding.
     training: enables dropout.
     packing: optional `TokenPacking` of `padding_mask` (`x` holds the real tokens only).
+    recompute: with `training`, the layer's activations are not kept for the backward pass
+      but recomputed there (`recomputation`: gradient checkpointing, exact with dropout).
 
   Returns:
     float shaped like `x`.
@@ -82,18 +85,27 @@ class TransformerBlock(ConfigLayer):
     self.output_layer_norm.build(hidden)
     self.built = True
 
-  def call(self, x, padding_mask=None, training=None, packing=None):
+  def call(self, x, padding_mask=None, training=None, packing=None, recompute=False):
+    if not training:
+      return self._layer(x, padding_mask, False, packing, seeds=(None, None, None))
+    # The three dropouts' seeds, drawn once per call: the same masks if recomputed.
+    seeds = recomputation.layer_seeds(self.output_dropout.seed_generator, 3)
+    if recompute and packing is None:
+      return keras.remat(lambda h: self._layer(h, padding_mask, True, None, seeds))(x)
+    return self._layer(x, padding_mask, True, packing, seeds)
+
+  def _layer(self, x, padding_mask, training, packing, seeds):
     # Shapes say [batch, seq, hidden]; with packing they are [tokens, hidden].
     context = self.attention(x, padding_mask=padding_mask, training=training,
-                             packing=packing)  # [batch, seq, hidden]
+                             packing=packing, dropout_seed=seeds[0])  # [batch, seq, hidden]
     attn = self.attention_output_dense(context)  # [batch, seq, hidden]
-    attn = self.attention_dropout(attn, training=training)
+    attn = recomputation.dropout(self.attention_dropout, attn, training, seeds[1])
     x = self.attention_layer_norm(x + attn)  # [batch, seq, hidden]
 
     inner = self._activation_fn(
         self.intermediate_dense(x))  # [batch, seq, intermediate]
     out = self.output_dense(inner)  # [batch, seq, hidden]
-    out = self.output_dropout(out, training=training)
+    out = recomputation.dropout(self.output_dropout, out, training, seeds[2])
     return self.output_layer_norm(x + out)  # [batch, seq, hidden]
 
   def compute_output_shape(self, input_shape):
