@@ -128,6 +128,20 @@ def test_models_know_no_file_format_training_or_file():
   assert not broken, "\n".join(broken)
 
 
+def test_the_model_is_keras_on_every_backend_but_its_marked_tensorflow_part():
+  """`modeling/` imports no TensorFlow (it runs on JAX and PyTorch) outside
+  `modeling/tensorflow_only`, the padding-free and XLA inference paths of the exports."""
+  broken = []
+  for name, (path, tree) in sorted(_modules().items()):
+    if (name.startswith("official_bert.modeling")
+        and not name.startswith("official_bert.modeling.tensorflow_only")):
+      tensorflow = sorted(n for n in _imports(tree)
+                          if n == "tensorflow" or n.startswith("tensorflow."))
+      if tensorflow:
+        broken.append(f"{path}: imports {tensorflow}")
+  assert not broken, "\n".join(broken)
+
+
 _DOTTED = re.compile(r"\b((?:official_bert|data_prep)(?:\.\w+)+)(\*?)")
 
 
