@@ -149,10 +149,11 @@ class TextEmbedder(task_model.TaskModel):
     return dataset.map(features, num_parallel_calls=task_model.AUTOTUNE)
 
   def loss_features(self, x, y, sample_weight):
-    n = tf.shape(x["input_word_ids"])[:1]
-    scores = tf.fill(n, math.nan) if y is None else tf.cast(y, tf.float32)
-    real = tf.ones(n, tf.float32) if sample_weight is None else tf.cast(sample_weight,
-                                                                        tf.float32)
+    ops = keras.ops
+    n = ops.shape(x["input_word_ids"])[:1]
+    scores = ops.full(n, math.nan) if y is None else ops.cast(y, "float32")
+    real = (ops.ones(n, "float32") if sample_weight is None
+            else ops.cast(sample_weight, "float32"))
     return {"scores": scores, "is_real_example": real}
 
   def fit(self, x=None, y=None, *args, **kwargs):

@@ -10,7 +10,7 @@ replica's batch (as sentence-transformers without gathering across devices): a l
 per-replica batch gives more negatives.
 """
 
-import tensorflow as tf
+from keras import ops
 
 from data_prep import schema
 from official_bert.modeling.encoder import BertEncoder
@@ -72,30 +72,30 @@ class EmbeddingTask(base.Task):
     return model
 
   def _real(self, features):
-    return tf.cast(tf.reshape(features["is_real_example"], [-1]), tf.float32)  # [b]
+    return ops.cast(ops.reshape(features["is_real_example"], (-1,)), "float32")  # [b]
 
   def _loss_weights(self, features):
     """[b]: real pairs, and for the losses that need a score, only those that have one."""
     real = self._real(features)
     if self.loss == "multiple_negatives":
       return real
-    scores = tf.reshape(features["scores"], [-1])
-    return real * tf.cast(tf.math.is_finite(scores), tf.float32)
+    scores = ops.reshape(features["scores"], (-1,))
+    return real * ops.cast(ops.isfinite(scores), "float32")
 
   def loss_normalizers(self, features):
     weights = self._loss_weights(features)
     return {self.loss_name: losses.count(weights, weights)}
 
   def loss_sums(self, features, outputs):
-    pairs = tf.cast(outputs["embeddings"], tf.float32)  # [b, 2, hidden]
+    pairs = ops.cast(outputs["embeddings"], "float32")  # [b, 2, hidden]
     a, b = pairs[:, 0], pairs[:, 1]
     weights = self._loss_weights(features)
     if self.loss == "multiple_negatives":
       per_pair = embedding_losses.multiple_negatives(a, b, weights, self.scale, self.symmetric)
     else:
       # NaN scores (none in the file) are zeroed before they can reach a gradient.
-      scores = tf.reshape(features["scores"], [-1])
-      scores = tf.where(tf.math.is_finite(scores), scores, 0.0)
+      scores = ops.reshape(features["scores"], (-1,))
+      scores = ops.where(ops.isfinite(scores), scores, 0.0)
       if self.loss == "cosine":
         low, high = self.score_range
         per_pair = embedding_losses.cosine_similarity(a, b, (scores - low) / (high - low))
@@ -110,7 +110,7 @@ class EmbeddingTask(base.Task):
   def metric_sums(self, features, outputs):
     """The share of real pairs whose second text is the nearest of the batch's (the
     multiple-negatives objective; for scored pairs, a rough signal only)."""
-    pairs = tf.cast(outputs["embeddings"], tf.float32)
+    pairs = ops.cast(outputs["embeddings"], "float32")
     real = self._real(features)
     hits = embedding_losses.in_batch_hits(pairs[:, 0], pairs[:, 1], real)
     return {"in_batch_accuracy": (losses.weighted_sum(hits, real), losses.count(real, real))}

@@ -16,60 +16,60 @@ sentence-transformers' mean loss over the batch.
                       similar pairs, 0 for dissimilar ones.
 """
 
-import tensorflow as tf
+from keras import ops
+
+from official_bert.modeling.sentence_embedding import l2_normalize
+from official_bert.tasks import losses
 
 LOSSES = ("multiple_negatives", "cosine", "contrastive")
 
 
 def _unit(x):
-  return tf.math.l2_normalize(tf.cast(x, tf.float32), axis=-1)
+  return l2_normalize(ops.cast(x, "float32"))
 
 
 def cosine(a, b):
   """cos(a_i, b_i): [n, h], [n, h] -> [n]."""
-  return tf.reduce_sum(_unit(a) * _unit(b), axis=-1)
+  return ops.sum(_unit(a) * _unit(b), axis=-1)
 
 
 def cosine_matrix(a, b):
   """cos(a_i, b_j): [n, h], [m, h] -> [n, m]."""
-  return tf.matmul(_unit(a), _unit(b), transpose_b=True)
+  return ops.matmul(_unit(a), ops.transpose(_unit(b)))
 
 
 def in_batch_scores(a, b, real, scale):
   """scale * cos(a_i, b_j) [n, n], with the columns of padding pairs (`real` 0) at -1e9: a
   padding example is no one's negative."""
   scores = scale * cosine_matrix(a, b)
-  return tf.where(tf.cast(real, tf.bool)[None, :], scores, -1e9)
+  return ops.where(ops.cast(real, "bool")[None, :], scores, -1e9)
 
 
 def multiple_negatives(a, b, real, scale=20.0, symmetric=False):
   """[n]: -log softmax_j(scale * cos(a_i, b_j))[i] (mean with the b -> a direction if
   `symmetric`); `real` [n] is 1 for real pairs."""
-  n = tf.shape(a)[0]
-  right = tf.range(n)
-  forward = tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=right, logits=in_batch_scores(a, b, real, scale))
+  right = ops.arange(ops.shape(a)[0], dtype="int32")
+  forward = losses.sparse_nll(right, in_batch_scores(a, b, real, scale))
   if not symmetric:
     return forward
-  backward = tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=right, logits=in_batch_scores(b, a, real, scale))
+  backward = losses.sparse_nll(right, in_batch_scores(b, a, real, scale))
   return (forward + backward) / 2.0
 
 
 def cosine_similarity(a, b, target):
   """[n]: (cos(a_i, b_i) - target_i)^2."""
-  return tf.square(cosine(a, b) - tf.cast(target, tf.float32))
+  return ops.square(cosine(a, b) - ops.cast(target, "float32"))
 
 
 def contrastive(a, b, label, margin=0.5):
   """[n]: 0.5 * (y d^2 + (1 - y) relu(margin - d)^2), d = 1 - cos(a, b)."""
   distance = 1.0 - cosine(a, b)
-  label = tf.cast(label, tf.float32)
-  return 0.5 * (label * tf.square(distance)
-                + (1.0 - label) * tf.square(tf.nn.relu(margin - distance)))
+  label = ops.cast(label, "float32")
+  return 0.5 * (label * ops.square(distance)
+                + (1.0 - label) * ops.square(ops.relu(margin - distance)))
 
 
 def in_batch_hits(a, b, real):
   """[n]: 1.0 where pair i's second text is the closest second text of the batch to a_i."""
-  best = tf.argmax(in_batch_scores(a, b, real, 1.0), axis=-1, output_type=tf.int32)
-  return tf.cast(tf.equal(best, tf.range(tf.shape(a)[0])), tf.float32)
+  return losses.argmax_hits(ops.arange(ops.shape(a)[0], dtype="int32"),
+                            in_batch_scores(a, b, real, 1.0))

@@ -5,7 +5,6 @@ cross-entropies over the whole sequence, (CE(start) + CE(end)) / 2, averaged ove
 examples of the global batch (the loop divides the sums by the number of examples).
 """
 
-import tensorflow as tf
 
 from data_prep import schema
 from official_bert.modeling.encoder import BertEncoder
@@ -63,6 +62,6 @@ class SquadTask(base.Task):
     n = losses.count(features["start_positions"])
     start_hit = losses.argmax_hits(features["start_positions"], outputs["start_logits"])
     end_hit = losses.argmax_hits(features["end_positions"], outputs["end_logits"])
-    return {"start_accuracy": (tf.reduce_sum(start_hit), n),
-            "end_accuracy": (tf.reduce_sum(end_hit), n),
-            "span_accuracy": (tf.reduce_sum(start_hit * end_hit), n)}
+    return {"start_accuracy": (losses.weighted_sum(start_hit), n),
+            "end_accuracy": (losses.weighted_sum(end_hit), n),
+            "span_accuracy": (losses.weighted_sum(start_hit * end_hit), n)}
