@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import official_bert as ob
-from official_bert.modeling import encoder
+from official_bert.modeling.tensorflow_only import token_packing
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
@@ -18,13 +18,13 @@ def test_classifier_and_embedder_batches_are_cut_and_give_the_fixed_length_outpu
     tmp_path, monkeypatch):
   packings = []  # masks the encoder packed its real tokens for
 
-  class CountedPacking(encoder.TokenPacking):
+  class CountedPacking(token_packing.TokenPacking):
 
     def __init__(self, mask):
       packings.append(mask)
       super().__init__(mask)
 
-  monkeypatch.setattr(encoder, "TokenPacking", CountedPacking)
+  monkeypatch.setattr(token_packing, "TokenPacking", CountedPacking)
   folder = tiny_model_folder(tmp_path / "model")
   classifier = ob.TextClassifier.from_preset(folder, num_classes=2, sequence_length=64)
   features, labels = next(iter(classifier.make_dataset(TEXTS[:2], [0, 1], batch_size=2)))

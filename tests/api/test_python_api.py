@@ -23,9 +23,9 @@ import official_bert as ob
 from official_bert.api import presets
 from official_bert.api import token_tagger
 from official_bert.interop import run_record
-from official_bert.modeling import encoder
 from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.encoder import BertEncoder
+from official_bert.modeling.tensorflow_only import token_packing
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
@@ -260,7 +260,7 @@ def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path, monkeypa
   assert set(answer) == {"text", "start", "end", "score"}
 
   # The n-best ranks padded positions' logits too: squad's steps never pack the real tokens.
-  monkeypatch.setattr(encoder, "TokenPacking", None)
+  monkeypatch.setattr(token_packing, "TokenPacking", None)
   assert "loss" in qa.evaluate(examples[:4], batch_size=2, return_dict=True, verbose=0)
   monkeypatch.undo()
   saved = harness.run_save_load_test(qa, tmp_path,
