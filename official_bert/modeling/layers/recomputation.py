@@ -30,8 +30,14 @@ class FixedSeed(keras.random.SeedGenerator):
     return self._seed
 
 
-def layer_seeds(generator, count):
-  """`count` seeds for one call of a layer, from one draw of `generator` (a SeedGenerator)."""
+def layer_seeds(dropouts, count):
+  """`count` seeds for one call of a layer, from one draw of the first of its `dropouts`
+  (keras Dropout layers) that has a seed generator; (None, ...) where none has (every rate
+  0: Keras makes no generator then, and no dropout draws)."""
+  generator = next((getattr(d, "seed_generator", None) for d in dropouts
+                    if getattr(d, "seed_generator", None) is not None), None)
+  if generator is None:
+    return [None] * count
   seed = generator.next()  # [2]
   initial = getattr(generator, "_initial_seed", None)
   return [FixedSeed(seed + ops.cast(ops.convert_to_tensor([0, k]), seed.dtype), initial)
@@ -39,7 +45,8 @@ def layer_seeds(generator, count):
 
 
 def dropout(layer, x, training, seed):
-  """`layer` (a keras Dropout) on `x`, drawing from `seed` (a FixedSeed)."""
-  if not training or layer.rate == 0:
+  """`layer` (a keras Dropout) on `x`, drawing from `seed` (a FixedSeed; None: none of the
+  layer's dropouts has a rate)."""
+  if not training or layer.rate == 0 or seed is None:
     return x
   return keras.random.dropout(x, layer.rate, noise_shape=layer.noise_shape, seed=seed)

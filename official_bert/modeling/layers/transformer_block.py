@@ -89,7 +89,8 @@ class TransformerBlock(ConfigLayer):
     if not training:
       return self._layer(x, padding_mask, False, packing, seeds=(None, None, None))
     # The three dropouts' seeds, drawn once per call: the same masks if recomputed.
-    seeds = recomputation.layer_seeds(self.output_dropout.seed_generator, 3)
+    seeds = recomputation.layer_seeds(
+        [self.output_dropout, self.attention_dropout, self.attention.dropout], 3)
     if recompute and packing is None:
       return keras.remat(lambda h: self._layer(h, padding_mask, True, None, seeds))(x)
     return self._layer(x, padding_mask, True, packing, seeds)
