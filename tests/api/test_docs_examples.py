@@ -53,7 +53,12 @@ def _run(code, name, tmp_path, monkeypatch=None, model=None):
     minilm_dir()  # skips where the packaged weights are not installed
   # /tmp/ only: outputs in the test's own folder.
   code = code.replace('"/tmp/', f'"{tmp_path}/')
-  exec(compile(code, name, "exec"), {"__name__": "__example__"})  # pylint: disable=exec-used
+  environment = dict(os.environ)  # an example's os.environ changes stay in the example
+  try:
+    exec(compile(code, name, "exec"), {"__name__": "__example__"})  # pylint: disable=exec-used
+  finally:
+    os.environ.clear()
+    os.environ.update(environment)
 
 
 # The one example run on the packaged MiniLM itself (the others on a tiny random model: the
