@@ -85,19 +85,18 @@ class BertSelfAttention(ConfigLayer):
 
   def call(self, x, padding_mask=None, training=None, packing=None, dropout_seed=None):
     q, k, v = self.query(x), self.key(x), self.value(x)  # [batch, seq, hidden]
-    if packing is None and self._fused(training):
-      batch, seq = ops.shape(q)[0], ops.shape(q)[1]
-      heads = lambda t: ops.reshape(  # noqa: E731
-          t, (batch, seq, self.num_attention_heads, self.head_size))
-      bias = None if padding_mask is None else _key_bias(padding_mask, q.dtype)
-      context = ops.dot_product_attention(heads(q), heads(k), heads(v), bias=bias)
-      return ops.reshape(context, (batch, seq, self.hidden_size))  # [batch, seq, hidden]
     if packing is None:
       bias = None if padding_mask is None else _key_bias(padding_mask, q.dtype)
-      context = self._attend(self._split_heads(q), self._split_heads(k), self._split_heads(v),
-                             bias, training, dropout_seed)  # [batch, heads, seq, head_size]
-      context = ops.transpose(context, (0, 2, 1, 3))  # [batch, seq, heads, head_size]
-      batch, seq = ops.shape(context)[0], ops.shape(context)[1]
+      batch, seq = ops.shape(q)[0], ops.shape(q)[1]
+      if self._fused(training):  # takes and gives [batch, seq, heads, head_size]
+        heads = lambda t: ops.reshape(  # noqa: E731
+            t, (batch, seq, self.num_attention_heads, self.head_size))
+        context = ops.dot_product_attention(heads(q), heads(k), heads(v), bias=bias)
+      else:
+        context = self._attend(self._split_heads(q), self._split_heads(k),
+                               self._split_heads(v), bias, training,
+                               dropout_seed)  # [batch, heads, seq, head_size]
+        context = ops.transpose(context, (0, 2, 1, 3))  # [batch, seq, heads, head_size]
       return ops.reshape(context, (batch, seq, self.hidden_size))
 
     # Packed [tokens, hidden]: attention per block of similar-length sequences, each gathered
@@ -129,10 +128,7 @@ class BertSelfAttention(ConfigLayer):
       # Only keys are masked; padded *queries* still produce (ignored) rows.
       scores = scores + key_bias  # [b, 1, 1, s]
     probs = ops.softmax(scores, axis=-1)  # [batch, heads, seq, seq]
-    if dropout_seed is None:
-      probs = self.dropout(probs, training=training)
-    else:
-      probs = recomputation.dropout(self.dropout, probs, training, dropout_seed)
+    probs = recomputation.dropout(self.dropout, probs, training, dropout_seed)
     return ops.matmul(probs, v)  # [batch, heads, seq, head_size]
 
   def compute_output_shape(self, input_shape):

@@ -34,8 +34,8 @@ def layer_seeds(dropouts, count):
   """`count` seeds for one call of a layer, from one draw of the first of its `dropouts`
   (keras Dropout layers) that has a seed generator; (None, ...) where none has (every rate
   0: Keras makes no generator then, and no dropout draws)."""
-  generator = next((getattr(d, "seed_generator", None) for d in dropouts
-                    if getattr(d, "seed_generator", None) is not None), None)
+  generators = (getattr(d, "seed_generator", None) for d in dropouts)
+  generator = next((g for g in generators if g is not None), None)
   if generator is None:
     return [None] * count
   seed = generator.next()  # [2]
@@ -45,8 +45,10 @@ def layer_seeds(dropouts, count):
 
 
 def dropout(layer, x, training, seed):
-  """`layer` (a keras Dropout) on `x`, drawing from `seed` (a FixedSeed; None: none of the
-  layer's dropouts has a rate)."""
-  if not training or layer.rate == 0 or seed is None:
+  """`layer` (a keras Dropout) on `x`, drawing from `seed` (a FixedSeed), or from the
+  layer's own generator where `seed` is None (inference; every rate 0)."""
+  if seed is None:
+    return layer(x, training=training)
+  if not training or layer.rate == 0:
     return x
   return keras.random.dropout(x, layer.rate, noise_shape=layer.noise_shape, seed=seed)
