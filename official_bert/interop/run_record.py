@@ -54,6 +54,20 @@ class EmbedderPart:
   score_range: Optional[list] = None  # the training scores' (low, high)
 
 
+@dataclasses.dataclass
+class DistillationPart:
+  """A distilled student's origin (`run_distillation`): the teacher and the recipe."""
+  teacher: Optional[str] = None  # the teacher folder, as given
+  teacher_num_layers: Optional[int] = None
+  student_init: Optional[str] = None  # teacher_layers, a --student_init folder, or random
+  teacher_layers: Optional[list] = None  # the teacher layers the student's were copied from
+  temperature: Optional[float] = None
+  distill_weight: Optional[float] = None
+  hidden_weight: Optional[float] = None
+  unlabeled_file: Optional[str] = None
+  unlabeled_examples: Optional[int] = None
+
+
 # model_type -> (part name, part class): the part a record of that model type may hold.
 PARTS = {"classifier": ("classifier", ClassifierPart),
          "squad": ("squad", SquadPart),
@@ -74,6 +88,7 @@ class RunRecord:
   classifier: Optional[ClassifierPart] = None
   squad: Optional[SquadPart] = None
   embedder: Optional[EmbedderPart] = None
+  distillation: Optional[DistillationPart] = None  # any model type: a distilled student's
   version: int = VERSION
 
   @classmethod
@@ -84,6 +99,8 @@ class RunRecord:
       ValueError: a field neither the top level nor that part has.
     """
     top = {f.name for f in dataclasses.fields(cls)} - set(_PART_CLASSES) - {"version"}
+    if isinstance(fields.get("distillation"), dict):
+      fields = dict(fields, distillation=_distillation_part(fields["distillation"]))
     part_name, part_cls = PARTS.get(model_type, (None, None))
     part_fields = {f.name for f in dataclasses.fields(part_cls)} if part_cls else set()
     unknown = sorted(set(fields) - top - part_fields)
@@ -106,7 +123,7 @@ class RunRecord:
     """{field: value} of every field set, the part's with the top level's (the flags of the
     same names take their defaults from these: export, extract_features, later runs)."""
     out = {k: v for k, v in dataclasses.asdict(self).items()
-           if v is not None and k not in _PART_CLASSES and k != "version"}
+           if v is not None and k not in _PART_CLASSES and k not in ("version", "distillation")}
     if self.part is not None:
       out.update({k: v for k, v in dataclasses.asdict(self.part).items() if v is not None})
     return out
@@ -121,7 +138,8 @@ class RunRecord:
       if field.name == "version" or item is None:
         continue
       value[field.name] = ({k: v for k, v in dataclasses.asdict(item).items() if v is not None}
-                           if field.name in _PART_CLASSES else item)
+                           if field.name in _PART_CLASSES or field.name == "distillation"
+                           else item)
     return json.dumps(value, indent=2, sort_keys=True) + "\n"
 
   @classmethod
@@ -137,6 +155,7 @@ class RunRecord:
     version = value.pop("version", 1)
     model_type = value.get("model_type")
     flat = dict(value)
+    distillation = flat.pop("distillation", None)
     for name in _PART_CLASSES:  # version 2: the parts nested
       part = flat.pop(name, None)
       if isinstance(part, dict):
@@ -150,5 +169,16 @@ class RunRecord:
                       source, unknown, model_type, version)
     flat.pop("model_type", None)
     record = cls.of(model_type, **{k: v for k, v in flat.items() if k in known})
+    if isinstance(distillation, dict):
+      record.distillation = _distillation_part(distillation, source)
     record.version = VERSION
     return record
+
+
+def _distillation_part(value, source="run record"):
+  known = {f.name for f in dataclasses.fields(DistillationPart)}
+  unknown = sorted(set(value) - known)
+  if unknown:
+    logging.warning("%s: distillation fields %s are not known (version %s); ignored.", source,
+                    unknown, VERSION)
+  return DistillationPart(**{k: v for k, v in value.items() if k in known})

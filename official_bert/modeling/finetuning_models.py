@@ -59,6 +59,17 @@ class _FineTuningModel(keras.Model):
     self.projection = OutputProjection(num_outputs, encoder.hidden_size,
                                         encoder.initializer_range, dtype=self.dtype_policy,
                                         name="head")
+    # Set by distillation (not a config: the weights and serving are the same): "training"
+    # (a student) or "always" (its teacher) adds "hidden_states" to the outputs, [embeddings,
+    # layer 1, ..., layer L] each [b, s, h], for a hidden-state loss without a second pass.
+    # A student's evaluation and prediction calls never return them.
+    self.hidden_states_output = None
+
+  def _with_hidden_states(self, outputs, encoded, training):
+    if self.hidden_states_output == "always" or (training
+                                                 and self.hidden_states_output == "training"):
+      outputs["hidden_states"] = [encoded["embedding_output"]] + list(encoded["encoder_outputs"])
+    return outputs
 
   def build(self, input_shape=None):
     if self.built:
@@ -94,8 +105,10 @@ class BertClassifier(_FineTuningModel):
     self.num_labels = num_labels
 
   def call(self, inputs, training=None):
-    pooled = self.encoder(inputs, training=training)["pooled_output"]  # [b, h]
-    return {"logits": self.projection(self.dropout(pooled, training=training))}
+    encoded = self.encoder(inputs, training=training)
+    pooled = encoded["pooled_output"]  # [b, h]
+    return self._with_hidden_states(
+        {"logits": self.projection(self.dropout(pooled, training=training))}, encoded, training)
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -123,8 +136,10 @@ class BertTokenClassifier(_FineTuningModel):
     self.num_labels = num_labels
 
   def call(self, inputs, training=None):
-    sequence = self.encoder(inputs, training=training)["sequence_output"]  # [b, s, h]
-    return {"logits": self.projection(self.dropout(sequence, training=training))}
+    encoded = self.encoder(inputs, training=training)
+    sequence = encoded["sequence_output"]  # [b, s, h]
+    return self._with_hidden_states(
+        {"logits": self.projection(self.dropout(sequence, training=training))}, encoded, training)
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
