@@ -37,27 +37,26 @@ def _len_prefixed(tag, payload):
 
 
 def varint_rows(values):
-  """Varint-encodes a non-negative int matrix row by row.
+  """Varint-encodes an int64 matrix row by row, as protobuf encodes an int64 field: a
+  negative value is its 64-bit two's complement (10 bytes; e.g. an unlabeled example's -100).
 
   Args:
-    values: [rows, cols] integer array, all values in [0, 2**35).
+    values: [rows, cols] integer array.
   Returns:
     (flat uint8 array, byte_lengths [rows, cols] int64), values in row-major order.
   """
-  values = np.asarray(values, dtype=np.int64)
-  if values.size and values.min() < 0:
-    raise ValueError("varint_rows encodes non-negative values only")
+  values = np.asarray(values, dtype=np.int64).astype(np.uint64)
   top = int(values.max()) if values.size else 0
   width = 1
-  while width < 5 and top >= (1 << (7 * width)):
+  while width < 10 and top >= (1 << (7 * width)):
     width += 1
   nbytes = np.ones(values.shape, dtype=np.int64)
   for k in range(1, width):
-    nbytes += values >= (1 << (7 * k))
+    nbytes += values >= np.uint64(1 << (7 * k))
   groups = np.empty(values.shape + (width,), dtype=np.uint8)  # [rows, cols, width]
   for k in range(width):
-    group = (values >> (7 * k)) & 0x7F
-    group |= (nbytes > k + 1) * 0x80  # continuation bit on all but the last byte
+    group = ((values >> np.uint64(7 * k)) & np.uint64(0x7F)).astype(np.uint8)
+    group |= ((nbytes > k + 1) * 0x80).astype(np.uint8)  # continuation bit but on the last
     groups[..., k] = group
   keep = np.arange(width)[None, None, :] < nbytes[..., None]
   return groups[keep], nbytes

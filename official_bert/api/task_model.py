@@ -128,9 +128,11 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def run_record(self):
     """The folder's `run_record.RunRecord` (what `export` and the commands read back): the
-    same type a command's OUTPUT_DIR holds."""
-    return run_record.RunRecord.of(self.model_type, task=type(self).__name__,
-                                   **self.run_settings())
+    same type a command's OUTPUT_DIR holds; a distilled student's names its teacher."""
+    record = run_record.RunRecord.of(self.model_type, task=type(self).__name__,
+                                     **self.run_settings())
+    record.distillation = getattr(self, "distillation", None)
+    return record
 
   # --- Keras --------------------------------------------------------------------------------
 
@@ -208,9 +210,12 @@ class TaskModel(BackboneModelConfig, keras.Model):
     return metrics
 
   def _task_batch(self, x, y, y_pred, sample_weight):
-    """(features, outputs) as the task's loss and metric sums take them."""
+    """(features, outputs) as the task's loss and metric sums take them: the label features
+    with the inputs' (a distillation task runs its teacher on them)."""
     outputs = y_pred if isinstance(y_pred, dict) else {"logits": y_pred}
-    return self.loss_features(x, y, sample_weight), outputs
+    features = dict(x) if isinstance(x, dict) else {}
+    features.update(self.loss_features(x, y, sample_weight))
+    return features, outputs
 
   def compute_metrics(self, x, y, y_pred, sample_weight=None):
     if self._uses_task_metrics:

@@ -171,13 +171,11 @@ class DistillationTask(base.Task):
       per_item = self.soft_loss(outputs["logits"], ops.stop_gradient(teacher["logits"]))
       sums[SOFT_LOSS] = self.distill_weight * losses.weighted_sum(
           per_item, self._soft_weights(features))
-    if self.hidden_weight and "hidden_states" in outputs:  # training calls only
+    if self.hidden_weight and "hidden_states" in outputs:  # training calls (not evaluation)
       targets = [ops.stop_gradient(teacher["hidden_states"][i]) for i in self.hidden_pairs]
       per_token = distillation_losses.hidden_distance(outputs["hidden_states"], targets)
       sums[HIDDEN_LOSS] = self.hidden_weight * losses.weighted_sum(per_token,
                                                                     features["input_mask"])
-    elif self.hidden_weight:
-      sums[HIDDEN_LOSS] = ops.zeros(())  # evaluation: no hidden states are returned
     return sums
 
   def metric_sums(self, features, outputs):

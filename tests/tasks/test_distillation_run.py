@@ -1,0 +1,207 @@
+"""run_distillation end to end on tiny models: a teacher trained by run_classifier (run_ner)
+-> a student folder that beats its labels-only twin, exports with no flag but
+--checkpoint, loads in `from_preset` and says where it came from."""
+
+import csv
+import dataclasses
+import json
+
+from conftest import CONLL_DATA
+from conftest import run_command
+from conftest import tiny_model_folder
+from harness import TINY
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
+
+import official_bert as ob
+from official_bert.interop import model_files
+from official_bert.interop import weights_io
+
+pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
+
+POSITIVE, NEGATIVE = ["good", "great", "nice", "fine"], ["bad", "awful", "poor", "dull"]
+
+
+def _rows(n, seed):
+  """Three words each; the label is the majority's polarity."""
+  rng = np.random.default_rng(seed)
+  rows = []
+  for _ in range(n):
+    words = list(rng.choice(POSITIVE + NEGATIVE, 3))
+    rows.append((" ".join(words), "pos" if sum(w in POSITIVE for w in words) >= 2 else "neg"))
+  return rows
+
+
+def _write(path, rows):
+  with open(path, "w", encoding="utf-8", newline="") as f:
+    csv.writer(f).writerows([("text", "label")] + rows)
+  return str(path)
+
+
+def _train(module, *args):
+  proc = run_command(module, "--do_train", "--train_batch_size=16", "--learning_rate=1e-3",
+                     *args)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
+
+
+def _accuracy(out):
+  results = dict(line.strip().split(" = ") for line in open(out / "eval_results.txt"))
+  return float(results["accuracy"])
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory):
+  """A 2-layer classifier that solves the toy task, and the task's files."""
+  root = tmp_path_factory.mktemp("distill")
+  files = {"teacher_train": _write(root / "teacher_train.csv", _rows(400, 0)),
+           "train": _write(root / "train.csv", _rows(12, 1)),
+           "dev": _write(root / "dev.csv", _rows(100, 2)),
+           "test": _write(root / "test.csv", _rows(10, 4))}
+  (root / "unlabeled.txt").write_text("".join(t + "\n" for t, _ in _rows(400, 3)))
+  files["unlabeled"] = str(root / "unlabeled.txt")
+  out = root / "teacher"
+  _train("official_bert.run_classifier", f"--init_checkpoint={tiny_model_folder(root / 'pre')}",
+         f"--train_file={files['teacher_train']}", f"--dev_file={files['dev']}", "--do_eval",
+         "--max_seq_length=16", "--num_train_epochs=4", f"--output_dir={out}")
+  assert _accuracy(out) > 0.95
+  return root, out, files
+
+
+def test_student_beats_its_labels_only_twin(teacher):
+  root, teacher_dir, files = teacher
+  small = root / "small.json"
+  small.write_text(dataclasses.replace(TINY, num_hidden_layers=1).to_json_string())
+  common = [f"--teacher={teacher_dir}", f"--train_file={files['train']}",
+            f"--dev_file={files['dev']}", "--do_eval", "--num_train_epochs=4",
+            f"--student_config={small}"]
+  _train("official_bert.run_distillation", *common, f"--unlabeled_file={files['unlabeled']}",
+         f"--output_dir={root / 'student'}")
+  _train("official_bert.run_distillation", *common, "--distill_weight=0",
+         f"--output_dir={root / 'labels_only'}")
+  distilled, labels_only = _accuracy(root / "student"), _accuracy(root / "labels_only")
+  assert distilled >= labels_only + 0.2, (distilled, labels_only)
+  assert distilled > 0.9, distilled
+  record = json.loads((root / "student" / model_files.RUN_SETTINGS_FILE).read_text())
+  assert record["model_type"] == "classifier"
+  assert record["labels"] == ["neg", "pos"]
+  assert record["distillation"]["teacher"] == str(teacher_dir)
+  assert record["distillation"]["student_init"] == "random"
+  assert record["distillation"]["unlabeled_examples"] == 400
+
+
+def test_student_of_teacher_layers_exports_and_loads(teacher):
+  root, teacher_dir, files = teacher
+  out = root / "layers_student"
+  proc = _train("official_bert.run_distillation", f"--teacher={teacher_dir}",
+         f"--train_file={files['train']}", f"--dev_file={files['dev']}",
+         f"--test_file={files['test']}", "--do_eval", "--do_predict", "--num_train_steps=6",
+         f"--unlabeled_file={files['unlabeled']}", "--student_num_layers=1",
+         "--hidden_weight=0.5", f"--output_dir={out}")
+  assert "hidden_loss" in proc.stderr  # the training steps' log
+  results = dict(line.strip().split(" = ") for line in open(out / "eval_results.txt"))
+  assert "distillation_loss" in results and "hidden_loss" not in results  # training only
+  # The student started from the teacher's last layer, embeddings and head.
+  start = weights_io.read_weights(str(out / "student_init")).tensors
+  teacher_weights = weights_io.read_weights(str(teacher_dir)).tensors
+  for name, value in start.items():
+    source = name.replace("layer_0/", "layer_1/")
+    np.testing.assert_array_equal(value, teacher_weights[source], err_msg=name)
+  assert not any("layer_1/" in name for name in start)
+  record = json.loads((out / model_files.RUN_SETTINGS_FILE).read_text())["distillation"]
+  assert record["teacher_layers"] == [1] and record["hidden_weight"] == 0.5
+  assert json.loads((out / "bert_config.json").read_text())["num_hidden_layers"] == 1
+
+  # The student folder exports with no other flag and serves what --do_predict wrote.
+  with open(out / "test_predictions.tsv", encoding="utf-8") as f:
+    rows = list(csv.reader(f, delimiter="\t"))
+  texts = [t for t, _ in _rows(10, 4)]
+  proc = run_command("official_bert.export", f"--checkpoint={out}",
+                     f"--export_dir={root / 'export'}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  served = tf.saved_model.load(str(root / "export")).signatures["serving_default"](
+      text=tf.constant(texts))
+  expected = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
+  np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=2e-6)
+  # ... and loads in the Python API like any classifier folder.
+  model = ob.TextClassifier.from_preset(str(out))
+  np.testing.assert_allclose(model.predict(texts), expected, atol=2e-6)
+
+
+def test_tagger_student_with_unlabeled_sentences(tmp_path):
+  teacher_dir = tmp_path / "ner_teacher"
+  common = ["--max_seq_length=32", "--num_train_steps=4", "--train_batch_size=8"]
+  proc = run_command("official_bert.run_ner", f"--init_checkpoint={tiny_model_folder(tmp_path / 'pre')}",
+                     f"--data_dir={CONLL_DATA}", "--do_train", *common,
+                     f"--output_dir={teacher_dir}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  unlabeled = tmp_path / "sentences.txt"
+  unlabeled.write_text("EU rejects German call to boycott British lamb .\n"
+                       "Peter Blackburn went to Brussels\n")
+  out = tmp_path / "ner_student"
+  proc = run_command("official_bert.run_distillation", f"--teacher={teacher_dir}",
+                     f"--data_dir={CONLL_DATA}", "--do_train", "--do_eval", *common,
+                     f"--unlabeled_file={unlabeled}", "--student_num_layers=1",
+                     f"--output_dir={out}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  results = dict(line.strip().split(" = ") for line in open(out / "eval_results.txt"))
+  assert "entity_f1" in results and "distillation_loss" in results
+  # The unlabeled sentences' scored positions (first word pieces) carry no label.
+  records = [tf.train.Example.FromString(r.numpy())
+             for r in tf.data.TFRecordDataset(str(out / "unlabeled.tf_record"))]
+  assert len(records) == 2
+  for record in records:
+    labels = np.array(record.features.feature["label_ids"].int64_list.value)
+    weights = np.array(record.features.feature["label_weights"].float_list.value)
+    assert (labels[weights > 0] == -100).all() and (labels[weights == 0] == 0).all()
+    assert (weights > 0).sum() == 9 or (weights > 0).sum() == 5
+  record = json.loads((out / model_files.RUN_SETTINGS_FILE).read_text())
+  assert record["model_type"] == "tagger" and record["distillation"]["teacher_layers"] == [1]
+
+
+def test_bad_teacher_and_student_flags_are_named(tmp_path):
+  pretrained = tiny_model_folder(tmp_path / "pre")
+  proc = run_command("official_bert.run_distillation", f"--teacher={pretrained}",
+                     "--student_num_layers=1", "--do_train", f"--output_dir={tmp_path / 'o'}")
+  assert proc.returncode == 1
+  assert "--teacher=" in proc.stderr and "classifier or tagger" in proc.stderr
+  proc = run_command("official_bert.run_distillation", f"--teacher={tmp_path / 'missing'}",
+                     "--do_train", f"--output_dir={tmp_path / 'o'}")
+  assert proc.returncode == 1 and "--teacher" in proc.stderr
+
+
+def test_python_api_distills_a_classifier(teacher, tmp_path):
+  root, teacher_dir, files = teacher
+  train, dev = _rows(12, 1), _rows(100, 2)
+  unlabeled = [t for t, _ in _rows(400, 3)]
+  small = dataclasses.replace(TINY, num_hidden_layers=1)
+  preprocessor = ob.TextClassifier.from_preset(str(teacher_dir)).preprocessor
+
+  def accuracy(model):
+    return np.mean(np.array(model.predict_labels([t for t, _ in dev])) == [y for _, y in dev])
+
+  def random_student():
+    return ob.TextClassifier(ob.Backbone.from_bert_config(small), preprocessor,
+                             labels=["neg", "pos"])
+
+  kwargs = dict(epochs=4, batch_size=16, learning_rate=1e-3, seed=1, verbose=0)
+  x, y = [t for t, _ in train], [label for _, label in train]
+  distilled = ob.TextClassifier.distill(str(teacher_dir), x, y, unlabeled=unlabeled,
+                                        student=random_student(), **kwargs)
+  labels_only = ob.TextClassifier.distill(str(teacher_dir), x, y, student=random_student(),
+                                          distill_weight=0.0, **kwargs)
+  assert accuracy(distilled) >= accuracy(labels_only) + 0.2, (accuracy(distilled),
+                                                              accuracy(labels_only))
+  # From the teacher's layers; saved, it loads as any classifier and names its teacher.
+  student = ob.TextClassifier.distill(str(teacher_dir), x, y, unlabeled=unlabeled[:64],
+                                      num_layers=1, epochs=1, batch_size=16, verbose=0)
+  assert len(student.backbone.transformer_layers) == 1
+  student.save(tmp_path / "student")
+  loaded = ob.TextClassifier.from_preset(str(tmp_path / "student"))
+  np.testing.assert_allclose(loaded.predict(x), student.predict(x), atol=1e-5)
+  record = json.loads((tmp_path / "student" / model_files.RUN_SETTINGS_FILE).read_text())
+  assert record["distillation"]["teacher"] == str(teacher_dir)
+  assert record["distillation"]["teacher_layers"] == [1]
+  assert record["distillation"]["unlabeled_examples"] == 64
