@@ -294,6 +294,7 @@ LONG_FILES_FIRST = (
     "serving/test_export.py",
     "training/test_pretraining_recipes.py",
     "tasks/test_classifier_own_files.py",
+    "tasks/test_distillation_run.py",
     "tasks/test_training_controls.py",
     "data_prep/test_create_pretraining_data.py",
     "serving/test_embeddings.py",

@@ -24,7 +24,8 @@ COMMANDS = [
     "data_prep.create_squad_data", "data_prep.learn_vocab", "data_prep.extend_vocab",
     "data_prep.show_pretraining_data", "official_bert.run_pretraining",
     "official_bert.run_classifier", "official_bert.run_ner", "official_bert.run_squad",
-    "official_bert.run_swag", "official_bert.run_embeddings", "official_bert.squad_evaluate",
+    "official_bert.run_swag", "official_bert.run_embeddings", "official_bert.run_distillation",
+    "official_bert.squad_evaluate",
     "official_bert.extract_features", "official_bert.export", "official_bert.convert_checkpoint",
 ]
 # Flags of libraries a command loads (absltest, TensorFlow's TPU client and tensor tracer),

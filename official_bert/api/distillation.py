@@ -52,9 +52,21 @@ def _concatenate(a, b):
   return tf.concat([a, b], 0)
 
 
-def distill(cls, teacher, x, y, unlabeled=None, num_layers=None, student=None,
-            temperature=2.0, distill_weight=0.5, epochs=3, batch_size=32,
-            learning_rate=5e-5, seed=None, validation_data=None, **fit_kwargs):
+def distill(cls,
+            teacher,
+            x,
+            y,
+            unlabeled=None,
+            num_layers=None,
+            student=None,
+            temperature=2.0,
+            distill_weight=0.5,
+            epochs=3,
+            batch_size=32,
+            learning_rate=5e-5,
+            seed=None,
+            validation_data=None,
+            **fit_kwargs):
   """See `TextClassifier.distill`."""
   if isinstance(teacher, (str, os.PathLike)):
     teacher_path = os.fspath(teacher)
@@ -72,7 +84,10 @@ def distill(cls, teacher, x, y, unlabeled=None, num_layers=None, student=None,
   elif num_layers:
     raise ValueError("distill: num_layers takes the teacher's layers; it does not go with a "
                      "student model")
-  task = DistillationTask(student.task, teacher.task, None, temperature=temperature,
+  task = DistillationTask(student.task,
+                          teacher.task,
+                          None,
+                          temperature=temperature,
                           distill_weight=distill_weight)
   teacher.network.trainable = False
   task.teacher = teacher.network
@@ -88,18 +103,21 @@ def distill(cls, teacher, x, y, unlabeled=None, num_layers=None, student=None,
     texts = _concatenate(texts, more)
     labels = np.concatenate([labels, _unlabeled_labels(student, num_unlabeled)], 0)
   total = n + num_unlabeled
-  dataset = tf.data.Dataset.from_tensor_slices((texts, labels)).shuffle(
-      total, seed=seed, reshuffle_each_iteration=True).batch(batch_size)
+  dataset = tf.data.Dataset.from_tensor_slices(
+      (texts, labels)).shuffle(total, seed=seed, reshuffle_each_iteration=True).batch(batch_size)
   student.task = task
   try:
     student.compile(learning_rate=learning_rate)
-    student.fit(dataset, epochs=epochs, seed=seed, validation_data=validation_data,
-                **fit_kwargs)
+    student.fit(dataset, epochs=epochs, seed=seed, validation_data=validation_data, **fit_kwargs)
   finally:
     student.task = task.student_task  # predict, evaluate and save as a plain classifier
   student.distillation = run_record.DistillationPart(
-      teacher=teacher_path, teacher_num_layers=len(teacher.backbone.transformer_layers),
-      student_init="teacher_layers" if layers is not None else "given", teacher_layers=layers,
-      temperature=temperature, distill_weight=distill_weight, hidden_weight=0.0,
+      teacher=teacher_path,
+      teacher_num_layers=len(teacher.backbone.transformer_layers),
+      student_init="teacher_layers" if layers is not None else "given",
+      teacher_layers=layers,
+      temperature=temperature,
+      distill_weight=distill_weight,
+      hidden_weight=0.0,
       unlabeled_examples=num_unlabeled or None)
   return student

@@ -33,8 +33,7 @@ def teacher_layers(teacher_num_layers, student_num_layers):
                      f"{teacher_num_layers} layers")
   if student_num_layers == 1:
     return [teacher_num_layers - 1]
-  return [int(i) for i in np.round(np.linspace(0, teacher_num_layers - 1,
-                                                student_num_layers))]
+  return [int(i) for i in np.round(np.linspace(0, teacher_num_layers - 1, student_num_layers))]
 
 
 def uniform_hidden_pairs(teacher_num_layers, student_num_layers, layers=None):
@@ -42,8 +41,10 @@ def uniform_hidden_pairs(teacher_num_layers, student_num_layers, layers=None):
   matched with: the output of the teacher layer student layer i was copied from, else
   TinyBERT's uniform map (i * L / K)."""
   if layers is None:
-    layers = [round((i + 1) * teacher_num_layers / student_num_layers) - 1
-              for i in range(student_num_layers)]
+    layers = [
+        round((i + 1) * teacher_num_layers / student_num_layers) - 1
+        for i in range(student_num_layers)
+    ]
   return [0] + [layer + 1 for layer in layers]
 
 
@@ -67,8 +68,11 @@ def write(teacher, directory, num_layers):
   for the same teacher weights and layers. Returns the teacher layers taken."""
   layers = teacher_layers(teacher.config.num_hidden_layers, num_layers)
   weights = weights_io.read_weights(teacher.path)
-  key = {"teacher": tfrecord_io.absolute(weights.source), "layers": layers,
-         "teacher_weights": _weights_state(weights.source)}
+  key = {
+      "teacher": tfrecord_io.absolute(weights.source),
+      "layers": layers,
+      "teacher_weights": _weights_state(weights.source)
+  }
   key_file = os.path.join(directory, "student_init.json")
   if tf.io.gfile.exists(key_file) and tfrecord_io.read_text(key_file).strip() == _json(key):
     return layers  # a rerun or resumed run: the same student start
@@ -79,9 +83,10 @@ def write(teacher, directory, num_layers):
   tf1_checkpoint.write_tf1_checkpoint(student_tensors(weights.tensors, layers),
                                       os.path.join(temporary, CHECKPOINT_NAME))
   config = dataclasses.replace(teacher.config, num_hidden_layers=num_layers)
-  model_files.write(temporary, config, teacher.vocab_file, teacher.do_lower_case,
-                    dataclasses.replace(teacher.record, distillation=None)
-                    if teacher.record else run_record.RunRecord())
+  model_files.write(
+      temporary, config, teacher.vocab_file, teacher.do_lower_case,
+      dataclasses.replace(teacher.record, distillation=None)
+      if teacher.record else run_record.RunRecord())
   if teacher.labels:
     model_files.write_labels(temporary, teacher.labels)
   tfrecord_io.write_text(os.path.join(temporary, "student_init.json"), _json(key) + "\n")

@@ -43,8 +43,14 @@ class DistillationTask(base.Task):
   temperature (> 0); distill_weight in [0, 1]; hidden_weight >= 0; hidden_pairs: the teacher
   hidden-state index for each student hidden state (0 = embeddings), when hidden_weight."""
 
-  def __init__(self, student_task, teacher_task, load_teacher, temperature=2.0,
-               distill_weight=0.5, hidden_weight=0.0, hidden_pairs=None):
+  def __init__(self,
+               student_task,
+               teacher_task,
+               load_teacher,
+               temperature=2.0,
+               distill_weight=0.5,
+               hidden_weight=0.0,
+               hidden_pairs=None):
     if temperature <= 0:
       raise ValueError(f"--temperature must be > 0, got {temperature}")
     if not 0.0 <= distill_weight <= 1.0:
@@ -158,8 +164,7 @@ class DistillationTask(base.Task):
     if self.problem_type == "multi_label":
       return distillation_losses.binary_soft_cross_entropy(student_logits, teacher_logits,
                                                            self.temperature)
-    return distillation_losses.soft_cross_entropy(student_logits, teacher_logits,
-                                                  self.temperature)
+    return distillation_losses.soft_cross_entropy(student_logits, teacher_logits, self.temperature)
 
   def loss_sums(self, features, outputs):
     own = self.student_task.loss_sums(self._labeled(features), outputs)
@@ -169,13 +174,13 @@ class DistillationTask(base.Task):
     teacher = self.teacher(features, training=False)
     if self.distill_weight:
       per_item = self.soft_loss(outputs["logits"], ops.stop_gradient(teacher["logits"]))
-      sums[SOFT_LOSS] = self.distill_weight * losses.weighted_sum(
-          per_item, self._soft_weights(features))
+      sums[SOFT_LOSS] = self.distill_weight * losses.weighted_sum(per_item,
+                                                                  self._soft_weights(features))
     if self.hidden_weight and "hidden_states" in outputs:  # training calls (not evaluation)
       targets = [ops.stop_gradient(teacher["hidden_states"][i]) for i in self.hidden_pairs]
       per_token = distillation_losses.hidden_distance(outputs["hidden_states"], targets)
       sums[HIDDEN_LOSS] = self.hidden_weight * losses.weighted_sum(per_token,
-                                                                    features["input_mask"])
+                                                                   features["input_mask"])
     return sums
 
   def metric_sums(self, features, outputs):

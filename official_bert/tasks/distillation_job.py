@@ -60,7 +60,8 @@ class DistillationSettings(classifier_job.ClassifierSettings, ner_job.NerSetting
       "OUTPUT_DIR, its best/, or a folder saved by the Python API).")
   student_num_layers: Optional[int] = option(
       None, "The student keeps this many of the teacher's layers (evenly spaced, first and "
-      "last included, as DistilBERT), its embeddings and head.", minimum=1)
+      "last included, as DistilBERT), its embeddings and head.",
+      minimum=1)
   student_config: Optional[str] = option(
       None, "A bert_config.json for a student of another shape (random weights unless "
       "--student_init).")
@@ -68,13 +69,17 @@ class DistillationSettings(classifier_job.ClassifierSettings, ner_job.NerSetting
       None, "A pretrained small model to start the student from (any model folder with the "
       "teacher's vocabulary).")
   temperature: float = option(2.0, "Softens both distributions in the soft loss (Hinton et "
-                              "al.; the loss is scaled by T^2).", above=0.0)
+                              "al.; the loss is scaled by T^2).",
+                              above=0.0)
   distill_weight: float = option(
       0.5, "Weight of the soft loss against the teacher; 1 - it weighs the labels' loss "
-      "(0: labels only, the baseline).", minimum=0.0, maximum=1.0)
+      "(0: labels only, the baseline).",
+      minimum=0.0,
+      maximum=1.0)
   hidden_weight: float = option(
       0.0, "Weight of TinyBERT's hidden-state loss (student layer i against the teacher layer "
-      "it came from); needs equal hidden sizes.", minimum=0.0)
+      "it came from); needs equal hidden sizes.",
+      minimum=0.0)
   unlabeled_file: Optional[str] = option(
       None, "Texts without labels for the teacher to label (the transfer set): a .txt with "
       "one text a line (a tagger: words split on spaces), a .tsv/.csv/.jsonl read with "
@@ -110,8 +115,7 @@ def student_settings(settings, teacher, given):
       changes["problem_type"] = record.get("problem_type")
     if not s.label_names and teacher.labels and file_splits.uses_own_files(s):
       changes["label_names"] = tuple(teacher.labels)
-  chosen = [n for n in ("student_num_layers", "student_init", "student_config")
-            if getattr(s, n)]
+  chosen = [n for n in ("student_num_layers", "student_init", "student_config") if getattr(s, n)]
   if not chosen:
     raise ValueError("the student: pass --student_num_layers (some of the teacher's layers), "
                      "--student_init (a pretrained small model) or --student_config")
@@ -130,7 +134,8 @@ def student_settings(settings, teacher, given):
   else:
     config_file = s.student_config
     if s.student_init:
-      init = model_folder.read(s.student_init, config_file=s.student_config,
+      init = model_folder.read(s.student_init,
+                               config_file=s.student_config,
                                names=model_folder.Names(path="--student_init",
                                                         config="--student_config"))
       _check_same_vocabulary(init, teacher)
@@ -141,8 +146,8 @@ def student_settings(settings, teacher, given):
 
 
 def _check_same_vocabulary(init, teacher):
-  if init.vocab_file and (tfrecord_io.read_text(init.vocab_file)
-                          != tfrecord_io.read_text(teacher.vocab_file)):
+  if init.vocab_file and (tfrecord_io.read_text(init.vocab_file) != tfrecord_io.read_text(
+      teacher.vocab_file)):
     raise ValueError(f"--student_init={init.path}: its vocabulary ({init.vocab_file}) differs "
                      f"from the teacher's ({teacher.vocab_file}); the student must read the "
                      "teacher's token ids")
@@ -183,23 +188,29 @@ class DistillationJob:
     unlabeled, self.num_unlabeled = self._write_unlabeled(vocab)
     path = os.path.join(s.output_dir, TRAIN_RECORDS)
     total = shuffled_union([data.train_file, unlabeled], path, s.random_seed)
-    logging.info("Training on %d labeled and %d unlabeled examples (%s)",
-                 data.num_train_examples, self.num_unlabeled, path)
+    logging.info("Training on %d labeled and %d unlabeled examples (%s)", data.num_train_examples,
+                 self.num_unlabeled, path)
     return data._replace(train_file=path, num_train_examples=total)
 
   def _write_unlabeled(self, vocab):
     s = self.settings
     tagger = self.teacher.model_type == "tagger"
-    texts = (read_unlabeled_sentences(s.unlabeled_file, s) if tagger else
-             read_unlabeled_examples(s.unlabeled_file, s))
+    texts = (read_unlabeled_sentences(s.unlabeled_file, s) if tagger else read_unlabeled_examples(
+        s.unlabeled_file, s))
     if not texts:
       raise ValueError(f"--unlabeled_file={s.unlabeled_file}: no texts")
     labels = self._labels()
-    key = classifier_features.source_key(s.unlabeled_file, vocab, s.do_lower_case,
-                                         s.max_seq_length, len(texts), s.random_seed,
-                                         labels=labels, kind=self.teacher.model_type,
+    key = classifier_features.source_key(s.unlabeled_file,
+                                         vocab,
+                                         s.do_lower_case,
+                                         s.max_seq_length,
+                                         len(texts),
+                                         s.random_seed,
+                                         labels=labels,
+                                         kind=self.teacher.model_type,
                                          columns=[s.text_column, s.text_b_column],
-                                         quoting=s.quoting, unlabeled=UNLABELED)
+                                         quoting=s.quoting,
+                                         unlabeled=UNLABELED)
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
@@ -221,20 +232,25 @@ class DistillationJob:
     if s.hidden_weight:
       pairs = student_init.uniform_hidden_pairs(layers_l, layers_k, self.layers)
     path = self.teacher.path
-    return DistillationTask(
-        student, teacher, lambda model: weights_io.load_weights(model, path),
-        temperature=s.temperature, distill_weight=s.distill_weight,
-        hidden_weight=s.hidden_weight, hidden_pairs=pairs)
+    return DistillationTask(student,
+                            teacher,
+                            lambda model: weights_io.load_weights(model, path),
+                            temperature=s.temperature,
+                            distill_weight=s.distill_weight,
+                            hidden_weight=s.hidden_weight,
+                            hidden_pairs=pairs)
 
   def run_record(self):
     s = self.settings
     part = run_record.DistillationPart(
         teacher=tfrecord_io.absolute(self.teacher.path),
         teacher_num_layers=self.teacher.config.num_hidden_layers,
-        student_init=("teacher_layers" if self.layers is not None else s.student_init
-                      or "random"),
-        teacher_layers=self.layers, temperature=s.temperature, distill_weight=s.distill_weight,
-        hidden_weight=s.hidden_weight, unlabeled_file=s.unlabeled_file,
+        student_init=("teacher_layers" if self.layers is not None else s.student_init or "random"),
+        teacher_layers=self.layers,
+        temperature=s.temperature,
+        distill_weight=s.distill_weight,
+        hidden_weight=s.hidden_weight,
+        unlabeled_file=s.unlabeled_file,
         unlabeled_examples=self.num_unlabeled or None)
     return dataclasses.replace(self.base.run_record(), distillation=part)
 
@@ -251,10 +267,8 @@ def read_unlabeled_examples(path, settings):
     if settings.text_b_column:
       raise ValueError(f"--unlabeled_file={path}: a .txt holds one text a line; text pairs "
                        "(--text_b_column) need a .tsv/.csv/.jsonl")
-    return [InputExample(f"unlabeled-{i}", text, None, None)
-            for i, text in enumerate(_lines(path))]
-  columns = own_files.Columns(settings.text_column, settings.text_b_column,
-                              "\0no label column")
+    return [InputExample(f"unlabeled-{i}", text, None, None) for i, text in enumerate(_lines(path))]
+  columns = own_files.Columns(settings.text_column, settings.text_b_column, "\0no label column")
   examples = own_files.read_examples(path, columns, need_labels=False,
                                      quoting=settings.quoting).examples
   return [e._replace(label=None) for e in examples]
@@ -265,8 +279,12 @@ def read_unlabeled_sentences(path, settings):
   line, its words split on spaces; another file is read as CoNLL columns (tags ignored)."""
   if path.endswith(".txt"):
     return [conll.Sentence(line.split(), None) for line in _lines(path)]
-  sentences = conll.read_conll(path, None, settings.tag_column, settings.token_column,
-                               to_iob2=False, allow_untagged=True)
+  sentences = conll.read_conll(path,
+                               None,
+                               settings.tag_column,
+                               settings.token_column,
+                               to_iob2=False,
+                               allow_untagged=True)
   return [conll.Sentence(x.words, None) for x in sentences]
 
 
@@ -276,14 +294,13 @@ def unlabeled_classifier_columns(examples, labels, problem_type, max_seq_length,
   regression = problem_type == "regression"
   label_list = [None] if regression else list(labels)
   placeholder = 0.0 if regression else label_list[0]
-  columns = classifier_features.convert_examples(
-      [e._replace(label=placeholder) for e in examples], label_list, max_seq_length, tokenizer)
+  columns = classifier_features.convert_examples([e._replace(label=placeholder) for e in examples],
+                                                 label_list, max_seq_length, tokenizer)
   if problem_type == "multi_label":
     columns["label_ids"] = np.full([len(examples), len(label_list)], UNLABELED, np.float32)
     features = schema.multi_label_classifier_features(max_seq_length, len(label_list))
   else:
-    columns["label_ids"] = np.full_like(columns["label_ids"], np.nan if regression
-                                        else UNLABELED)
+    columns["label_ids"] = np.full_like(columns["label_ids"], np.nan if regression else UNLABELED)
     features = schema.classifier_features(max_seq_length, regression)
   return features, columns, {}
 
@@ -302,9 +319,15 @@ def shuffled_union(paths, path, seed):
   """Writes the records of `paths` to `path` in one seeded random order (labeled and
   unlabeled examples mixed evenly in every part of an epoch); reuses it while the inputs and
   seed are unchanged. Returns the number of records."""
-  key = json.dumps({"inputs": [(tfrecord_io.absolute(p), tf.io.gfile.stat(p).length,
-                                tf.io.gfile.stat(p).mtime_nsec) for p in paths],
-                    "seed": seed}, sort_keys=True)
+  key = json.dumps(
+      {
+          "inputs": [
+              (tfrecord_io.absolute(p), tf.io.gfile.stat(p).length, tf.io.gfile.stat(p).mtime_nsec)
+              for p in paths
+          ],
+          "seed": seed
+      },
+      sort_keys=True)
   key_file = path + ".json"
   if tf.io.gfile.exists(path) and tf.io.gfile.exists(key_file):
     stored = json.loads(tfrecord_io.read_text(key_file))
@@ -321,6 +344,7 @@ def shuffled_union(paths, path, seed):
 
 def make_job_fn(teacher, layers):
   """settings -> the `DistillationJob` around the teacher kind's job (`run_or_restart`'s)."""
+
   def make_job(settings):
     if teacher.model_type == "tagger":
       if settings.feature_based:
@@ -329,6 +353,7 @@ def make_job_fn(teacher, layers):
     else:
       base = classifier_job.make_job(settings)
     return DistillationJob(base, settings, teacher, layers)
+
   return make_job
 
 

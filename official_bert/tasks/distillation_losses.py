@@ -38,8 +38,8 @@ def binary_soft_cross_entropy(student_logits, teacher_logits, temperature):
   s_logits, t_logits = _float(student_logits) / t, _float(teacher_logits) / t
   p = ops.sigmoid(t_logits)
   # log sigmoid(x) = -softplus(-x), log(1 - sigmoid(x)) = -softplus(x): stable for any x.
-  kl = (p * (ops.softplus(-s_logits) - ops.softplus(-t_logits))
-        + (1.0 - p) * (ops.softplus(s_logits) - ops.softplus(t_logits)))
+  kl = (p * (ops.softplus(-s_logits) - ops.softplus(-t_logits)) + (1.0 - p) *
+        (ops.softplus(s_logits) - ops.softplus(t_logits)))
   return ops.mean(kl, axis=-1) * (t * t)
 
 
@@ -51,6 +51,8 @@ def regression_distance(student_outputs, teacher_outputs):
 def hidden_distance(student_states, teacher_states):
   """Mean over the width of (s - t)^2, averaged over the pairs of hidden states:
   lists of [batch, seq, hidden] -> [batch, seq]."""
-  distances = [ops.mean(ops.square(_float(s) - _float(t)), axis=-1)
-               for s, t in zip(student_states, teacher_states)]
+  distances = [
+      ops.mean(ops.square(_float(s) - _float(t)), axis=-1)
+      for s, t in zip(student_states, teacher_states)
+  ]
   return sum(distances[1:], distances[0]) / float(len(distances))

@@ -1,5 +1,6 @@
 """model_files: what a run writes beside its checkpoints is what every reader finds there."""
 
+import dataclasses
 import json
 import os
 
@@ -40,6 +41,20 @@ def test_written_files_are_found_beside_a_checkpoint(tmp_path):
   assert model_files.read_run_settings(str(out)) == files.record
   assert model_files.read_run_settings(str(tmp_path)) == run_record.RunRecord()
   assert model_files.labels_beside(str(tmp_path)) is None
+
+
+def test_a_distilled_students_record_round_trips():
+  part = run_record.DistillationPart(teacher="/models/teacher", teacher_num_layers=6,
+                                     student_init="teacher_layers", teacher_layers=[0, 5],
+                                     temperature=2.0, distill_weight=0.5, hidden_weight=0.0,
+                                     unlabeled_examples=20000)
+  record = run_record.RunRecord.of("tagger", task="NER", labels=["O", "B-PER"],
+                                   distillation=dataclasses.asdict(part))
+  assert record.distillation == part
+  text = record.to_json()
+  assert json.loads(text)["distillation"]["teacher_layers"] == [0, 5]
+  assert run_record.RunRecord.from_json(text) == record
+  assert "teacher" not in record.values()  # not a setting the flags take defaults from
 
 
 def test_head_config_round_trip_and_errors(tmp_path):

@@ -41,8 +41,7 @@ def _write(path, rows):
 
 
 def _train(module, *args):
-  proc = run_command(module, "--do_train", "--train_batch_size=16", "--learning_rate=1e-3",
-                     *args)
+  proc = run_command(module, "--do_train", "--train_batch_size=16", "--learning_rate=1e-3", *args)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc
 
@@ -56,10 +55,12 @@ def _accuracy(out):
 def teacher(tmp_path_factory):
   """A 2-layer classifier that solves the toy task, and the task's files."""
   root = tmp_path_factory.mktemp("distill")
-  files = {"teacher_train": _write(root / "teacher_train.csv", _rows(400, 0)),
-           "train": _write(root / "train.csv", _rows(12, 1)),
-           "dev": _write(root / "dev.csv", _rows(100, 2)),
-           "test": _write(root / "test.csv", _rows(10, 4))}
+  files = {
+      "teacher_train": _write(root / "teacher_train.csv", _rows(400, 0)),
+      "train": _write(root / "train.csv", _rows(12, 1)),
+      "dev": _write(root / "dev.csv", _rows(100, 2)),
+      "test": _write(root / "test.csv", _rows(10, 4))
+  }
   (root / "unlabeled.txt").write_text("".join(t + "\n" for t, _ in _rows(400, 3)))
   files["unlabeled"] = str(root / "unlabeled.txt")
   out = root / "teacher"
@@ -74,9 +75,10 @@ def test_student_beats_its_labels_only_twin(teacher):
   root, teacher_dir, files = teacher
   small = root / "small.json"
   small.write_text(dataclasses.replace(TINY, num_hidden_layers=1).to_json_string())
-  common = [f"--teacher={teacher_dir}", f"--train_file={files['train']}",
-            f"--dev_file={files['dev']}", "--do_eval", "--num_train_epochs=4",
-            f"--student_config={small}"]
+  common = [
+      f"--teacher={teacher_dir}", f"--train_file={files['train']}", f"--dev_file={files['dev']}",
+      "--do_eval", "--num_train_epochs=4", f"--student_config={small}"
+  ]
   _train("official_bert.run_distillation", *common, f"--unlabeled_file={files['unlabeled']}",
          f"--output_dir={root / 'student'}")
   _train("official_bert.run_distillation", *common, "--distill_weight=0",
@@ -96,10 +98,10 @@ def test_student_of_teacher_layers_exports_and_loads(teacher):
   root, teacher_dir, files = teacher
   out = root / "layers_student"
   proc = _train("official_bert.run_distillation", f"--teacher={teacher_dir}",
-         f"--train_file={files['train']}", f"--dev_file={files['dev']}",
-         f"--test_file={files['test']}", "--do_eval", "--do_predict", "--num_train_steps=6",
-         f"--unlabeled_file={files['unlabeled']}", "--student_num_layers=1",
-         "--hidden_weight=0.5", f"--output_dir={out}")
+                f"--train_file={files['train']}", f"--dev_file={files['dev']}",
+                f"--test_file={files['test']}", "--do_eval", "--do_predict", "--num_train_steps=6",
+                f"--unlabeled_file={files['unlabeled']}", "--student_num_layers=1",
+                "--hidden_weight=0.5", f"--output_dir={out}")
   assert "hidden_loss" in proc.stderr  # the training steps' log
   results = dict(line.strip().split(" = ") for line in open(out / "eval_results.txt"))
   assert "distillation_loss" in results and "hidden_loss" not in results  # training only
@@ -121,8 +123,8 @@ def test_student_of_teacher_layers_exports_and_loads(teacher):
   proc = run_command("official_bert.export", f"--checkpoint={out}",
                      f"--export_dir={root / 'export'}")
   assert proc.returncode == 0, proc.stderr[-3000:]
-  served = tf.saved_model.load(str(root / "export")).signatures["serving_default"](
-      text=tf.constant(texts))
+  served = tf.saved_model.load(str(root /
+                                   "export")).signatures["serving_default"](text=tf.constant(texts))
   expected = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
   np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=2e-6)
   # ... and loads in the Python API like any classifier folder.
@@ -133,7 +135,8 @@ def test_student_of_teacher_layers_exports_and_loads(teacher):
 def test_tagger_student_with_unlabeled_sentences(tmp_path):
   teacher_dir = tmp_path / "ner_teacher"
   common = ["--max_seq_length=32", "--num_train_steps=4", "--train_batch_size=8"]
-  proc = run_command("official_bert.run_ner", f"--init_checkpoint={tiny_model_folder(tmp_path / 'pre')}",
+  proc = run_command("official_bert.run_ner",
+                     f"--init_checkpoint={tiny_model_folder(tmp_path / 'pre')}",
                      f"--data_dir={CONLL_DATA}", "--do_train", *common,
                      f"--output_dir={teacher_dir}")
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -149,8 +152,10 @@ def test_tagger_student_with_unlabeled_sentences(tmp_path):
   results = dict(line.strip().split(" = ") for line in open(out / "eval_results.txt"))
   assert "entity_f1" in results and "distillation_loss" in results
   # The unlabeled sentences' scored positions (first word pieces) carry no label.
-  records = [tf.train.Example.FromString(r.numpy())
-             for r in tf.data.TFRecordDataset(str(out / "unlabeled.tf_record"))]
+  records = [
+      tf.train.Example.FromString(r.numpy())
+      for r in tf.data.TFRecordDataset(str(out / "unlabeled.tf_record"))
+  ]
   assert len(records) == 2
   for record in records:
     labels = np.array(record.features.feature["label_ids"].int64_list.value)
@@ -183,20 +188,35 @@ def test_python_api_distills_a_classifier(teacher, tmp_path):
     return np.mean(np.array(model.predict_labels([t for t, _ in dev])) == [y for _, y in dev])
 
   def random_student():
-    return ob.TextClassifier(ob.Backbone.from_bert_config(small), preprocessor,
+    return ob.TextClassifier(ob.Backbone.from_bert_config(small),
+                             preprocessor,
                              labels=["neg", "pos"])
 
   kwargs = dict(epochs=4, batch_size=16, learning_rate=1e-3, seed=1, verbose=0)
   x, y = [t for t, _ in train], [label for _, label in train]
-  distilled = ob.TextClassifier.distill(str(teacher_dir), x, y, unlabeled=unlabeled,
-                                        student=random_student(), **kwargs)
-  labels_only = ob.TextClassifier.distill(str(teacher_dir), x, y, student=random_student(),
-                                          distill_weight=0.0, **kwargs)
+  distilled = ob.TextClassifier.distill(str(teacher_dir),
+                                        x,
+                                        y,
+                                        unlabeled=unlabeled,
+                                        student=random_student(),
+                                        **kwargs)
+  labels_only = ob.TextClassifier.distill(str(teacher_dir),
+                                          x,
+                                          y,
+                                          student=random_student(),
+                                          distill_weight=0.0,
+                                          **kwargs)
   assert accuracy(distilled) >= accuracy(labels_only) + 0.2, (accuracy(distilled),
                                                               accuracy(labels_only))
   # From the teacher's layers; saved, it loads as any classifier and names its teacher.
-  student = ob.TextClassifier.distill(str(teacher_dir), x, y, unlabeled=unlabeled[:64],
-                                      num_layers=1, epochs=1, batch_size=16, verbose=0)
+  student = ob.TextClassifier.distill(str(teacher_dir),
+                                      x,
+                                      y,
+                                      unlabeled=unlabeled[:64],
+                                      num_layers=1,
+                                      epochs=1,
+                                      batch_size=16,
+                                      verbose=0)
   assert len(student.backbone.transformer_layers) == 1
   student.save(tmp_path / "student")
   loaded = ob.TextClassifier.from_preset(str(tmp_path / "student"))
