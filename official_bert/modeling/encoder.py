@@ -147,7 +147,7 @@ class BertEncoder(keras.Model):
       keep = ops.cast(ops.not_equal(ops.cast(mask, "int32"), 0), x.dtype)[..., None]
       encoder_outputs = [y * keep for y in encoder_outputs]  # [b, seq, hidden]
     x = encoder_outputs[-1]
-    first_token = x[:, 0, :]  # [batch, hidden]
+    first_token = first_positions(x)  # [batch, hidden]
     pooled = self.pooler_dense(first_token)  # [batch, hidden]
     return {
         "sequence_output": x,
@@ -173,3 +173,10 @@ class BertEncoder(keras.Model):
     if "dtype" in config and isinstance(config["dtype"], dict):
       config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
     return cls(**config)
+
+
+def first_positions(sequence):
+  """[batch, seq, hidden] -> [batch, hidden], the first position's ([CLS]) vectors. A slice
+  and a reshape, not `sequence[:, 0]`: a replica's empty last batch under MirroredStrategy
+  arrives as [0, 0, hidden] when batches are cut to their longest text, and has no index 0."""
+  return ops.reshape(sequence[:, :1, :], (-1, ops.shape(sequence)[-1]))

@@ -10,6 +10,8 @@ product. The one implementation: the export's `mean_pooled_output` and
 import keras
 from keras import ops
 
+from official_bert.modeling.encoder import first_positions
+
 
 def mean_pool(sequence_output, input_mask, normalize=False):
   """[batch, seq, hidden] and [batch, seq] -> [batch, hidden] float32.
@@ -43,7 +45,7 @@ def pool(encoder_outputs, input_mask, pooling="mean", normalize=False):
   if pooling == "mean":
     return mean_pool(encoder_outputs["sequence_output"], input_mask, normalize)
   if pooling == "cls":
-    vector = encoder_outputs["sequence_output"][:, 0]
+    vector = first_positions(encoder_outputs["sequence_output"])
   elif pooling == "pooled":
     vector = encoder_outputs["pooled_output"]
   else:

@@ -5,8 +5,12 @@
 import csv
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 from conftest import CONLL_DATA
+from conftest import REPO
 from conftest import run_command
 from conftest import tiny_model_folder
 from harness import TINY
@@ -225,3 +229,27 @@ def test_python_api_distills_a_classifier(teacher, tmp_path):
   assert record["distillation"]["teacher"] == str(teacher_dir)
   assert record["distillation"]["teacher_layers"] == [1]
   assert record["distillation"]["unlabeled_examples"] == 64
+
+
+def test_training_controls_restarts_and_two_replicas(teacher):
+  root, teacher_dir, files = teacher
+  common = [f"--teacher={teacher_dir}", f"--train_file={files['train']}",
+            f"--dev_file={files['dev']}", "--do_eval", "--num_train_steps=4",
+            f"--unlabeled_file={files['unlabeled']}", "--student_num_layers=1"]
+  out = root / "restarts"
+  _train("official_bert.run_distillation", *common, "--num_restarts=2", "--eval_every_steps=2",
+         "--best_metric=accuracy", f"--output_dir={out}")
+  summary = json.loads((out / "restarts.json").read_text())
+  assert len(summary["restarts"]) == 2
+  best = json.loads((out / "best" / model_files.RUN_SETTINGS_FILE).read_text())
+  assert best["distillation"]["teacher"] == str(teacher_dir)
+  # Two replicas (MirroredStrategy on two CPU devices, which a fresh process can still
+  # create): the teacher is built in the strategy's scope.
+  out = root / "mirrored"
+  proc = subprocess.run([sys.executable, "-m", "official_bert.run_distillation", *common,
+                         "--do_train", "--train_batch_size=16", "--learning_rate=1e-3",
+                         "--distribution_strategy=mirrored", "--cpu_devices=2",
+                         f"--output_dir={out}"], cwd=REPO, capture_output=True, text=True,
+                        timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "distillation_loss" in proc.stderr and _accuracy(out) > 0.5
