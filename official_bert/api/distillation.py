@@ -38,6 +38,20 @@ def student_of(teacher, num_layers):
   return student, layers
 
 
+def _check_student(student, teacher):
+  """A given student must read and answer as the teacher: the same labels in the same order,
+  problem type, vocabulary and case."""
+  for what, mine, theirs in (
+      ("labels", student.labels, teacher.labels),
+      ("num_classes", student.num_classes, teacher.num_classes),
+      ("problem_type", student.problem_type, teacher.problem_type),
+      ("vocabulary", student.preprocessor.vocabulary, teacher.preprocessor.vocabulary),
+      ("lower_case", student.preprocessor.lower_case, teacher.preprocessor.lower_case)):
+    if mine != theirs:
+      shown = "" if what == "vocabulary" else f": {mine!r} against the teacher's {theirs!r}"
+      raise ValueError(f"distill: the student's {what} differs from the teacher's{shown}")
+
+
 def _unlabeled_labels(student, n):
   if student.problem_type == "regression":
     return np.full([n], np.nan, np.float32)
@@ -84,6 +98,8 @@ def distill(cls,
   elif num_layers:
     raise ValueError("distill: num_layers takes the teacher's layers; it does not go with a "
                      "student model")
+  else:
+    _check_student(student, teacher)
   task = DistillationTask(student.task,
                           teacher.task,
                           None,

@@ -100,12 +100,10 @@ def read_teacher(settings):
   return teacher
 
 
-def student_settings(settings, teacher, given):
-  """`settings` completed from the teacher (sequence length, case, labels, problem type) and
-  pointed at the student's start (config, vocabulary, weights); -> (settings, teacher layers
-  or None). `given`: the names of the flags the user gave."""
-  s, changes = settings, {}
-  record = teacher.record
+def complete_from_teacher(settings, teacher, given):
+  """`settings` with the teacher's sequence length, case, labels and problem type where the
+  flags do not say (the student reads the teacher's inputs and outputs)."""
+  record, changes = teacher.record, {}
   if "max_seq_length" not in given and record.max_seq_length:
     changes["max_seq_length"] = record.max_seq_length
   if "do_lower_case" not in given:
@@ -113,8 +111,20 @@ def student_settings(settings, teacher, given):
   if teacher.model_type == "classifier":
     if "problem_type" not in given and record.get("problem_type"):
       changes["problem_type"] = record.get("problem_type")
-    if not s.label_names and teacher.labels and file_splits.uses_own_files(s):
+    if not settings.label_names and teacher.labels and file_splits.uses_own_files(settings):
       changes["label_names"] = tuple(teacher.labels)
+  return dataclasses.replace(settings, **changes)
+
+
+def student_settings(settings, teacher, given):
+  """`settings` completed from the teacher (sequence length, case, labels, problem type) and
+  pointed at the student's start (config, vocabulary, weights); -> (settings, teacher layers
+  or None). `given`: the names of the flags the user gave."""
+  s, changes = complete_from_teacher(settings, teacher, given), {}
+  for name in ("init_checkpoint", "bert_config_file", "vocab_file"):
+    if name in given:
+      raise ValueError(f"--{name}: the student's start comes from --student_num_layers, "
+                       "--student_init or --student_config, its vocabulary from the teacher")
   chosen = [n for n in ("student_num_layers", "student_init", "student_config") if getattr(s, n)]
   if not chosen:
     raise ValueError("the student: pass --student_num_layers (some of the teacher's layers), "
@@ -192,6 +202,12 @@ class DistillationJob:
                  self.num_unlabeled, path)
     return data._replace(train_file=path, num_train_examples=total)
 
+  def _problem_type(self):
+    processor = getattr(self.base, "processor", None)  # GLUE: STS-B is a regression
+    if processor is not None:
+      return "regression" if processor.is_regression else "single_label"
+    return self.settings.problem_type
+
   def _write_unlabeled(self, vocab):
     s = self.settings
     tagger = self.teacher.model_type == "tagger"
@@ -200,24 +216,18 @@ class DistillationJob:
     if not texts:
       raise ValueError(f"--unlabeled_file={s.unlabeled_file}: no texts")
     labels = self._labels()
-    key = classifier_features.source_key(s.unlabeled_file,
-                                         vocab,
-                                         s.do_lower_case,
-                                         s.max_seq_length,
-                                         len(texts),
-                                         s.random_seed,
-                                         labels=labels,
-                                         kind=self.teacher.model_type,
-                                         columns=[s.text_column, s.text_b_column],
-                                         quoting=s.quoting,
-                                         unlabeled=UNLABELED)
+    key = classifier_features.source_key(
+        s.unlabeled_file, vocab, s.do_lower_case, s.max_seq_length, len(texts), s.random_seed,
+        labels=labels, kind=self.teacher.model_type, problem_type=self._problem_type(),
+        columns=[s.text_column, s.text_b_column, s.token_column, s.tag_column],
+        quoting=s.quoting, unlabeled=UNLABELED)
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
       if tagger:
         return unlabeled_tagger_columns(texts, labels, s.max_seq_length, tokenizer)
-      return unlabeled_classifier_columns(texts, labels, s.problem_type, s.max_seq_length,
-                                          tokenizer)
+      return unlabeled_classifier_columns(texts, labels, self._problem_type(),
+                                          s.max_seq_length, tokenizer)
 
     path = os.path.join(s.output_dir, UNLABELED_RECORDS)
     classifier_features.cached_tfrecord(path, key, build)
@@ -343,15 +353,19 @@ def shuffled_union(paths, path, seed):
 
 
 def make_job_fn(teacher, layers):
-  """settings -> the `DistillationJob` around the teacher kind's job (`run_or_restart`'s)."""
+  """settings -> the `DistillationJob` around the teacher kind's job (`run_or_restart`'s);
+  without --do_train the plain job (a trained student is evaluated or predicted without its
+  teacher)."""
 
   def make_job(settings):
     if teacher.model_type == "tagger":
       if settings.feature_based:
         raise ValueError("--feature_based: a distilled student is fine-tuned; leave it out")
-      base = ner_job.NerJob(settings)
+      base = ner_job.NerJob(settings, tags=teacher.labels)
     else:
       base = classifier_job.make_job(settings)
+    if not settings.do_train:  # a trained student: evaluated or predicted without a teacher
+      return base
     return DistillationJob(base, settings, teacher, layers)
 
   return make_job
@@ -367,5 +381,53 @@ def run(settings, given, record=None):
   if not settings.output_dir:
     raise ValueError("--output_dir is required")
   teacher = read_teacher(settings)
-  settings, layers = student_settings(settings, teacher, given)
+  check_folders(settings, teacher)
+  check_teacher_settings(settings, teacher, given)
+  if settings.do_train:
+    settings, layers = student_settings(settings, teacher, given)
+  else:  # a trained student in OUTPUT_DIR: evaluated or predicted as the plain task
+    if not tf.train.latest_checkpoint(settings.output_dir):
+      raise ValueError(f"--output_dir={settings.output_dir} holds no trained student (no "
+                       "checkpoint): add --do_train")
+    settings, layers = complete_from_teacher(settings, teacher, given), None
   return finetuning_runner.run_or_restart(settings, make_job_fn(teacher, layers), record)
+
+
+def _inside(path, folder):
+  path, folder = tfrecord_io.absolute(path).rstrip("/"), tfrecord_io.absolute(folder).rstrip("/")
+  return path == folder or path.startswith(folder + "/")
+
+
+def check_folders(settings, teacher):
+  """The student's OUTPUT_DIR must be neither the teacher's folder, inside it, nor above it:
+  the student's files would replace the teacher's."""
+  if _inside(settings.output_dir, teacher.directory) or _inside(teacher.directory,
+                                                                settings.output_dir):
+    raise ValueError(f"--output_dir={settings.output_dir} and --teacher={settings.teacher} "
+                     "overlap: the student's files would replace the teacher's; give the "
+                     "student a folder of its own")
+  best = os.path.join(teacher.directory, "best")
+  if tf.io.gfile.exists(os.path.join(best, "checkpoint")) and not _inside(teacher.path, best):
+    logging.warning("--teacher=%s: its last step teaches (the folder's best checkpoint is in "
+                    "%s: pass --teacher=%s for it)", settings.teacher, best, best)
+
+
+def check_teacher_settings(settings, teacher, given):
+  """Flags that contradict the teacher (its problem type, single texts or pairs) raise."""
+  record = teacher.record
+  if teacher.model_type != "classifier":
+    return
+  stored = record.get("problem_type")
+  if "problem_type" in given and stored and settings.problem_type != stored:
+    raise ValueError(f"--problem_type={settings.problem_type}: the teacher "
+                     f"({settings.teacher}) is {stored}; the student must be too")
+  pairs = record.get("text_pairs")
+  if pairs is not None and file_splits.uses_own_files(settings) and (
+      bool(settings.text_b_column) != bool(pairs)):
+    raise ValueError(f"the teacher ({settings.teacher}) was trained on "
+                     f"{'text pairs' if pairs else 'single texts'}: "
+                     f"{'pass' if pairs else 'leave out'} --text_b_column")
+  if pairs and settings.unlabeled_file and settings.unlabeled_file.endswith(".txt"):
+    raise ValueError(f"--unlabeled_file={settings.unlabeled_file}: the teacher reads text "
+                     "pairs, which a .txt (one text a line) cannot hold; use a .tsv/.csv/.jsonl "
+                     "with --text_column and --text_b_column")

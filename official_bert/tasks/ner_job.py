@@ -59,12 +59,15 @@ def _stored_head_config(output_dir):
 class NerJob:
   """CoNLL data, entity scores and prediction files for `finetuning_runner.run`."""
 
-  def __init__(self, settings):
+  def __init__(self, settings, tags=None):
+    """tags: own files' tag set in id order (a distilled student's: its teacher's), instead of
+    the training file's."""
     self.settings = settings
     self.sentences = {}
     self.windows = {}
     self.own_files = file_splits.uses_own_files(settings)
     self.labels = LABELS
+    self.tags = list(tags) if tags else None
 
   def _path(self, split):
     s = self.settings
@@ -90,6 +93,9 @@ class NerJob:
     """Own files: the training file's tags (written to OUTPUT_DIR/labels.txt; a rare one is
     warned of, `file_splits.warn_rare_labels`), or those of the run in --output_dir."""
     s = self.settings
+    if self.tags:
+      model_files.write_labels(s.output_dir, self.tags)
+      return self.tags
     if s.train_file:
       sentences = conll.read_conll(s.train_file, None, s.tag_column, s.token_column,
                                    to_iob2=False)

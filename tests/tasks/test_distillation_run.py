@@ -131,6 +131,13 @@ def test_student_of_teacher_layers_exports_and_loads(teacher):
                                    "export")).signatures["serving_default"](text=tf.constant(texts))
   expected = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
   np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=2e-6)
+  # A later --do_eval run on the student folder needs no student flag: the plain classifier.
+  evaluated = dict(line.strip().split(" = ") for line in open(out / "eval_results.txt"))
+  proc = run_command("official_bert.run_distillation", f"--teacher={teacher_dir}", "--do_eval",
+                     f"--dev_file={files['dev']}", f"--output_dir={out}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  again = dict(line.strip().split(" = ") for line in open(out / "eval_results.txt"))
+  assert again["accuracy"] == evaluated["accuracy"] and "distillation_loss" not in again
   # ... and loads in the Python API like any classifier folder.
   model = ob.TextClassifier.from_preset(str(out))
   np.testing.assert_allclose(model.predict(texts), expected, atol=2e-6)
@@ -196,6 +203,10 @@ def test_python_api_distills_a_classifier(teacher, tmp_path):
                              preprocessor,
                              labels=["neg", "pos"])
 
+  swapped = ob.TextClassifier(ob.Backbone.from_bert_config(small), preprocessor,
+                              labels=["pos", "neg"])
+  with pytest.raises(ValueError, match="labels differs from the teacher's"):
+    ob.TextClassifier.distill(str(teacher_dir), ["good"], ["pos"], student=swapped)
   kwargs = dict(epochs=4, batch_size=16, learning_rate=1e-3, seed=1, verbose=0)
   x, y = [t for t, _ in train], [label for _, label in train]
   distilled = ob.TextClassifier.distill(str(teacher_dir),
@@ -253,3 +264,23 @@ def test_training_controls_restarts_and_two_replicas(teacher):
                         timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "distillation_loss" in proc.stderr and _accuracy(out) > 0.5
+
+
+def test_flags_that_contradict_the_teacher_are_refused(teacher, tmp_path):
+  root, teacher_dir, files = teacher
+  before = sorted(os.listdir(teacher_dir))
+  common = [f"--teacher={teacher_dir}", f"--train_file={files['train']}", "--do_train",
+            "--student_num_layers=1"]
+  for extra, message in (
+      ([f"--output_dir={teacher_dir}"], "overlap"),
+      ([f"--output_dir={teacher_dir / 'student'}"], "overlap"),
+      (["--problem_type=multi_label", f"--output_dir={tmp_path / 'a'}"], "--problem_type"),
+      (["--text_b_column=text", f"--output_dir={tmp_path / 'b'}"], "--text_b_column"),
+      ([f"--init_checkpoint={teacher_dir}", f"--output_dir={tmp_path / 'c'}"],
+       "--init_checkpoint")):
+    proc = run_command("official_bert.run_distillation", *common, *extra)
+    assert proc.returncode == 1 and message in proc.stderr, (extra, proc.stderr[-2000:])
+  assert sorted(os.listdir(teacher_dir)) == before  # nothing of the teacher's touched
+  proc = run_command("official_bert.run_distillation", f"--teacher={teacher_dir}", "--do_eval",
+                     f"--dev_file={files['dev']}", f"--output_dir={tmp_path / 'empty'}")
+  assert proc.returncode == 1 and "no trained student" in proc.stderr, proc.stderr[-2000:]
