@@ -194,6 +194,9 @@ class DistillationJob:
     s = self.settings
     if not (s.do_train and s.unlabeled_file):
       return data
+    if not (s.distill_weight or s.hidden_weight):
+      logging.warning("--unlabeled_file with --distill_weight=0 and --hidden_weight=0: its "
+                      "texts teach nothing (no loss uses them) and only lengthen the epochs")
     vocab = finetuning_runner.vocab_file(s)
     unlabeled, self.num_unlabeled = self._write_unlabeled(vocab)
     path = os.path.join(s.output_dir, TRAIN_RECORDS)
