@@ -176,7 +176,9 @@ class BertEncoder(keras.Model):
 
 
 def first_positions(sequence):
-  """[batch, seq, hidden] -> [batch, hidden], the first position's ([CLS]) vectors. A slice
-  and a reshape, not `sequence[:, 0]`: a replica's empty last batch under MirroredStrategy
-  arrives as [0, 0, hidden] when batches are cut to their longest text, and has no index 0."""
-  return ops.reshape(sequence[:, :1, :], (-1, ops.shape(sequence)[-1]))
+  """[batch, seq, hidden] -> [batch, hidden], the first position's ([CLS]) vectors. The sum
+  over a one-position slice (exact), not `sequence[:, 0]`: a replica's empty last batch under
+  MirroredStrategy arrives as [0, 0, hidden] when batches are cut to their longest text, and
+  has no index 0. (Nor a reshape to [-1, hidden], which the ONNX export would take for a
+  flattening before the pooler's MatMul.)"""
+  return ops.sum(sequence[:, :1, :], axis=1)
