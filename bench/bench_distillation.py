@@ -1,22 +1,27 @@
-r"""Distillation on SST-2 (issue 41): a MiniLM teacher -> a 2-layer student, against the same
-student trained on the labels alone; dev accuracy and serving speed. Resumable.
+r"""Distillation (issue 41): a MiniLM teacher -> a 2-layer student, against the same student
+trained on the labels alone; dev score and serving speed. SST-2 sentences (run_classifier,
+accuracy) or CoNLL-2003 NER (run_ner, entity F1). Resumable.
 
   python bench/bench_distillation.py --work_dir=/tmp/distill_bench [--seeds=1,2,3]
+  python bench/bench_distillation.py --task=conll2003 --work_dir=/tmp/distill_ner_bench
 
-Data (from ../shared/data/glue/SST-2/train.tsv, seeded with RandomState(0), disjoint):
---num_train (3,000) labeled sentences, --num_unlabeled (20,000) sentences whose labels are
-dropped (the transfer set, a .txt), and SST-2's dev.tsv (872) as the dev set.
+Data (seeded with RandomState(0), disjoint): --num_train (3,000) labeled sentences of the
+training file, up to --num_unlabeled (20,000) other training sentences whose labels are
+dropped (the transfer set, a .txt; CoNLL-2003's training file holds 14,041 sentences, so
+11,041 there), and the task's dev file (SST-2 dev.tsv, 872; CoNLL-2003 valid.txt, 3,250).
 
 Runs, each a command in a fresh process of our venv (TF_NUM_INTRAOP_THREADS=--threads):
-  teacher       run_classifier on the packaged MiniLM (6 layers, H384), --num_train_epochs=2,
-                seq 64, batch 32, the default recipe; one teacher (--teacher_seed)
+  teacher       run_classifier (run_ner) on the packaged MiniLM (6 layers, H384),
+                --num_train_epochs=2, seq 64, batch 32, the default recipe; one teacher
+                (--teacher_seed)
   distilled     run_distillation --teacher --student_num_layers=2 --unlabeled_file, the
                 default temperature (2) and weight (0.5), --student_epochs (2) over the
                 labeled and unlabeled sentences together
   labels_only   the same student with --distill_weight=0 and no unlabeled file, 2 epochs
 Serving: `export --checkpoint=DIR` (no other flag) of the teacher and of a student, then the
-serving signature on dev sentences in batches of 32, --threads TF threads, the median of
---passes passes over the dev set after a warm-up pass; sentences/s.
+serving signature on the dev sentences (NER: their words joined by spaces) in batches of 32,
+--threads TF threads, the median of --passes passes over the dev set after a warm-up pass;
+sentences/s.
 Results: one JSON line per run in --work_dir/results.jsonl (a finished run is not redone);
 the table (median and each seed) is printed and, with --out, appended there.
 """
@@ -36,11 +41,17 @@ sys.path.insert(0, _REPO)
 from bench import machine  # noqa: E402  pylint: disable=wrong-import-position
 
 SEQ, BATCH = 64, 32
+# task -> (command, the dev metric in eval_results.txt)
+TASKS = {
+    "sst2": ("official_bert.run_classifier", "accuracy"),
+    "conll2003": ("official_bert.run_ner", "entity_f1"),
+}
 
 
 def parse_args():
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--work_dir", required=True)
+  p.add_argument("--task", choices=sorted(TASKS), default="sst2")
   p.add_argument("--data_dir", default=os.path.join(os.path.dirname(_REPO), "shared", "data"))
   p.add_argument("--seeds", default="1,2,3")
   p.add_argument("--teacher_seed", type=int, default=1)
@@ -56,7 +67,51 @@ def parse_args():
   return p.parse_args()
 
 
+def _read_conll(path):
+  """[[line, ...] a sentence] of a CoNLL column file, -DOCSTART- skipped."""
+  sentences, current = [], []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      line = line.rstrip("\n")
+      if not line.strip() or line.startswith("-DOCSTART-"):
+        if current:
+          sentences.append(current)
+        current = []
+      else:
+        current.append(line)
+  if current:
+    sentences.append(current)
+  return sentences
+
+
+def write_conll_data(args):
+  import numpy as np
+  work = os.path.join(args.work_dir, "data")
+  os.makedirs(work, exist_ok=True)
+  paths = {name: os.path.join(work, name) for name in ("train.txt", "unlabeled.txt", "dev.txt")}
+  if all(os.path.exists(p) for p in paths.values()):
+    return paths
+  conll = os.path.join(args.data_dir, "conll2003")
+  rows = _read_conll(os.path.join(conll, "train.txt"))
+  order = np.random.RandomState(0).permutation(len(rows))
+  train = [rows[i] for i in order[:args.num_train]]
+  unlabeled = [rows[i] for i in order[args.num_train:args.num_train + args.num_unlabeled]]
+
+  def words(sentence):
+    return " ".join(line.split()[0] for line in sentence)
+
+  with open(paths["train.txt"], "w", encoding="utf-8") as f:
+    f.write("".join("\n".join(s) + "\n\n" for s in train))
+  with open(paths["unlabeled.txt"], "w", encoding="utf-8") as f:
+    f.write("".join(words(s) + "\n" for s in unlabeled))
+  with open(paths["dev.txt"], "w", encoding="utf-8") as f:
+    f.write("".join("\n".join(s) + "\n\n" for s in _read_conll(os.path.join(conll, "valid.txt"))))
+  return paths
+
+
 def write_data(args):
+  if args.task == "conll2003":
+    return write_conll_data(args)
   import numpy as np
   work = os.path.join(args.work_dir, "data")
   os.makedirs(work, exist_ok=True)
@@ -136,8 +191,11 @@ def child_serve(args):
   tf.config.threading.set_intra_op_parallelism_threads(args.threads)
   tf.config.threading.set_inter_op_parallelism_threads(1)
   export_dir, dev = args.child_serve
-  with open(dev, encoding="utf-8") as f:
-    texts = [line.rstrip("\n").split("\t")[0] for line in f][1:]
+  if dev.endswith(".tsv"):
+    with open(dev, encoding="utf-8") as f:
+      texts = [line.rstrip("\n").split("\t")[0] for line in f][1:]
+  else:
+    texts = [" ".join(line.split()[0] for line in s) for s in _read_conll(dev)]
   serve = tf.saved_model.load(export_dir).signatures["serving_default"]
   batches = [tf.constant(texts[i:i + BATCH]) for i in range(0, len(texts), BATCH)]
 
@@ -170,17 +228,22 @@ def main():
   paths = write_data(args)
   results_file = os.path.join(args.work_dir, "results.jsonl")
   runs = done(results_file)
+  module, metric = TASKS[args.task]
+  train, dev = (paths["train.txt"],
+                paths["dev.txt"]) if args.task == "conll2003" else (paths["train.tsv"],
+                                                                    paths["dev.tsv"])
   data_flags = [
-      f"--train_file={paths['train.tsv']}", f"--dev_file={paths['dev.tsv']}",
-      "--text_column=sentence", "--quoting=none", "--do_train", "--do_eval",
+      f"--train_file={train}", f"--dev_file={dev}", "--do_train", "--do_eval",
       f"--train_batch_size={BATCH}", "--eval_batch_size=64"
   ]
+  if args.task == "sst2":
+    data_flags += ["--text_column=sentence", "--quoting=none"]
 
   def record(run, seed, out, results, rate, seconds, **extra):
     entry = dict(run=run,
                  seed=seed,
                  output_dir=out,
-                 accuracy=float(results["accuracy"]),
+                 **{metric: float(results[metric])},
                  train_examples_per_second=rate,
                  seconds=round(seconds, 1),
                  **extra)
@@ -192,7 +255,7 @@ def main():
   teacher = os.path.join(args.work_dir, "teacher")
   if ("teacher", args.teacher_seed) not in runs:
     results, rate, seconds = command(
-        args, "official_bert.run_classifier", data_flags + [
+        args, module, data_flags + [
             f"--init_checkpoint={machine.minilm_dir()}", "--num_train_epochs=2",
             f"--max_seq_length={SEQ}", f"--random_seed={args.teacher_seed}"
         ], teacher)
@@ -216,30 +279,36 @@ def main():
   for name, directory in (("teacher", teacher), ("student",
                                                  os.path.join(args.work_dir,
                                                               f"distilled_{first}"))):
-    serving[name] = serve_rate(args, directory, paths["dev.tsv"])
-  table = render(args, runs, serving)
+    serving[name] = serve_rate(args, directory, dev)
+  with open(paths["unlabeled.txt"], encoding="utf-8") as f:
+    num_unlabeled = sum(1 for _ in f)
+  table = render(args, runs, serving, metric, num_unlabeled)
   print(table)
   if args.out:
     with open(args.out, "a") as f:
       f.write(table)
 
 
-def render(args, runs, serving):
+def render(args, runs, serving, metric, num_unlabeled):
   seeds = [int(s) for s in args.seeds.split(",")]
-  teacher = runs[("teacher", args.teacher_seed)]["accuracy"]
+  teacher = runs[("teacher", args.teacher_seed)][metric]
+  name, dev = {
+      "sst2": ("SST-2", "SST-2 dev, 872"),
+      "conll2003": ("CoNLL-2003 NER", "CoNLL-2003 valid.txt, 3,250")
+  }[args.task]
   lines = [
-      f"\n### Distillation, SST-2 ({datetime.date.today()}, {machine.cpu_model()}, "
+      f"\n### Distillation, {name} ({datetime.date.today()}, {machine.cpu_model()}, "
       f"{args.threads} threads)\n",
-      f"`python bench/bench_distillation.py --work_dir={args.work_dir} --seeds={args.seeds}`"
-      f" (teacher MiniLM-L6, {args.num_train} labeled sentences, 2 epochs; students "
-      f"{args.student_num_layers} layers; dev = SST-2 dev, 872)\n",
-      "| run | dev accuracy, median | per seed | train examples/s |", "|---|---|---|---|",
+      f"`python bench/bench_distillation.py --task={args.task} --work_dir={args.work_dir} "
+      f"--seeds={args.seeds}` (teacher MiniLM-L6, {args.num_train} labeled sentences, 2 epochs;"
+      f" students {args.student_num_layers} layers; dev = {dev})\n",
+      f"| run | dev {metric}, median | per seed | train examples/s |", "|---|---|---|---|",
       f"| teacher (6 layers) | {teacher:.4f} | {teacher:.4f} | "
       f"{runs[('teacher', args.teacher_seed)]['train_examples_per_second']:.1f} |"
   ]
-  for run, label in (("distilled", f"distilled, +{args.num_unlabeled} unlabeled"),
+  for run, label in (("distilled", f"distilled, +{num_unlabeled:,} unlabeled"),
                      ("labels_only", "labels only (--distill_weight=0)")):
-    scores = [runs[(run, s)]["accuracy"] for s in seeds if (run, s) in runs]
+    scores = [runs[(run, s)][metric] for s in seeds if (run, s) in runs]
     rates = [runs[(run, s)]["train_examples_per_second"] or 0 for s in seeds if (run, s) in runs]
     if scores:
       lines.append(f"| {label} | {statistics.median(scores):.4f} | "

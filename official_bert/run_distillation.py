@@ -20,7 +20,9 @@ or `--student_init=DIR` (a pretrained small model with the same vocabulary) or
 The loss: `(1 - --distill_weight)` x the labels' loss, plus `--distill_weight` x the soft
 loss against the teacher (KL divergence of the outputs softened by `--temperature`, scaled by
 T^2, Hinton et al. 2015; a regression teacher's score by squared difference), plus
-`--hidden_weight` x TinyBERT's hidden-state loss (equal hidden sizes). `--distill_weight=0`
+`--hidden_weight` x TinyBERT's hidden-state loss (equal hidden sizes) and `--attention_weight`
+x its attention-score loss (equal numbers of heads; by default --hidden_weight's where the
+heads match). `--distill_weight=0`
 with no unlabeled file is plain fine-tuning of the student (the baseline).
 `--unlabeled_file`: texts without labels that the teacher labels (.txt one text a line, a
 .tsv/.csv/.jsonl by --text_column, or CoNLL columns for a tagger); distillation gains most

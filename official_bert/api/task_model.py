@@ -137,7 +137,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
   # --- Keras --------------------------------------------------------------------------------
 
   def call(self, inputs, training=None):
-    return self.network(inputs, training=training)["logits"]
+    outputs = self.network(inputs, training=training)
+    # A distillation student's training calls also return what its teacher's losses match.
+    return outputs if "hidden_states" in outputs else outputs["logits"]
 
   # evaluate and predict run the Transformer layers on the real tokens only, as the exports
   # do, where `model_types.skips_padding` allows. Set only while a step is traced (or run
@@ -283,6 +285,12 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def loss_features(self, x, y, sample_weight):
     """The task's label features from a batch's (x, y, sample_weight)."""
     raise NotImplementedError
+
+  def distillation_batches(self, x, y, unlabeled, batch_size, seed):
+    """(a shuffled dataset `fit` takes, the number of unlabeled examples) of labeled `x`, `y`
+    and `unlabeled` inputs whose labels say "none" (`tasks.distillation.UNLABELED`)."""
+    raise ValueError(f"distill takes a TextClassifier or a TokenTagger, not a "
+                     f"{type(self).__name__}")
 
   def _dataset(self, x, y, batch_size, shuffle=False, seed=None, training=False):
     del training  # a subclass's: whether the batches are fit's training batches

@@ -22,6 +22,7 @@ from official_bert.serving import classifier_outputs
 from official_bert.tasks import file_splits
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
+from official_bert.tasks.distillation import UNLABELED
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -160,8 +161,9 @@ class TextClassifier(task_model.TaskModel):
 
   @classmethod
   def distill(cls, teacher, x, y, unlabeled=None, num_layers=None, student=None,
-              temperature=2.0, distill_weight=0.5, epochs=3, batch_size=32, learning_rate=5e-5,
-              seed=None, validation_data=None, **fit_kwargs):
+              temperature=2.0, distill_weight=0.5, hidden_weight=0.0, attention_weight=None,
+              epochs=3, batch_size=32, learning_rate=5e-5, seed=None, validation_data=None,
+              **fit_kwargs):
     """A smaller classifier trained to answer as `teacher` does (`run_distillation`'s recipe).
 
     Args:
@@ -174,13 +176,45 @@ class TextClassifier(task_model.TaskModel):
       student: a `TextClassifier` with the teacher's labels to train instead.
       temperature: softens both distributions (Hinton et al.; the soft loss is times T^2).
       distill_weight: the soft loss's weight; the labels' loss weighs 1 - it (0: labels only).
+      hidden_weight: TinyBERT's hidden-state loss's weight (equal hidden sizes).
+      attention_weight: TinyBERT's attention-score loss's weight (equal numbers of heads);
+        None: hidden_weight where the heads are equal, else 0.
       epochs, batch_size, learning_rate, seed, validation_data, fit_kwargs: `fit`'s.
     Returns:
       The trained student; `save` writes a folder whose run record names the teacher.
     """
-    return distillation.distill(cls, teacher, x, y, unlabeled, num_layers, student,
-                                temperature, distill_weight, epochs, batch_size, learning_rate,
-                                seed, validation_data, **fit_kwargs)
+    return distillation.distill(cls, teacher, x, y, unlabeled=unlabeled,
+                                num_layers=num_layers, student=student,
+                                temperature=temperature, distill_weight=distill_weight,
+                                hidden_weight=hidden_weight, attention_weight=attention_weight,
+                                epochs=epochs, batch_size=batch_size,
+                                learning_rate=learning_rate, seed=seed,
+                                validation_data=validation_data, **fit_kwargs)
+
+  def distillation_batches(self, x, y, unlabeled, batch_size, seed):
+    texts = self._texts(x)
+    n = int((texts[0] if isinstance(texts, tuple) else texts).shape[0])
+    labels = self.encode_labels(y, n)
+    num_unlabeled = 0
+    if unlabeled is not None:
+      more = self._texts(unlabeled)
+      if isinstance(more, tuple) != isinstance(texts, tuple):
+        raise ValueError("distill: unlabeled must be single texts or pairs, as x is")
+      num_unlabeled = int((more[0] if isinstance(more, tuple) else more).shape[0])
+      texts = (tuple(tf.concat([a, b], 0) for a, b in zip(texts, more)) if isinstance(
+          texts, tuple) else tf.concat([texts, more], 0))
+      labels = np.concatenate([labels, self._no_labels(num_unlabeled)], 0)
+    dataset = tf.data.Dataset.from_tensor_slices((texts, labels)).shuffle(
+        n + num_unlabeled, seed=seed, reshuffle_each_iteration=True).batch(batch_size)
+    return dataset, num_unlabeled
+
+  def _no_labels(self, n):
+    """The labels of `n` unlabeled examples: `UNLABELED` (NaN for a regression score)."""
+    if self.problem_type == "regression":
+      return np.full([n], np.nan, np.float32)
+    if self.problem_type == "multi_label":
+      return np.full([n, self.num_classes], UNLABELED, np.float32)
+    return np.full([n], UNLABELED, np.int32)
 
   def fit(self, x=None, y=None, *args, **kwargs):
     if not isinstance(x, tf.data.Dataset):

@@ -29,9 +29,11 @@ from data_prep import unicode_classes
 from data_prep.pretraining import chinese_words
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
+from official_bert.api import distillation
 from official_bert.api import task_model
 from official_bert.modeling.finetuning_models import BertTokenClassifier
 from official_bert.tasks import metrics
+from official_bert.tasks.distillation import UNLABELED
 from official_bert.tasks.tagging import TaggingTask
 
 # --- raw text -> words, as CoNLL-2003 splits them -----------------------------------------
@@ -279,10 +281,10 @@ class TokenTagger(task_model.TaskModel):
                        f"{self.labels} (nor a label id 0..{len(self.labels) - 1})")
     return names
 
-  def _sentences(self, x, y=None):
+  def _sentences(self, x, y=None, name="x"):
     """conll.Sentences (tag names) of word lists `x` and tag lists `y` (placeholders if
     None): fit, evaluate, predict and predict_tags all read x this way."""
-    x = word_lists(x, "x")
+    x = word_lists(x, name)
     if y is None:
       return [conll.Sentence(words, [self.labels[0]] * len(words)) for words in x]
     rows = None if isinstance(y, (str, bytes)) else _as_list(y)
@@ -302,7 +304,8 @@ class TokenTagger(task_model.TaskModel):
     return sentences
 
   def _check_inputs(self, x, y, call):
-    word_lists(x, "x")  # a tagger's x is word lists, never a string of text or a path
+    if not isinstance(x, tf.data.Dataset):  # distill's prepared batches
+      word_lists(x, "x")  # a tagger's x is word lists, never a string of text or a path
     super()._check_inputs(x, y, call)
 
   def _features(self, sentences):
@@ -321,7 +324,58 @@ class TokenTagger(task_model.TaskModel):
     return task_model.batches((inputs, label_ids, label_weights), batch_size, shuffle, seed)
 
   def map_batches(self, dataset):
+    spec = dataset.element_spec
+    if isinstance(spec, tuple) and isinstance(spec[0], dict) and "input_word_ids" in spec[0]:
+      return dataset  # batches of features, as make_dataset and distill make them
     raise ValueError("TokenTagger takes word lists (x) and tag lists (y), not a Dataset")
+
+  def distillation_batches(self, x, y, unlabeled, batch_size, seed):
+    """Labeled word lists and tag lists, and `unlabeled` sentences (word lists, or raw texts
+    split as `predict_entities` splits them) whose scored pieces carry `UNLABELED`."""
+    inputs, label_ids, label_weights, _ = self._features(self._sentences(x, y))
+    num_unlabeled = 0
+    if unlabeled is not None:
+      rows = _as_list(unlabeled)
+      if rows is None or isinstance(unlabeled, (str, bytes)):
+        raise ValueError(f"distill: unlabeled must be a list of word lists or texts, got "
+                         f"{_what(unlabeled)}")
+      rows = [[w for w, _, _ in words_with_offsets(r)] if isinstance(r, str) else r
+              for r in rows]
+      more, more_ids, more_weights, _ = self._features(self._sentences(rows, name="unlabeled"))
+      more_ids = np.where(more_weights > 0, UNLABELED, more_ids).astype(more_ids.dtype)
+      num_unlabeled = len(rows)
+      inputs = {k: np.concatenate([v, more[k]], 0) for k, v in inputs.items()}
+      label_ids = np.concatenate([label_ids, more_ids], 0)
+      label_weights = np.concatenate([label_weights, more_weights], 0)
+    dataset = task_model.batches((inputs, label_ids, label_weights), batch_size, True, seed)
+    return dataset, num_unlabeled
+
+  @classmethod
+  def distill(cls, teacher, x, y, unlabeled=None, num_layers=None, student=None,
+              temperature=2.0, distill_weight=0.5, hidden_weight=0.0, attention_weight=None,
+              epochs=3, batch_size=32, learning_rate=5e-5, seed=None, validation_data=None,
+              **fit_kwargs):
+    """A smaller tagger trained to tag as `teacher` does (`run_distillation`'s recipe): the
+    soft loss is per scored word piece (each word's first), as the tags' loss.
+
+    Args:
+      teacher: a trained `TokenTagger`, or its folder (a run_ner OUTPUT_DIR too).
+      x, y: labeled word lists and their tag lists, as `fit` takes them.
+      unlabeled: more sentences without tags (word lists, or raw texts, which are split
+        into words as `predict_entities` splits them): the teacher's tags are their targets.
+      num_layers, student, temperature, distill_weight, hidden_weight, attention_weight,
+        epochs, batch_size, learning_rate, seed, validation_data, fit_kwargs: as
+        `TextClassifier.distill`'s (validation_data=(x, y) logs the entity scores).
+    Returns:
+      The trained student; `save` writes a folder whose run record names the teacher.
+    """
+    return distillation.distill(cls, teacher, x, y, unlabeled=unlabeled,
+                                num_layers=num_layers, student=student,
+                                temperature=temperature, distill_weight=distill_weight,
+                                hidden_weight=hidden_weight, attention_weight=attention_weight,
+                                epochs=epochs, batch_size=batch_size,
+                                learning_rate=learning_rate, seed=seed,
+                                validation_data=validation_data, **fit_kwargs)
 
   def loss_features(self, x, y, sample_weight):
     return {"label_ids": y, "label_weights": sample_weight}

@@ -64,6 +64,7 @@ class DistillationPart:
   temperature: Optional[float] = None
   distill_weight: Optional[float] = None
   hidden_weight: Optional[float] = None
+  attention_weight: Optional[float] = None
   unlabeled_file: Optional[str] = None
   unlabeled_examples: Optional[int] = None
 

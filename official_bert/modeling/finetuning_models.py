@@ -64,11 +64,21 @@ class _FineTuningModel(keras.Model):
     # layer 1, ..., layer L] each [b, s, h], for a hidden-state loss without a second pass.
     # A student's evaluation and prediction calls never return them.
     self.hidden_states_output = None
+    # With it, the layers (1-based) whose attention scores are added as "attention_scores",
+    # each [b, heads, s, s] (`BertSelfAttention.scores` of the layer's input hidden state:
+    # the scores its attention computed, without a second pass through the layer).
+    self.attention_scores_layers = []
 
   def _with_hidden_states(self, outputs, encoded, training):
     if self.hidden_states_output == "always" or (training
                                                  and self.hidden_states_output == "training"):
-      outputs["hidden_states"] = [encoded["embedding_output"]] + list(encoded["encoder_outputs"])
+      states = [encoded["embedding_output"]] + list(encoded["encoder_outputs"])
+      outputs["hidden_states"] = states
+      if self.attention_scores_layers:
+        layers = self.encoder.transformer_layers
+        outputs["attention_scores"] = [
+            layers[n - 1].attention.scores(states[n - 1]) for n in self.attention_scores_layers
+        ]
     return outputs
 
   def build(self, input_shape=None):

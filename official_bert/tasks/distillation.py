@@ -13,6 +13,9 @@ over the batch and its normalizer, as every task's (`base.Task`):
                        for regression), on every real example or token, labeled or not
   hidden_loss          hidden_weight x TinyBERT's hidden-state loss over the real tokens
                        (student hidden state i against the teacher's `hidden_pairs[i]`)
+  attention_loss       attention_weight x TinyBERT's attention loss over the real tokens
+                       (student layer i's attention scores against those of the teacher's
+                       layer `hidden_pairs[i]`; the same number of heads, any width)
 
 An example without a label (the transfer set, `--unlabeled_file`) carries `UNLABELED` where
 its label would be (NaN for a regression score): the task's loss and metrics skip it, the
@@ -32,6 +35,7 @@ from official_bert.tasks.tagging import TaggingTask
 UNLABELED = -100
 SOFT_LOSS = "distillation_loss"
 HIDDEN_LOSS = "hidden_loss"
+ATTENTION_LOSS = "attention_loss"
 # What `base.Task` reads as attributes and the student task decides.
 _DELEGATED = ("bert_config", "features", "shapes", "shuffle_buffer_size", "keep_features",
               "token_features", "position_outputs", "loss_epsilons")
@@ -40,8 +44,10 @@ _DELEGATED = ("bert_config", "features", "shapes", "shuffle_buffer_size", "keep_
 class DistillationTask(base.Task):
   """Args: student_task, teacher_task (the same kind of task; the teacher's config);
   load_teacher: model -> None, loads the teacher's weights into its built model;
-  temperature (> 0); distill_weight in [0, 1]; hidden_weight >= 0; hidden_pairs: the teacher
-  hidden-state index for each student hidden state (0 = embeddings), when hidden_weight."""
+  temperature (> 0); distill_weight in [0, 1]; hidden_weight >= 0; attention_weight >= 0;
+  hidden_pairs: the teacher hidden-state index for each student hidden state (0 =
+  embeddings; entry i >= 1 is also the teacher layer whose attention student layer i
+  matches), when hidden_weight or attention_weight."""
 
   def __init__(self,
                student_task,
@@ -50,52 +56,85 @@ class DistillationTask(base.Task):
                temperature=2.0,
                distill_weight=0.5,
                hidden_weight=0.0,
-               hidden_pairs=None):
+               hidden_pairs=None,
+               attention_weight=0.0):
     if temperature <= 0:
       raise ValueError(f"--temperature must be > 0, got {temperature}")
     if not 0.0 <= distill_weight <= 1.0:
       raise ValueError(f"--distill_weight must be in [0, 1], got {distill_weight}")
     if hidden_weight < 0:
       raise ValueError(f"--hidden_weight must be >= 0, got {hidden_weight}")
+    if attention_weight < 0:
+      raise ValueError(f"--attention_weight must be >= 0, got {attention_weight}")
     self.student_task = student_task
     self.teacher_task = teacher_task
     self.load_teacher = load_teacher
     self.temperature = float(temperature)
     self.distill_weight = float(distill_weight)
     self.hidden_weight = float(hidden_weight)
+    self.attention_weight = float(attention_weight)
     self.hidden_pairs = list(hidden_pairs or [])
     self.tagging = isinstance(student_task, TaggingTask)
     self.problem_type = "tagging" if self.tagging else student_task.problem_type
     self.teacher = None
     for name in _DELEGATED:
       setattr(self, name, getattr(student_task, name))
-    if self.hidden_weight:
+    if self.matches_layers:
       self._check_hidden_pairs()
+
+  @property
+  def matches_layers(self):
+    """Whether the models return their hidden states (and attention scores) for a loss."""
+    return bool(self.hidden_weight or self.attention_weight)
 
   def _check_hidden_pairs(self):
     student, teacher = self.student_task.bert_config, self.teacher_task.bert_config
-    if student.hidden_size != teacher.hidden_size:
+    if self.hidden_weight and student.hidden_size != teacher.hidden_size:
       raise ValueError(f"--hidden_weight matches hidden states, which needs the student's "
                        f"hidden_size ({student.hidden_size}) to equal the teacher's "
                        f"({teacher.hidden_size}); use --hidden_weight=0")
+    if self.attention_weight and student.num_attention_heads != teacher.num_attention_heads:
+      raise ValueError(f"--attention_weight matches attention scores head by head, which "
+                       f"needs the student's num_attention_heads "
+                       f"({student.num_attention_heads}) to equal the teacher's "
+                       f"({teacher.num_attention_heads}); use --attention_weight=0")
     if len(self.hidden_pairs) != student.num_hidden_layers + 1:
       raise ValueError(f"hidden_pairs: {student.num_hidden_layers + 1} entries (embeddings and "
                        f"each student layer), got {self.hidden_pairs}")
+    if self.attention_weight and not all(1 <= p <= teacher.num_hidden_layers
+                                         for p in self.hidden_pairs[1:]):
+      raise ValueError(f"hidden_pairs: a student layer's entry is a teacher layer, 1.."
+                       f"{teacher.num_hidden_layers}, got {self.hidden_pairs}")
 
   @property
   def uses_teacher(self):
-    return bool(self.distill_weight or self.hidden_weight)
+    return bool(self.distill_weight or self.matches_layers)
 
   def build_model(self):
     student = self.student_task.build_model()
     if self.uses_teacher:
-      self.teacher = self.teacher_task.build_model()
-      self.load_teacher(self.teacher)
-      self.teacher.trainable = False
-    if self.hidden_weight:
-      student.hidden_states_output = "training"
-      self.teacher.hidden_states_output = "always"
+      teacher = self.teacher_task.build_model()
+      self.load_teacher(teacher)
+      self.attach(student, teacher)
     return student
+
+  def attach(self, student, teacher):
+    """Makes `teacher` (a built, loaded model) the frozen teacher of `student`, whose
+    training calls then return what the losses match."""
+    self.teacher = teacher
+    teacher.trainable = False
+    if self.matches_layers:
+      student.hidden_states_output = "training"
+      teacher.hidden_states_output = "always"
+    if self.attention_weight:
+      student.attention_scores_layers = list(range(1, len(self.hidden_pairs)))
+      teacher.attention_scores_layers = list(self.hidden_pairs[1:])
+
+  def detach(self, student):
+    """`student` as a plain model again (no extra outputs), the teacher let go."""
+    student.hidden_states_output = None
+    student.attention_scores_layers = []
+    self.teacher = None
 
   # ---- the records ------------------------------------------------------------------------
   def input_id_limits(self):
@@ -155,6 +194,8 @@ class DistillationTask(base.Task):
       out[SOFT_LOSS] = losses.count(None, self._soft_weights(features))
     if self.hidden_weight:
       out[HIDDEN_LOSS] = losses.count(None, features["input_mask"])
+    if self.attention_weight:
+      out[ATTENTION_LOSS] = losses.count(None, features["input_mask"])
     return out
 
   def soft_loss(self, student_logits, teacher_logits):
@@ -181,7 +222,23 @@ class DistillationTask(base.Task):
       per_token = distillation_losses.hidden_distance(outputs["hidden_states"], targets)
       sums[HIDDEN_LOSS] = self.hidden_weight * losses.weighted_sum(per_token,
                                                                    features["input_mask"])
+    if self.attention_weight and "attention_scores" in outputs:  # training calls
+      targets = [ops.stop_gradient(t) for t in teacher["attention_scores"]]
+      per_token = distillation_losses.attention_distance(outputs["attention_scores"], targets,
+                                                         features["input_mask"])
+      sums[ATTENTION_LOSS] = self.attention_weight * losses.weighted_sum(
+          per_token, features["input_mask"])
     return sums
 
   def metric_sums(self, features, outputs):
     return self.student_task.metric_sums(self._labeled(features), outputs)
+
+
+def default_attention_weight(attention_weight, hidden_weight, student_config, teacher_config):
+  """`attention_weight`, or if None `hidden_weight` where the student has the teacher's
+  number of heads (TinyBERT matches attention and hidden states together), else 0."""
+  if attention_weight is not None:
+    return float(attention_weight)
+  if student_config.num_attention_heads != teacher_config.num_attention_heads:
+    return 0.0
+  return float(hidden_weight)

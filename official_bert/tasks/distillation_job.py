@@ -38,6 +38,7 @@ from official_bert.tasks import file_splits
 from official_bert.tasks import ner_job
 from official_bert.tasks.distillation import UNLABELED
 from official_bert.tasks.distillation import DistillationTask
+from official_bert.tasks.distillation import default_attention_weight
 from official_bert.training import finetuning_runner
 from official_bert.training.settings import option
 
@@ -79,6 +80,11 @@ class DistillationSettings(classifier_job.ClassifierSettings, ner_job.NerSetting
   hidden_weight: float = option(
       0.0, "Weight of TinyBERT's hidden-state loss (student layer i against the teacher layer "
       "it came from); needs equal hidden sizes.",
+      minimum=0.0)
+  attention_weight: Optional[float] = option(
+      None, "Weight of TinyBERT's attention loss (student layer i's attention scores against "
+      "the teacher layer's it came from); needs equal numbers of heads. Default: "
+      "--hidden_weight's where the heads are equal (TinyBERT's layer loss), else 0.",
       minimum=0.0)
   unlabeled_file: Optional[str] = option(
       None, "Texts without labels for the teacher to label (the transfer set): a .txt with "
@@ -173,6 +179,7 @@ class DistillationJob:
     self.teacher = teacher
     self.layers = layers
     self.num_unlabeled = 0
+    self.attention_weight = settings.attention_weight  # resolved by make_task
 
   def __getattr__(self, name):  # score, write_predictions, main_metric, labels
     return getattr(self.base, name)
@@ -194,8 +201,9 @@ class DistillationJob:
     s = self.settings
     if not (s.do_train and s.unlabeled_file):
       return data
-    if not (s.distill_weight or s.hidden_weight):
-      logging.warning("--unlabeled_file with --distill_weight=0 and --hidden_weight=0: its "
+    if not (s.distill_weight or s.hidden_weight or s.attention_weight):
+      logging.warning("--unlabeled_file with --distill_weight=0, --hidden_weight=0 and no "
+                      "--attention_weight: its "
                       "texts teach nothing (no loss uses them) and only lengthen the epochs")
     vocab = finetuning_runner.vocab_file(s)
     unlabeled, self.num_unlabeled = self._write_unlabeled(vocab)
@@ -241,8 +249,13 @@ class DistillationJob:
     student = self.base.make_task(bert_config)
     teacher = self.base.make_task(self.teacher.config)
     layers_l, layers_k = (self.teacher.config.num_hidden_layers, bert_config.num_hidden_layers)
+    self.attention_weight = default_attention_weight(s.attention_weight, s.hidden_weight,
+                                                     bert_config, self.teacher.config)
+    if s.hidden_weight and not self.attention_weight and s.attention_weight is None:
+      logging.info("No attention loss: the student has %d heads, the teacher %d",
+                   bert_config.num_attention_heads, self.teacher.config.num_attention_heads)
     pairs = None
-    if s.hidden_weight:
+    if s.hidden_weight or self.attention_weight:
       pairs = student_init.uniform_hidden_pairs(layers_l, layers_k, self.layers)
     path = self.teacher.path
     return DistillationTask(student,
@@ -251,7 +264,8 @@ class DistillationJob:
                             temperature=s.temperature,
                             distill_weight=s.distill_weight,
                             hidden_weight=s.hidden_weight,
-                            hidden_pairs=pairs)
+                            hidden_pairs=pairs,
+                            attention_weight=self.attention_weight)
 
   def run_record(self):
     s = self.settings
@@ -263,6 +277,7 @@ class DistillationJob:
         temperature=s.temperature,
         distill_weight=s.distill_weight,
         hidden_weight=s.hidden_weight,
+        attention_weight=self.attention_weight,
         unlabeled_file=s.unlabeled_file,
         unlabeled_examples=self.num_unlabeled or None)
     return dataclasses.replace(self.base.run_record(), distillation=part)

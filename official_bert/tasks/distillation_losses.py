@@ -11,6 +11,9 @@ the task weighs and sums them as every loss (`losses.weighted_sum`).
                        the labels, as the hard multi-label loss is.
   regression_distance  a regression teacher's output as the target: squared difference.
   hidden_distance      TinyBERT's hidden-state loss: mean squared difference over the width.
+  attention_distance   TinyBERT's attention loss: mean squared difference of the attention
+                       scores (q k^T / sqrt(d), before the softmax) over the heads and the
+                       real keys, per query token.
 
 `keras.ops` only, float32.
 """
@@ -55,4 +58,19 @@ def hidden_distance(student_states, teacher_states):
       ops.mean(ops.square(_float(s) - _float(t)), axis=-1)
       for s, t in zip(student_states, teacher_states)
   ]
+  return sum(distances[1:], distances[0]) / float(len(distances))
+
+
+def attention_distance(student_scores, teacher_scores, mask):
+  """Per query token, the mean over heads and real keys of (s - t)^2, averaged over the
+  pairs of layers: lists of [batch, heads, seq, seq] scores and the [batch, seq] mask (1 for
+  real tokens) -> [batch, seq]. Padded keys are left out (TinyBERT zeroes their masked
+  scores, which comes to the same), padded queries are the caller's to weigh."""
+  keys = _float(mask)[:, None, None, :]  # [b, 1, 1, s]
+  num_keys = ops.maximum(ops.sum(_float(mask), axis=-1), 1.0)[:, None]  # [b, 1]
+  distances = []
+  for s, t in zip(student_scores, teacher_scores):
+    squared = ops.square(_float(s) - _float(t)) * keys  # [b, h, s, s]
+    per_query = ops.mean(ops.sum(squared, axis=-1), axis=1)  # [b, s]
+    distances.append(per_query / num_keys)
   return sum(distances[1:], distances[0]) / float(len(distances))

@@ -1,11 +1,16 @@
 """The distillation task's losses against NumPy: temperature, weights, unlabeled examples and
 tokens, masked padding; the student's layers taken from the teacher's."""
 
+import dataclasses
+
 from harness import TINY
 import numpy as np
 import pytest
 
 from official_bert.interop import student_init
+from official_bert.modeling.encoder import BertEncoder
+from official_bert.modeling.finetuning_models import BertClassifier
+from official_bert.modeling.layers.attention import BertSelfAttention
 from official_bert.tasks import distillation
 from official_bert.tasks.classification import ClassificationTask
 from official_bert.tasks.tagging import TaggingTask
@@ -138,7 +143,9 @@ def test_bad_weights_are_refused():
       "distill_weight": 1.5
   }, "--distill_weight"), ({
       "hidden_weight": -1.0
-  }, "--hidden_weight")):
+  }, "--hidden_weight"), ({
+      "attention_weight": -1.0
+  }, "--attention_weight")):
     with pytest.raises(ValueError, match=flag):
       distillation.DistillationTask(task, task, None, **kwargs)
 
@@ -162,3 +169,98 @@ def test_student_layers_are_distilberts_and_renamed():
   # Hidden states: the student's layer i against the teacher layer it came from.
   assert student_init.uniform_hidden_pairs(6, 2, [0, 5]) == [0, 1, 6]
   assert student_init.uniform_hidden_pairs(12, 4) == [0, 3, 6, 9, 12]  # TinyBERT's map
+
+
+def _attention_reference(student, teacher, mask):
+  """TinyBERT's attention loss per query token: mean over heads and real keys of (s - t)^2,
+  averaged over the layer pairs."""
+  per_pair = [((s - t)**2 * mask[:, None, None, :]).sum(-1).mean(1) / mask.sum(-1)[:, None]
+              for s, t in zip(student, teacher)]
+  return np.mean(per_pair, axis=0)  # [b, s]
+
+
+def test_hidden_and_attention_losses_equal_numpy():
+  rng = np.random.default_rng(4)
+  b, s, heads, width = 2, 5, 2, 4
+  mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], np.float32)
+  student_states = [rng.normal(size=(b, s, width)).astype(np.float32) for _ in range(3)]
+  teacher_states = [rng.normal(size=(b, s, width)).astype(np.float32) for _ in range(5)]
+  student_scores = [rng.normal(size=(b, heads, s, s)).astype(np.float32) for _ in range(2)]
+  teacher_scores = [rng.normal(size=(b, heads, s, s)).astype(np.float32) * 4 for _ in range(2)]
+  config = dataclasses.replace(TINY, hidden_size=width, num_attention_heads=heads)
+  teacher_config = dataclasses.replace(config, num_hidden_layers=4)
+  task = distillation.DistillationTask(ClassificationTask(config, 2, s),
+                                       ClassificationTask(teacher_config, 2, s),
+                                       None,
+                                       distill_weight=0.0,
+                                       hidden_weight=0.5,
+                                       attention_weight=2.0,
+                                       hidden_pairs=[0, 2, 4])
+  task.teacher = lambda features, training=False: {
+      "logits": np.zeros((b, 2), np.float32),
+      "hidden_states": teacher_states,
+      "attention_scores": teacher_scores
+  }
+  features = {"label_ids": np.array([0, 1]), "is_real_example": np.ones(2), "input_mask": mask}
+  outputs = {
+      "logits": np.zeros((b, 2), np.float32),
+      "hidden_states": student_states,
+      "attention_scores": student_scores
+  }
+  got = _total(task, features, outputs)
+  hidden = np.mean(
+      [((x - teacher_states[i])**2).mean(-1) for x, i in zip(student_states, [0, 2, 4])], axis=0)
+  np.testing.assert_allclose(got["hidden_loss"], 0.5 * hidden[mask > 0].mean(), rtol=1e-5)
+  attention = _attention_reference(student_scores, teacher_scores, mask)
+  np.testing.assert_allclose(got["attention_loss"], 2.0 * attention[mask > 0].mean(), rtol=1e-5)
+  # Padded keys count for nothing: changing their scores changes no loss.
+  moved = [x.copy() for x in student_scores]
+  for x in moved:
+    x[0, :, :, 3:] += 100.0
+  outputs["attention_scores"] = moved
+  np.testing.assert_allclose(_total(task, features, outputs)["attention_loss"],
+                             got["attention_loss"],
+                             rtol=1e-6)
+  # Different numbers of heads cannot be matched head by head.
+  with pytest.raises(ValueError, match="num_attention_heads"):
+    distillation.DistillationTask(ClassificationTask(config, 2, s),
+                                  ClassificationTask(
+                                      dataclasses.replace(config, num_attention_heads=1), 2, s),
+                                  None,
+                                  attention_weight=1.0,
+                                  hidden_pairs=[0, 1, 2])
+  # By default the attention loss follows --hidden_weight where the heads match.
+  assert distillation.default_attention_weight(None, 0.5, config, config) == 0.5
+  one_head = dataclasses.replace(config, num_attention_heads=1)
+  assert distillation.default_attention_weight(None, 0.5, config, one_head) == 0.0
+  assert distillation.default_attention_weight(0.0, 0.5, config, config) == 0.0
+
+
+def test_attention_scores_are_those_the_layers_attend_with(monkeypatch):
+  """A model's "attention_scores" for layer n are q k^T / sqrt(d) of the q and k that layer
+  n's attention computed (before its padding bias) in the same call."""
+  seen = []
+  attend = BertSelfAttention._attend
+
+  def recording(self, q, k, v, key_bias, *args, **kwargs):
+    seen.append((np.matmul(q, np.swapaxes(k, -1, -2)) / np.sqrt(self.head_size)))
+    return attend(self, q, k, v, key_bias, *args, **kwargs)
+
+  monkeypatch.setattr(BertSelfAttention, "_attend", recording)
+  model = BertClassifier(BertEncoder.from_bert_config(TINY), 2)
+  model.hidden_states_output = "always"
+  model.attention_scores_layers = [2, 1]
+  rng = np.random.default_rng(0)
+  inputs = {
+      "input_word_ids": rng.integers(1, TINY.vocab_size, (2, 6)).astype(np.int32),
+      "input_mask": np.array([[1] * 6, [1, 1, 1, 0, 0, 0]], np.int32),
+      "input_type_ids": np.zeros((2, 6), np.int32)
+  }
+  outputs = model(inputs, training=False)
+  got = [np.asarray(x) for x in outputs["attention_scores"]]
+  assert len(seen) == TINY.num_hidden_layers == 2 and got[0].shape == (2, TINY.num_attention_heads,
+                                                                       6, 6)
+  np.testing.assert_allclose(got[0], seen[1], atol=1e-5)
+  np.testing.assert_allclose(got[1], seen[0], atol=1e-5)
+  model.hidden_states_output = None  # a plain model returns its logits only
+  assert set(model(inputs, training=False)) == {"logits"}

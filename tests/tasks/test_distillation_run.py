@@ -106,7 +106,8 @@ def test_student_of_teacher_layers_exports_and_loads(teacher):
                 f"--test_file={files['test']}", "--do_eval", "--do_predict", "--num_train_steps=6",
                 f"--unlabeled_file={files['unlabeled']}", "--student_num_layers=1",
                 "--hidden_weight=0.5", f"--output_dir={out}")
-  assert "hidden_loss" in proc.stderr  # the training steps' log
+  # The training steps' log; the attention loss follows --hidden_weight (the same heads).
+  assert "hidden_loss" in proc.stderr and "attention_loss" in proc.stderr
   results = dict(line.strip().split(" = ") for line in open(out / "eval_results.txt"))
   assert "distillation_loss" in results and "hidden_loss" not in results  # training only
   # The student started from the teacher's last layer, embeddings and head.
@@ -118,6 +119,7 @@ def test_student_of_teacher_layers_exports_and_loads(teacher):
   assert not any("layer_1/" in name for name in start)
   record = json.loads((out / model_files.RUN_SETTINGS_FILE).read_text())["distillation"]
   assert record["teacher_layers"] == [1] and record["hidden_weight"] == 0.5
+  assert record["attention_weight"] == 0.5
   assert json.loads((out / "bert_config.json").read_text())["num_hidden_layers"] == 1
 
   # The student folder exports with no other flag and serves what --do_predict wrote.
@@ -203,7 +205,8 @@ def test_python_api_distills_a_classifier(teacher, tmp_path):
                              preprocessor,
                              labels=["neg", "pos"])
 
-  swapped = ob.TextClassifier(ob.Backbone.from_bert_config(small), preprocessor,
+  swapped = ob.TextClassifier(ob.Backbone.from_bert_config(small),
+                              preprocessor,
                               labels=["pos", "neg"])
   with pytest.raises(ValueError, match="labels differs from the teacher's"):
     ob.TextClassifier.distill(str(teacher_dir), ["good"], ["pos"], student=swapped)
@@ -242,11 +245,93 @@ def test_python_api_distills_a_classifier(teacher, tmp_path):
   assert record["distillation"]["unlabeled_examples"] == 64
 
 
+NAMES, CITIES = ["john", "mary", "paul", "anna"], ["paris", "rome", "berlin", "oslo"]
+OTHER = ["went", "to", "saw", "the", "and", "city", "a", "man"]
+
+
+def _tagged(n, seed):
+  """Five words each; names are B-PER, cities B-LOC."""
+  rng = np.random.default_rng(seed)
+  x = [list(rng.choice(NAMES + CITIES + OTHER, 5)) for _ in range(n)]
+  return x, [
+      ["B-PER" if w in NAMES else "B-LOC" if w in CITIES else "O" for w in words] for words in x
+  ]
+
+
+def test_python_api_distills_a_tagger(tmp_path):
+  labels = ["O", "B-PER", "B-LOC"]
+  teacher = ob.TokenTagger.from_preset(tiny_model_folder(tmp_path / "pre"),
+                                       labels=labels,
+                                       sequence_length=16)
+  teacher.compile(learning_rate=1e-3)
+  teacher.fit(*_tagged(300, 0), epochs=4, batch_size=16, seed=1, verbose=0)
+  dev_x, dev_y = _tagged(100, 2)
+
+  def f1(model):
+    return model.evaluate(dev_x, dev_y, return_dict=True, verbose=0)["entity_f1"]
+
+  assert f1(teacher) > 0.95
+  small = dataclasses.replace(TINY, num_hidden_layers=1)
+
+  def random_student():
+    return ob.TokenTagger(ob.Backbone.from_bert_config(small), teacher.preprocessor, labels=labels)
+
+  x, y = _tagged(8, 1)
+  raw_texts = [" ".join(words) for words in _tagged(300, 3)[0]]  # split as predict_entities
+  kwargs = dict(epochs=4, batch_size=16, learning_rate=1e-3, seed=1, verbose=0)
+  distilled = ob.TokenTagger.distill(teacher,
+                                     x,
+                                     y,
+                                     unlabeled=raw_texts,
+                                     student=random_student(),
+                                     **kwargs)
+  labels_only = ob.TokenTagger.distill(teacher,
+                                       x,
+                                       y,
+                                       student=random_student(),
+                                       distill_weight=0.0,
+                                       **kwargs)
+  assert f1(distilled) >= f1(labels_only) + 0.2, (f1(distilled), f1(labels_only))
+
+  # From the teacher's layers, with TinyBERT's layer losses (they change what is learned);
+  # saved, it loads as any tagger and names its teacher and recipe.
+  teacher.save(tmp_path / "teacher")
+  layer_kwargs = dict(unlabeled=_tagged(32, 4)[0],
+                      num_layers=1,
+                      epochs=1,
+                      batch_size=16,
+                      seed=2,
+                      verbose=0)
+  student = ob.TokenTagger.distill(str(tmp_path / "teacher"),
+                                   x,
+                                   y,
+                                   hidden_weight=1.0,
+                                   validation_data=(dev_x[:20], dev_y[:20]),
+                                   **layer_kwargs)
+  plain = ob.TokenTagger.distill(str(tmp_path / "teacher"), x, y, **layer_kwargs)
+  assert len(student.backbone.transformer_layers) == 1
+  assert not np.allclose(student.predict(dev_x[:4]), plain.predict(dev_x[:4]), atol=1e-6)
+  student.save(tmp_path / "student")
+  loaded = ob.TokenTagger.from_preset(str(tmp_path / "student"))
+  np.testing.assert_allclose(loaded.predict(dev_x), student.predict(dev_x), atol=1e-5)
+  assert loaded.predict_tags(dev_x) == student.predict_tags(dev_x)
+  record = json.loads((tmp_path / "student" / model_files.RUN_SETTINGS_FILE).read_text())
+  assert record["model_type"] == "tagger"
+  part = record["distillation"]
+  assert part["teacher"] == str(tmp_path / "teacher") and part["teacher_layers"] == [1]
+  assert part["hidden_weight"] == 1.0 and part["attention_weight"] == 1.0
+  assert part["unlabeled_examples"] == 32
+  with pytest.raises(ValueError, match="unlabeled"):
+    ob.TokenTagger.distill(teacher, x, y, unlabeled=[["a", 1]], num_layers=1)
+
+
 def test_training_controls_restarts_and_two_replicas(teacher):
   root, teacher_dir, files = teacher
-  common = [f"--teacher={teacher_dir}", f"--train_file={files['train']}",
-            f"--dev_file={files['dev']}", "--do_eval", "--num_train_steps=4",
-            f"--unlabeled_file={files['unlabeled']}", "--student_num_layers=1"]
+  common = [
+      f"--teacher={teacher_dir}", f"--train_file={files['train']}", f"--dev_file={files['dev']}",
+      "--do_eval", "--num_train_steps=4", f"--unlabeled_file={files['unlabeled']}",
+      "--student_num_layers=1"
+  ]
   out = root / "restarts"
   _train("official_bert.run_distillation", *common, "--num_restarts=2", "--eval_every_steps=2",
          "--best_metric=accuracy", f"--output_dir={out}")
@@ -257,11 +342,16 @@ def test_training_controls_restarts_and_two_replicas(teacher):
   # Two replicas (MirroredStrategy on two CPU devices, which a fresh process can still
   # create): the teacher is built in the strategy's scope.
   out = root / "mirrored"
-  proc = subprocess.run([sys.executable, "-m", "official_bert.run_distillation", *common,
-                         "--do_train", "--train_batch_size=16", "--learning_rate=1e-3",
-                         "--distribution_strategy=mirrored", "--cpu_devices=2",
-                         f"--output_dir={out}"], cwd=REPO, capture_output=True, text=True,
-                        timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+  proc = subprocess.run([
+      sys.executable, "-m", "official_bert.run_distillation", *common, "--do_train",
+      "--train_batch_size=16", "--learning_rate=1e-3", "--distribution_strategy=mirrored",
+      "--cpu_devices=2", f"--output_dir={out}"
+  ],
+                        cwd=REPO,
+                        capture_output=True,
+                        text=True,
+                        timeout=600,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "distillation_loss" in proc.stderr and _accuracy(out) > 0.5
 
@@ -269,15 +359,17 @@ def test_training_controls_restarts_and_two_replicas(teacher):
 def test_flags_that_contradict_the_teacher_are_refused(teacher, tmp_path):
   root, teacher_dir, files = teacher
   before = sorted(os.listdir(teacher_dir))
-  common = [f"--teacher={teacher_dir}", f"--train_file={files['train']}", "--do_train",
-            "--student_num_layers=1"]
-  for extra, message in (
-      ([f"--output_dir={teacher_dir}"], "overlap"),
-      ([f"--output_dir={teacher_dir / 'student'}"], "overlap"),
-      (["--problem_type=multi_label", f"--output_dir={tmp_path / 'a'}"], "--problem_type"),
-      (["--text_b_column=text", f"--output_dir={tmp_path / 'b'}"], "--text_b_column"),
-      ([f"--init_checkpoint={teacher_dir}", f"--output_dir={tmp_path / 'c'}"],
-       "--init_checkpoint")):
+  common = [
+      f"--teacher={teacher_dir}", f"--train_file={files['train']}", "--do_train",
+      "--student_num_layers=1"
+  ]
+  for extra, message in (([f"--output_dir={teacher_dir}"], "overlap"), ([
+      f"--output_dir={teacher_dir / 'student'}"
+  ], "overlap"), (["--problem_type=multi_label", f"--output_dir={tmp_path / 'a'}"],
+                  "--problem_type"), (["--text_b_column=text",
+                                       f"--output_dir={tmp_path / 'b'}"], "--text_b_column"),
+                         ([f"--init_checkpoint={teacher_dir}",
+                           f"--output_dir={tmp_path / 'c'}"], "--init_checkpoint")):
     proc = run_command("official_bert.run_distillation", *common, *extra)
     assert proc.returncode == 1 and message in proc.stderr, (extra, proc.stderr[-2000:])
   assert sorted(os.listdir(teacher_dir)) == before  # nothing of the teacher's touched

@@ -112,6 +112,14 @@ class BertSelfAttention(ConfigLayer):
                 for block in blocks]  # per block [n, length, heads, head_size]
     return ops.reshape(packing.merge(contexts), (-1, self.hidden_size))  # [tokens, hidden]
 
+  def scores(self, x):
+    """The unmasked scaled dot products q k^T / sqrt(head_size) of `x` [batch, seq, hidden]
+    -> [batch, heads, seq, seq]: TinyBERT's attention matrices, which a student matches to
+    its teacher's (`tasks.distillation`). The same ops as `_attend`'s, before its bias."""
+    q = self._split_heads(self.query(x))  # [b, h, s, d]
+    k = self._split_heads(self.key(x))
+    return ops.matmul(q, ops.transpose(k, (0, 1, 3, 2))) * (1.0 / float(self.head_size)**0.5)
+
   def _fused(self, training):
     """Whether attention runs as one `keras.ops.dot_product_attention` (flash / cuDNN
     kernels on a GPU; the same softmax(q k^T / sqrt(d) + bias) v): on JAX and PyTorch, when
