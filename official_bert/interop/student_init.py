@@ -67,15 +67,16 @@ def write(teacher, directory, num_layers):
   layers into `directory`, atomically (a folder renamed when complete); reuses one written
   for the same teacher weights and layers. Returns the teacher layers taken."""
   layers = teacher_layers(teacher.config.num_hidden_layers, num_layers)
-  weights = weights_io.read_weights(teacher.path)
+  source = weights_io.weights_source(teacher.path)
   key = {
-      "teacher": tfrecord_io.absolute(weights.source),
+      "teacher": tfrecord_io.absolute(source),
       "layers": layers,
-      "teacher_weights": _weights_state(weights.source)
+      "teacher_weights": _weights_state(source)
   }
   key_file = os.path.join(directory, "student_init.json")
   if tf.io.gfile.exists(key_file) and tfrecord_io.read_text(key_file).strip() == _json(key):
     return layers  # a rerun or resumed run: the same student start
+  weights = weights_io.read_weights(source)
   temporary = tfrecord_io.temporary_path(directory.rstrip("/"))
   if tf.io.gfile.exists(temporary):
     tf.io.gfile.rmtree(temporary)

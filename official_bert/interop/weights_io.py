@@ -146,6 +146,11 @@ def _read_checkpoint(prefix):
   return tensors, fmt
 
 
+def weights_source(path):
+  """The file or checkpoint prefix `read_weights(path)` would read, without reading it."""
+  return _resolve(path)[1]
+
+
 def read_weights(path):
   """Reads BERT weights from ours, a TF1 checkpoint or an HF model; returns `Weights`.
 

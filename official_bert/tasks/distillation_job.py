@@ -347,12 +347,10 @@ def shuffled_union(paths, path, seed):
   """Writes the records of `paths` to `path` in one seeded random order (labeled and
   unlabeled examples mixed evenly in every part of an epoch); reuses it while the inputs and
   seed are unchanged. Returns the number of records."""
+  stats = [(p, tf.io.gfile.stat(p)) for p in paths]
   key = json.dumps(
       {
-          "inputs": [
-              (tfrecord_io.absolute(p), tf.io.gfile.stat(p).length, tf.io.gfile.stat(p).mtime_nsec)
-              for p in paths
-          ],
+          "inputs": [(tfrecord_io.absolute(p), st.length, st.mtime_nsec) for p, st in stats],
           "seed": seed
       },
       sort_keys=True)
