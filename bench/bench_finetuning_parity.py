@@ -13,7 +13,9 @@ per seed.
               fit(x, y, batch_size=32, epochs=1)
   transformers BertForSequenceClassification, the original recipe: torch AdamW (eps 1e-6, no
               decay on LayerNorm/bias), 10% warmup then linear decay, clipping at 1.0, padding
-              to 64 (Hugging Face's schedule: get_linear_schedule_with_warmup over 63 batches)
+              to 64 (Hugging Face's schedule: get_linear_schedule_with_warmup over 63 batches);
+              transformers_dynamic: each batch padded to its longest text instead (the
+              Trainer's default DataCollatorWithPadding)
   python_api  ob.TextClassifier.from_preset(MINILM, num_classes=2, sequence_length=64), fit(x,
               y, batch_size=32, epochs=1) with compile's defaults (our venv, a fresh process)
   transformers_bert_schedule  the same with run_classifier's steps and schedule (62 whole
@@ -192,10 +194,12 @@ def train_torch(model, loader, epochs, optimizer, scheduler):
   return time.time() - start
 
 
-def run_transformers(model_dir, splits, seed, bert_schedule=False):
+def run_transformers(model_dir, splits, seed, bert_schedule=False, dynamic_padding=False):
   """bert_schedule: google-research/bert's steps and schedule instead of Hugging Face's: whole
   batches only (int(n / batch) steps, as run_classifier counts them) and `warmup_linear_decay`
-  (the learning rate jumps onto the decay line peak * (1 - step / steps) after warmup)."""
+  (the learning rate jumps onto the decay line peak * (1 - step / steps) after warmup).
+  dynamic_padding: each training batch cut to its longest text, as the Trainer's default
+  collator (DataCollatorWithPadding) pads."""
   import numpy as np
   import torch
   import transformers
@@ -212,9 +216,17 @@ def run_transformers(model_dir, splits, seed, bert_schedule=False):
   enc, labels = encode(splits["train"])
   data = torch.utils.data.TensorDataset(enc["input_ids"], enc["attention_mask"],
                                         enc["token_type_ids"], labels)
+
+  def collate(items):
+    ids, mask, types, y = (torch.stack(column) for column in zip(*items))
+    if dynamic_padding:
+      longest = int(mask.sum(1).max())
+      ids, mask, types = ids[:, :longest], mask[:, :longest], types[:, :longest]
+    return ids, mask, types, y
+
   loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True,
                                        generator=torch.Generator().manual_seed(seed),
-                                       drop_last=bert_schedule)
+                                       drop_last=bert_schedule, collate_fn=collate)
   steps = len(loader) * EPOCHS
   optimizer = torch_adamw(model, LR)
   if bert_schedule:
@@ -264,7 +276,9 @@ def main():
       ("transformers", "transformers (PyTorch)", "transformers",
        lambda seed: run_transformers(model_dir, splits, seed)),
       ("transformers_bert_schedule", bert_schedule, bert_schedule,
-       lambda seed: run_transformers(model_dir, splits, seed, True))]:
+       lambda seed: run_transformers(model_dir, splits, seed, True)),
+      ("transformers_dynamic", "transformers (PyTorch), dynamic padding", "transformers dyn",
+       lambda seed: run_transformers(model_dir, splits, seed, dynamic_padding=True))]:
     if impl in impls:
       rows.append((row, label, run))
   for seed in seeds:

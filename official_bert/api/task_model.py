@@ -155,6 +155,19 @@ class TaskModel(BackboneModelConfig, keras.Model):
       return super().predict_step(*args)
 
   @contextlib.contextmanager
+  def _training_without_padding(self):
+    """fit's steps run the Transformer layers on the real tokens, as `--pack_tokens`
+    (`model_types.packs_training`: the same losses and gradients)."""
+    backbone, own = self.backbone, self.backbone.pack_training
+    backbone.pack_training = ON_TENSORFLOW and model_types.packs_training(
+        self.network,
+        static_shapes=bool(self.jit_compile) or distribution.is_tpu(self.distribute_strategy))
+    try:
+      yield
+    finally:
+      backbone.pack_training = own
+
+  @contextlib.contextmanager
   def _inference_without_padding(self):
     backbone, own = self.backbone, self.backbone.skip_padding
     # Data-dependent shapes: TensorFlow only (`modeling/tensorflow_only`).
@@ -252,9 +265,12 @@ class TaskModel(BackboneModelConfig, keras.Model):
     gradients also fails when the replicas' row counts differ.) On JAX and PyTorch (one
     device, dense gradients) Keras' own step, on the backend's gradient machinery, with the
     same loss (`compute_loss`) and the optimizer clipping at the global norm."""
-    if self._optimizer_settings is None or not ON_TENSORFLOW:
-      return super().train_step(*args)
-    data, = args
+    with self._training_without_padding():
+      if self._optimizer_settings is None or not ON_TENSORFLOW:
+        return super().train_step(*args)
+      return self._summed_gradients_step(*args)
+
+  def _summed_gradients_step(self, data):
     replicas = self.distribute_strategy.num_replicas_in_sync
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
 

@@ -47,6 +47,11 @@ class BertEncoder(keras.Model):
       activations are recomputed in the backward pass instead of kept (gradient
       checkpointing: less memory, about a third more compute; the same loss and gradients,
       dropout included). `--recompute_grad` of the commands. Not saved in the config.
+    pack_training: False by default. True: training calls run the Transformer layers on the
+      real tokens only, as `skip_padding` does at inference (TensorFlow, no XLA): the same
+      outputs at real positions, 0 at padded ones, so the same loss and gradients for a
+      head and loss that read real positions only (the dropout masks are laid out on the
+      packed tokens). `--pack_tokens` of the fine-tuning commands. Not saved in the config.
 
   Returns:
     dict with
@@ -64,6 +69,7 @@ class BertEncoder(keras.Model):
     self.skip_padding = False
     self.xla_single_sequence = False
     self.recompute_grad = False
+    self.pack_training = False
     # Validates all fields up front with clear messages.
     self.bert_config = BertConfig(vocab_size=vocab_size, **fields)
     for name, value in self.bert_config.to_dict().items():  # e.g. self.hidden_size
@@ -111,9 +117,24 @@ class BertEncoder(keras.Model):
 
   def call(self, inputs, training=None):
     word_ids, mask, type_ids = unpack_inputs(inputs)
-    if not (self.skip_padding or self.xla_single_sequence) or training:
+    if training:
+      packing = self._training_packing(mask) if self.pack_training else None
+      return self._forward(word_ids, mask, type_ids, training, packing=packing)
+    if not (self.skip_padding or self.xla_single_sequence):
       return self._forward(word_ids, mask, type_ids, training, packing=None)
     return self._tensorflow_inference(word_ids, mask, type_ids)
+
+  def _training_packing(self, mask):
+    """`pack_training`'s `TokenPacking` (TensorFlow only, as `skip_padding`); None with
+    `recompute_grad`, whose recomputed layers take the padded batch."""
+    if keras.backend.backend() != "tensorflow":
+      raise ValueError("pack_training needs the TensorFlow backend; this is "
+                       f"{keras.backend.backend()!r}.")
+    if self.recompute_grad:
+      return None
+    # pylint: disable=g-import-not-at-top
+    from official_bert.modeling.tensorflow_only.token_packing import TokenPacking
+    return TokenPacking(mask)
 
   def _tensorflow_inference(self, word_ids, mask, type_ids):
     """`skip_padding` and `xla_single_sequence`: TensorFlow only (data-dependent shapes, a

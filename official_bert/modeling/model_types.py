@@ -17,6 +17,7 @@ from official_bert.modeling import feature_tagger
 from official_bert.modeling import finetuning_models
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.pretraining_model import BertPretrainingModel
+from official_bert.modeling.sentence_embedding import SentenceEmbedder
 
 MODEL_TYPES = ("encoder", "pretraining", "classifier", "squad", "tagger", "multiple_choice",
                "feature_tagger")
@@ -34,6 +35,19 @@ def skips_padding(model_type, static_shapes):
   must be the padded computation's.
   """
   return not static_shapes and model_type != "squad"
+
+
+def packs_training(model, static_shapes):
+  """Whether `model`'s training steps run the Transformer layers on the real tokens only
+  (`BertEncoder.pack_training`): where every loss and metric reads real positions only, the
+  fine-tuning models that skip padding at inference (`skips_padding`: not squad) and
+  sentence embedders (their pooling masks the padding). Not with `static_shapes` (XLA, TPU
+  programs); not pretraining, whose records are mostly full."""
+  if isinstance(model, SentenceEmbedder):
+    return not static_shapes
+  model_type = model_type_of(model)
+  return model_type not in (None, "encoder", "pretraining") and skips_padding(
+      model_type, static_shapes)
 
 
 def build_model(model_type, bert_config, num_labels=None, head_config=None, next_sentence=True):

@@ -19,6 +19,7 @@ from data_prep import cli
 from data_prep import schema
 from official_bert.interop import checkpointing
 from official_bert.interop import weight_loading
+from official_bert.modeling import model_types
 from official_bert.training import distribution
 from official_bert.training import evaluation
 from official_bert.training import freezing
@@ -83,7 +84,7 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
       settings.train_batch_size, settings.num_accumulation_steps,
       clip_norm=settings.clip_norm, dtype=settings.dtype, enable_xla=settings.enable_xla,
       prepare_model=lambda model: freezing.freeze(
-          _recomputing(model, settings.recompute_grad),
+          _packing(_recomputing(model, settings.recompute_grad), settings, strategy),
           getattr(settings, "freeze_encoder", False), getattr(settings, "freeze_layers", 0)))
   trainer.warm_start_adaptation = weight_loading.Adaptation(
       getattr(settings, "resize_vocab", False), getattr(settings, "extend_positions", False))
@@ -103,6 +104,19 @@ def _recomputing(model, recompute_grad):
     encoder.recompute_grad = True
     logging.info("--recompute_grad: the %d Transformer layers' activations are recomputed in "
                  "the backward pass", len(encoder.transformer_layers))
+  return model
+
+
+def _packing(model, settings, strategy):
+  """`model` with its encoder's `pack_training` set where --pack_tokens applies
+  (`model_types.packs_training`)."""
+  encoder = getattr(model, "encoder", None)
+  if encoder is None or not getattr(settings, "pack_tokens", False) or settings.recompute_grad:
+    return model
+  static = settings.enable_xla or distribution.is_tpu(strategy)
+  if model_types.packs_training(model, static_shapes=static):
+    encoder.pack_training = True
+    logging.info("--pack_tokens: training steps run the Transformer layers on the real tokens")
   return model
 
 

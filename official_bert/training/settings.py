@@ -209,6 +209,12 @@ class FinetuningSettings(RunSettings):
       True, "Cut each batch to its longest real sequence (rounded up to one of a few bucket "
       "lengths) instead of --max_seq_length: the same results, no work on padding. Not on "
       "TPUs (static shapes), nor for SQuAD, whose loss spans the padding.")
+  pack_tokens: bool = option(
+      True, "Train on the real tokens only: the Transformer layers' dense parts on the "
+      "batch's real tokens, attention in blocks of similar lengths (as the exports serve): "
+      "the same losses and gradients without the work on padding. Classifiers, taggers, "
+      "multiple choice and sentence embeddings; not SQuAD, nor with --enable_xla, "
+      "--recompute_grad or on TPUs (static shapes).")
   group_by_length: bool = option(
       False, "Training batches of texts of similar length (sorted within windows of the "
       "shuffled stream, 50 batches at most, whose batches come in a seeded random order): "
