@@ -10,6 +10,7 @@ Same flags, defaults and output schema as google-research/bert's `create_pretrai
 Newer recipes, each a flag (the original's behaviour and output stay the default):
   - `--next_sentence=False`: masked LM only; contiguous sentences packed into one segment
     (`pretraining.packing`), `--cross_document=True` across documents with a [SEP] between;
+    `--packing=tokens` cuts the text at token granularity instead (every sequence full);
   - `--masking=none`: unmasked records with `word_starts` (`schema.unmasked_pretraining_features`)
     for `run_pretraining --dynamic_masking`;
   - `--chinese_word_segmenter=jieba`: whole-word masking groups the characters of each
@@ -87,6 +88,11 @@ def define_flags():
   flags.DEFINE_bool("cross_document", d["cross_document"],
                     "With --next_sentence=False: a sequence may run on into the next "
                     "document, with a [SEP] between the two (RoBERTa's FULL-SENTENCES).")
+  flags.DEFINE_enum("packing", d["packing"], list(instances_lib.PACKING),
+                    "With --next_sentence=False: sentences (whole sentences, as RoBERTa) or "
+                    "tokens (the text, documents running on with a [SEP] between, cut every "
+                    "--max_seq_length - 2 tokens, as Hugging Face's group_texts: full "
+                    "sequences, no padding).")
   flags.DEFINE_enum("masking", d["masking"], list(instances_lib.MASKING),
                     "offline: mask now (the original); none: write the unmasked ids and "
                     "word_starts, for run_pretraining --dynamic_masking.")

@@ -39,6 +39,7 @@ from data_prep import tfrecord_io
 from data_prep.pretraining import packing
 
 MASKING = ("offline", "none")
+PACKING = ("sentences", "tokens")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +60,16 @@ class InstanceOptions:
   next_sentence: bool = True  # False: single-segment sequences, no pairs (`packing`)
   cross_document: bool = False  # with next_sentence=False: sequences cross documents
   masking: str = "offline"  # or "none": unmasked ids and word_starts
+  packing: str = "sentences"  # with next_sentence=False; "tokens": cut at token granularity
 
   def validate(self):
     if self.masking not in MASKING:
       raise ValueError(f"masking={self.masking!r} must be one of {list(MASKING)}")
+    if self.packing not in PACKING:
+      raise ValueError(f"packing={self.packing!r} must be one of {list(PACKING)}")
+    if self.packing == "tokens" and self.next_sentence:
+      raise ValueError("packing=tokens cuts single-segment sequences at token granularity, "
+                       "across documents: it needs --next_sentence=False")
     if self.cross_document and self.next_sentence:
       raise ValueError("cross_document=True packs sequences across documents, which only "
                        "single-segment sequences do: it needs --next_sentence=False")
@@ -292,6 +299,10 @@ def create_instances(chunk, opts):
   starts = None
   if opts.masking == "none" or opts.do_whole_word_mask:
     starts = word_start_matrix(tokens, candidates, src, stream_starts, opts)
+    if opts.packing == "tokens" and not opts.next_sentence:
+      # A sequence cut inside a word: its first piece opens a word of its own.
+      first = np.argmax(candidates, axis=1)
+      starts[np.arange(len(first)), first] |= candidates[np.arange(len(first)), first]
   if opts.masking == "none":
     columns["word_starts"] = starts.astype(np.int64)
     return columns

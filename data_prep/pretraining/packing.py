@@ -16,7 +16,11 @@ run on into the next document, a [SEP] between the two). Here, per chunk of docu
   - across documents, the [SEP] between two documents costs one token; a sequence never
     starts or ends with it.
 
-To handle both cases alike, the chunk's tokens are laid out as one stream with a [SEP]
+With `--packing=tokens` (`token_spans`) sentences are not kept whole: the stream (documents
+running on, a [SEP] between two) is cut every max_seq_length - 2 tokens, as Hugging Face's
+`group_texts` cuts, so every sequence but a chunk's last is full; no short targets.
+
+To handle every case alike, the chunk's tokens are laid out as one stream with a [SEP]
 between consecutive documents; every sequence is then one contiguous span (lo, length) of it.
 """
 
@@ -88,8 +92,37 @@ def _pack(units, next_target, max_num_tokens, out):
     out.append((lo, hi - lo))
 
 
+def token_spans(chunk, opts, rng):
+  """--packing=tokens: per dupe pass, the stream cut into spans of max_seq_length - 2 tokens
+  (the first pass from the stream's start, each later one from a random offset, so that the
+  passes' boundaries differ; the tokens before it are one shorter span). A document [SEP] at
+  either end of a span is left out (it is then one token shorter): a sequence never starts
+  or ends with one. Every token is in exactly one span of each pass."""
+  max_num_tokens = opts.max_seq_length - 2
+  num_docs = len(chunk.doc_splits) - 1
+  size = len(chunk.ids) + max(num_docs - 1, 0)
+  is_sep = np.zeros([size + 1], bool)  # one past the end: never a [SEP]
+  doc_starts = chunk.line_splits[chunk.doc_splits]
+  is_sep[doc_starts[1:-1] + np.arange(max(num_docs - 1, 0))] = True
+  los, his = [], []
+  for p in range(opts.dupe_factor):
+    offset = rng.randint(1, max_num_tokens - 1) if p and max_num_tokens > 2 else 0
+    starts = np.arange(offset, size, max_num_tokens, dtype=np.int64)
+    if offset and size:
+      starts = np.concatenate([[0], starts[starts > 0]])
+    ends = np.minimum(np.append(starts[1:], size), size)
+    los.append(starts + is_sep[starts])
+    his.append(ends - is_sep[np.maximum(ends - 1, 0)])
+  lo, hi = np.concatenate(los), np.concatenate(his)
+  keep = hi > lo
+  lo, hi = lo[keep], hi[keep]
+  return {"lo": lo, "length": hi - lo, "label": np.zeros([len(lo)], np.int64)}
+
+
 def packed_spans(chunk, opts, rng):
   """The sequences of every dupe pass: int64 arrays lo, length (stream offsets), label (0)."""
+  if opts.packing == "tokens":
+    return token_spans(chunk, opts, rng)
   max_num_tokens = opts.max_seq_length - 2
 
   def draw():

@@ -19,7 +19,7 @@ _DEFAULTS = {
     "num_workers": None,  # all cores
     "num_output_shards": 1, "gzip_compress": False, "use_v2_feature_names": False,
     "errors": "strict", "chunk_size_mb": 1.0, "min_docs_per_chunk": 32, "read_range_mb": 64.0,
-    "next_sentence": True, "cross_document": False, "masking": "offline",
+    "next_sentence": True, "cross_document": False, "packing": "sentences", "masking": "offline",
     "chinese_word_segmenter": "none"}
 Settings = collections.namedtuple("Settings", ["input_file", "output_file", "vocab_file",
                                                *_DEFAULTS], defaults=tuple(_DEFAULTS.values()))
@@ -38,7 +38,7 @@ def instance_options(settings, tokenizer):
       continuation_ids=tuple(i for t, i in tokenizer.vocab.items() if t.startswith("##")),
       use_v2_feature_names=settings.use_v2_feature_names,
       next_sentence=settings.next_sentence, cross_document=settings.cross_document,
-      masking=settings.masking)
+      masking=settings.masking, packing=settings.packing)
   try:
     opts.validate()
   except ValueError as e:  # name the flags, not the options
@@ -54,6 +54,10 @@ def _check_recipe(settings):
     raise ValueError(f"--chinese_word_segmenter={segmenter} groups characters into words for "
                      "whole-word masking: add --do_whole_word_mask (or --masking=none, which "
                      "writes the word starts for the input pipeline)")
+  if settings.packing == "tokens" and not settings.next_sentence:
+    logging.info("--packing=tokens: sequences run on across documents and are cut every "
+                 "--max_seq_length - 2 tokens; --short_seq_prob and --cross_document are not "
+                 "used")
   if settings.masking == "none":
     logging.info("--masking=none: nothing is masked here; --max_predictions_per_seq, "
                  "--masked_lm_prob and --do_whole_word_mask are not used (run_pretraining "

@@ -129,6 +129,9 @@ class Trainer:
     out = dict(parts)
     out["loss"] = tf.add_n(list(parts.values()))
     out["gradient_norm"] = norm
+    # The batch's real tokens (input_mask 1), for a throughput that padding does not inflate.
+    out[REAL_TOKENS] = ctx.all_reduce(SUM, tf.reduce_sum(tf.cast(features["input_mask"],
+                                                                 tf.float32)))
     for name, (num, den) in metrics.items():
       out[name + "_num"], out[name + "_den"] = num, den
     return out
@@ -198,8 +201,11 @@ class StopRequest:
       signal.signal(s, previous)
 
 
+REAL_TOKENS = "real_tokens"  # a train loop's mean real tokens per step (`ProgressLog` reads it)
+
+
 class ProgressLog:
-  """Step, loss, examples/s and ETA, to the log and to TensorBoard."""
+  """Step, loss, examples/s, real tokens/s and ETA, to the log and to TensorBoard."""
 
   def __init__(self, global_batch_size, num_train_steps, start_step, writer=None):
     self.global_batch_size = global_batch_size
@@ -213,12 +219,16 @@ class ProgressLog:
     steps = max(step - self.last_step, 1)
     seconds = max(now - self.last_time, 1e-9)
     examples_per_second = steps * self.global_batch_size / seconds
+    # Popped: the loop's mean real tokens a step becomes metrics' real_tokens_per_second.
+    tokens_per_second = metrics.pop(REAL_TOKENS, 0.0) * steps / seconds
     eta = (self.num_train_steps - step) * seconds / steps
     self.last_time, self.last_step = now, step
-    logging.info("step %d/%d | loss %.4f | %s | lr %.3g | %.1f examples/s | ETA %.0fs", step,
-                 self.num_train_steps, metrics["loss"],
-                 " ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()) if k != "loss"),
-                 learning_rate, examples_per_second, eta)
+    logging.info(
+        "step %d/%d | loss %.4f | %s | lr %.3g | %.1f examples/s | %.0f real tokens/s | "
+        "ETA %.0fs", step, self.num_train_steps, metrics["loss"],
+        " ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()) if k != "loss"),
+        learning_rate, examples_per_second, tokens_per_second, eta)
+    metrics["real_tokens_per_second"] = tokens_per_second
     if self.writer is not None:
       with self.writer.as_default(step=step):
         for name, value in metrics.items():

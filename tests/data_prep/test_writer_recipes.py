@@ -129,6 +129,38 @@ def test_full_targets_pack_greedily():
   assert spans["lo"].tolist() == [0, 60, 120, 182]
 
 
+def test_token_packing_cuts_every_pass_into_full_sequences():
+  rng = np.random.default_rng(6)
+  docs = [rng.integers(1, 40, rng.integers(1, 12)).tolist() for _ in range(40)]
+  chunk = _chunk(docs)
+  opts = instances.InstanceOptions(max_seq_length=64, dupe_factor=3, short_seq_prob=0.5,
+                                   next_sentence=False, packing="tokens")
+  spans = packing.packed_spans(chunk, opts, random.Random(0))
+  stream = packing.extended_stream(chunk, sep_id=102)
+  assert (spans["length"] >= 1).all() and (spans["length"] <= 62).all()
+  passes, covered, boundaries = [], [], []
+  for lo, n in zip(spans["lo"].tolist(), spans["length"].tolist()):
+    assert not stream.is_sep[lo] and not stream.is_sep[lo + n - 1]  # never at an end
+    piece = stream.ids[lo:lo + n]
+    text = piece[piece != 102] - 1000
+    assert (np.diff(text) == 1).all()  # contiguous text, documents running on
+    covered.append(text)
+    if lo == 0:
+      passes.append([])
+    passes[-1].append((lo, n))
+  assert len(passes) == 3
+  want = np.arange(len(chunk.ids))
+  covered = np.sort(np.concatenate(covered))
+  assert (covered == np.sort(np.concatenate([want] * 3))).all()  # each token once a pass
+  for spans_of_pass in passes:
+    # Full but for the pass's first (from a random offset) and last spans, and a [SEP]
+    # left out at an end; no short targets whatever short_seq_prob says.
+    full = [n for lo, n in spans_of_pass[1:-1]]
+    assert min(full) >= 61, full
+    boundaries.append({lo for lo, _ in spans_of_pass})
+  assert boundaries[0] != boundaries[1] != boundaries[2]  # the passes cut elsewhere
+
+
 # --- masked-LM only, through the writer ------------------------------------------------------
 
 @pytest.mark.parametrize("cross_document", [False, True])
@@ -177,6 +209,26 @@ def test_mlm_only_records_are_one_segment_of_contiguous_text(english, tmp_path, 
     assert inner_seps > len(docs) / 4 and np.mean(lengths) > 0.75 * L  # fuller sequences
   else:
     assert np.mean(lengths) > 0.6 * L
+
+
+def test_token_packed_records_are_full_and_hold_the_corpus_once(english, tmp_path):
+  path, tok, docs = english
+  sep = tok.vocab["[SEP]"]
+  out = tmp_path / "tokens.tfrecord"
+  writer.run(_settings(path, out, next_sentence=False, packing="tokens", max_seq_length=128,
+                       masking="none", chunk_size_mb=0.05))
+  f = _read(out, schema.unmasked_pretraining_features(128))
+  assert f["input_mask"].mean() >= 0.98  # the bar at length 128
+  lengths = f["input_mask"].sum(1)
+  texts = []
+  for i in range(len(lengths)):
+    body = f["input_ids"][i, 1:lengths[i] - 1]
+    texts.append(body[body != sep])
+    first = np.flatnonzero(f["input_mask"][i])[1]
+    assert f["word_starts"][i, first] == 1  # a sequence cut inside a word opens one
+  got = np.bincount(np.concatenate(texts), minlength=len(tok.vocab))
+  want = np.bincount(np.concatenate(docs), minlength=len(tok.vocab))
+  assert (got == want).all()  # nothing dropped, nothing twice (dupe_factor=1)
 
 
 # --- unmasked records ---------------------------------------------------------------------
@@ -363,6 +415,7 @@ def test_segmenter_changes_nothing_for_english(english):
 
 @pytest.mark.parametrize("kw, message", [
     (dict(cross_document=True), r"--cross_document=True .* needs --next_sentence=False"),
+    (dict(packing="tokens"), r"--packing=tokens .* needs --next_sentence=False"),
     (dict(chinese_word_segmenter="jieba"), r"add --do_whole_word_mask"),
     (dict(chinese_word_segmenter="ltp", do_whole_word_mask=True),
      r"--chinese_word_segmenter='ltp': must be one of \['none', 'jieba'\]"),

@@ -18,6 +18,7 @@ from official_bert.tasks.embedding import EmbeddingTask
 from official_bert.tasks.multiple_choice import MultipleChoiceTask
 from official_bert.tasks.squad import SquadTask
 from official_bert.tasks.tagging import TaggingTask
+from official_bert.training import training_loop
 
 # No dropout: the packed step lays its dropout masks out on the packed tokens.
 CONFIG = dataclasses.replace(TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
@@ -108,3 +109,12 @@ def test_packing_is_used_where_every_loss_reads_real_positions_only():
   encoder = BertEncoder.from_bert_config(CONFIG)
   assert not model_types.packs_training(encoder, static_shapes=False)
   assert model_types.packs_training(SentenceEmbedder(encoder), static_shapes=False)
+
+
+def test_progress_log_reports_real_tokens_per_second():
+  """The loop's mean real tokens a step becomes real tokens/s beside examples/s."""
+  log = training_loop.ProgressLog(global_batch_size=8, num_train_steps=10, start_step=0)
+  metrics = {"loss": 1.0, training_loop.REAL_TOKENS: 96.0}
+  examples_per_second = log.log(4, metrics, 1e-3)
+  assert training_loop.REAL_TOKENS not in metrics
+  np.testing.assert_allclose(metrics["real_tokens_per_second"] / examples_per_second, 96.0 / 8)

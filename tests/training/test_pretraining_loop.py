@@ -273,7 +273,7 @@ def test_warm_start_resume_mismatch_tensorboard_and_eval(data, tmp_path):
       tags.update(v.tag for v in event.summary.value)
   assert {"loss", "masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss",
           "next_sentence_accuracy", "learning_rate", "gradient_norm", "examples_per_second",
-          "config"} <= tags
+          "real_tokens_per_second", "config"} <= tags
 
 
 @pytest.mark.parametrize("extra,message", [
