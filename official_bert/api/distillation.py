@@ -19,12 +19,9 @@ only. TensorFlow's backend (the teacher runs inside the step).
 import os
 import tempfile
 
-import keras
-
 from official_bert.interop import model_folder
 from official_bert.interop import run_record
 from official_bert.interop import student_init
-from official_bert.modeling import model_types
 from official_bert.tasks.distillation import DistillationTask
 from official_bert.tasks.distillation import default_attention_weight
 
@@ -113,12 +110,9 @@ def distill(cls,
   dataset, num_unlabeled = student.distillation_batches(x, y, unlabeled, batch_size, seed)
   task.attach(student.network, teacher.network)
   student.task = task
-  skips = teacher.backbone.skip_padding
+  skips = teacher.backbone.skip_padding  # the task sets it in the student's steps
   try:
     student.compile(learning_rate=learning_rate)
-    # The teacher runs at inference inside the step: on the real tokens, as `predict` runs.
-    teacher.backbone.skip_padding = keras.backend.backend() == "tensorflow" and (
-        model_types.skips_padding(teacher.model_type, static_shapes=bool(student.jit_compile)))
     student.fit(dataset, epochs=epochs, seed=seed, validation_data=validation_data, **fit_kwargs)
   finally:
     student.task = task.student_task  # predict, evaluate and save as a plain model

@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from official_bert.api import distillation
 from official_bert.api import presets
 from official_bert.api.backbone import Backbone
 from official_bert.api.backbone import BackboneModelConfig
@@ -301,6 +302,41 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def loss_features(self, x, y, sample_weight):
     """The task's label features from a batch's (x, y, sample_weight)."""
     raise NotImplementedError
+
+  @classmethod
+  def distill(cls, teacher, x, y, unlabeled=None, num_layers=None, student=None,
+              temperature=2.0, distill_weight=0.5, hidden_weight=0.0, attention_weight=None,
+              epochs=3, batch_size=32, learning_rate=5e-5, seed=None, validation_data=None,
+              **fit_kwargs):
+    """A smaller model of this class trained to answer as `teacher` does (`run_distillation`'s
+    recipe); `TextClassifier` and `TokenTagger` (`distillation_batches`).
+
+    Args:
+      teacher: a trained model of this class, or its folder (a command's OUTPUT_DIR too).
+      x, y: the labeled inputs and their labels, as `fit` takes them (texts or pairs and
+        labels; word lists and tag lists).
+      unlabeled: more inputs without labels, the teacher's outputs their targets (the
+        transfer set, where distillation gains most): texts or pairs; for a tagger word
+        lists or raw texts, split into words as `predict_entities` splits them.
+      num_layers: the student keeps this many of the teacher's layers (evenly spaced, first
+        and last included, as DistilBERT), its embeddings, head and preprocessor; or
+      student: a model of this class with the teacher's labels to train instead.
+      temperature: softens both distributions (Hinton et al.; the soft loss is times T^2).
+      distill_weight: the soft loss's weight; the labels' loss weighs 1 - it (0: labels only).
+      hidden_weight: TinyBERT's hidden-state loss's weight (equal hidden sizes).
+      attention_weight: TinyBERT's attention-score loss's weight (equal numbers of heads);
+        None: hidden_weight where the heads are equal, else 0.
+      epochs, batch_size, learning_rate, seed, validation_data, fit_kwargs: `fit`'s.
+    Returns:
+      The trained student; `save` writes a folder whose run record names the teacher.
+    """
+    return distillation.distill(cls, teacher, x, y, unlabeled=unlabeled,
+                                num_layers=num_layers, student=student,
+                                temperature=temperature, distill_weight=distill_weight,
+                                hidden_weight=hidden_weight, attention_weight=attention_weight,
+                                epochs=epochs, batch_size=batch_size,
+                                learning_rate=learning_rate, seed=seed,
+                                validation_data=validation_data, **fit_kwargs)
 
   def distillation_batches(self, x, y, unlabeled, batch_size, seed):
     """(a shuffled dataset `fit` takes, the number of unlabeled examples) of labeled `x`, `y`

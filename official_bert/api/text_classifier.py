@@ -14,7 +14,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from official_bert.api import distillation
 from official_bert.api import task_model
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling.finetuning_models import BertClassifier
@@ -158,38 +157,6 @@ class TextClassifier(task_model.TaskModel):
       return self.map_batches(task_model.batches((texts,), batch_size, False, None))
     return self.map_batches(task_model.batches((texts, self.encode_labels(y, n)), batch_size,
                                                shuffle, seed))
-
-  @classmethod
-  def distill(cls, teacher, x, y, unlabeled=None, num_layers=None, student=None,
-              temperature=2.0, distill_weight=0.5, hidden_weight=0.0, attention_weight=None,
-              epochs=3, batch_size=32, learning_rate=5e-5, seed=None, validation_data=None,
-              **fit_kwargs):
-    """A smaller classifier trained to answer as `teacher` does (`run_distillation`'s recipe).
-
-    Args:
-      teacher: a trained `TextClassifier`, or its folder.
-      x, y: the labeled texts (or pairs) and their labels, as `fit` takes them.
-      unlabeled: more texts (or pairs) without labels: the teacher's outputs are their
-        targets (the transfer set, where distillation gains most).
-      num_layers: the student keeps this many of the teacher's layers (evenly spaced, first
-        and last included, as DistilBERT), its embeddings, head and preprocessor; or
-      student: a `TextClassifier` with the teacher's labels to train instead.
-      temperature: softens both distributions (Hinton et al.; the soft loss is times T^2).
-      distill_weight: the soft loss's weight; the labels' loss weighs 1 - it (0: labels only).
-      hidden_weight: TinyBERT's hidden-state loss's weight (equal hidden sizes).
-      attention_weight: TinyBERT's attention-score loss's weight (equal numbers of heads);
-        None: hidden_weight where the heads are equal, else 0.
-      epochs, batch_size, learning_rate, seed, validation_data, fit_kwargs: `fit`'s.
-    Returns:
-      The trained student; `save` writes a folder whose run record names the teacher.
-    """
-    return distillation.distill(cls, teacher, x, y, unlabeled=unlabeled,
-                                num_layers=num_layers, student=student,
-                                temperature=temperature, distill_weight=distill_weight,
-                                hidden_weight=hidden_weight, attention_weight=attention_weight,
-                                epochs=epochs, batch_size=batch_size,
-                                learning_rate=learning_rate, seed=seed,
-                                validation_data=validation_data, **fit_kwargs)
 
   def distillation_batches(self, x, y, unlabeled, batch_size, seed):
     texts = self._texts(x)

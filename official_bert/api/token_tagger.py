@@ -29,7 +29,6 @@ from data_prep import unicode_classes
 from data_prep.pretraining import chinese_words
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
-from official_bert.api import distillation
 from official_bert.api import task_model
 from official_bert.modeling.finetuning_models import BertTokenClassifier
 from official_bert.tasks import metrics
@@ -349,33 +348,6 @@ class TokenTagger(task_model.TaskModel):
       label_weights = np.concatenate([label_weights, more_weights], 0)
     dataset = task_model.batches((inputs, label_ids, label_weights), batch_size, True, seed)
     return dataset, num_unlabeled
-
-  @classmethod
-  def distill(cls, teacher, x, y, unlabeled=None, num_layers=None, student=None,
-              temperature=2.0, distill_weight=0.5, hidden_weight=0.0, attention_weight=None,
-              epochs=3, batch_size=32, learning_rate=5e-5, seed=None, validation_data=None,
-              **fit_kwargs):
-    """A smaller tagger trained to tag as `teacher` does (`run_distillation`'s recipe): the
-    soft loss is per scored word piece (each word's first), as the tags' loss.
-
-    Args:
-      teacher: a trained `TokenTagger`, or its folder (a run_ner OUTPUT_DIR too).
-      x, y: labeled word lists and their tag lists, as `fit` takes them.
-      unlabeled: more sentences without tags (word lists, or raw texts, which are split
-        into words as `predict_entities` splits them): the teacher's tags are their targets.
-      num_layers, student, temperature, distill_weight, hidden_weight, attention_weight,
-        epochs, batch_size, learning_rate, seed, validation_data, fit_kwargs: as
-        `TextClassifier.distill`'s (validation_data=(x, y) logs the entity scores).
-    Returns:
-      The trained student; `save` writes a folder whose run record names the teacher.
-    """
-    return distillation.distill(cls, teacher, x, y, unlabeled=unlabeled,
-                                num_layers=num_layers, student=student,
-                                temperature=temperature, distill_weight=distill_weight,
-                                hidden_weight=hidden_weight, attention_weight=attention_weight,
-                                epochs=epochs, batch_size=batch_size,
-                                learning_rate=learning_rate, seed=seed,
-                                validation_data=validation_data, **fit_kwargs)
 
   def loss_features(self, x, y, sample_weight):
     return {"label_ids": y, "label_weights": sample_weight}

@@ -77,6 +77,7 @@ class DistillationTask(base.Task):
     self.tagging = isinstance(student_task, TaggingTask)
     self.problem_type = "tagging" if self.tagging else student_task.problem_type
     self.teacher = None
+    self._student = None  # the model `attach` gave the teacher to
     for name in _DELEGATED:
       setattr(self, name, getattr(student_task, name))
     if self.matches_layers:
@@ -122,6 +123,7 @@ class DistillationTask(base.Task):
     """Makes `teacher` (a built, loaded model) the frozen teacher of `student`, whose
     training calls then return what the losses match."""
     self.teacher = teacher
+    self._student = student
     teacher.trainable = False
     if self.matches_layers:
       student.hidden_states_output = "training"
@@ -134,7 +136,7 @@ class DistillationTask(base.Task):
     """`student` as a plain model again (no extra outputs), the teacher let go."""
     student.hidden_states_output = None
     student.attention_scores_layers = []
-    self.teacher = None
+    self.teacher = self._student = None
 
   # ---- the records ------------------------------------------------------------------------
   def input_id_limits(self):
@@ -212,6 +214,11 @@ class DistillationTask(base.Task):
     sums = {k: v * (1.0 - self.distill_weight) for k, v in own.items()}
     if not self.uses_teacher:
       return sums
+    if self._student is not None:
+      # The teacher runs at inference inside the student's step: on the real tokens when
+      # that step is packed (`pack_training`; the same outputs at the real positions, which
+      # every loss here reads).
+      self.teacher.encoder.skip_padding = self._student.encoder.pack_training
     teacher = self.teacher(features, training=False)
     if self.distill_weight:
       per_item = self.soft_loss(outputs["logits"], ops.stop_gradient(teacher["logits"]))

@@ -84,7 +84,7 @@ def make_trainer(settings, strategy, task, num_train_steps, num_warmup_steps):
       settings.train_batch_size, settings.num_accumulation_steps,
       clip_norm=settings.clip_norm, dtype=settings.dtype, enable_xla=settings.enable_xla,
       prepare_model=lambda model: freezing.freeze(
-          _packing(_recomputing(model, settings.recompute_grad), settings, strategy, task),
+          _packing(_recomputing(model, settings.recompute_grad), settings, strategy),
           getattr(settings, "freeze_encoder", False), getattr(settings, "freeze_layers", 0)))
   trainer.warm_start_adaptation = weight_loading.Adaptation(
       getattr(settings, "resize_vocab", False), getattr(settings, "extend_positions", False))
@@ -107,10 +107,9 @@ def _recomputing(model, recompute_grad):
   return model
 
 
-def _packing(model, settings, strategy, task):
+def _packing(model, settings, strategy):
   """`model` with its encoder's `pack_training` set where --pack_tokens applies
-  (`model_types.packs_training`); a distillation task's teacher (which runs at inference in
-  the step) then skips the padding too."""
+  (`model_types.packs_training`)."""
   encoder = getattr(model, "encoder", None)
   if encoder is None or not getattr(settings, "pack_tokens", False) or settings.recompute_grad:
     return model
@@ -118,10 +117,6 @@ def _packing(model, settings, strategy, task):
   if model_types.packs_training(model, static_shapes=static):
     encoder.pack_training = True
     logging.info("--pack_tokens: training steps run the Transformer layers on the real tokens")
-    teacher = getattr(task, "teacher", None)
-    if teacher is not None and model_types.skips_padding(model_types.model_type_of(teacher),
-                                                         static_shapes=False):
-      teacher.encoder.skip_padding = True
   return model
 
 
