@@ -17,7 +17,8 @@ Runs, each a command in a fresh process of our venv (TF_NUM_INTRAOP_THREADS=--th
   distilled     run_distillation --teacher --student_num_layers=2 --unlabeled_file, the
                 default temperature (2) and weight (0.5), --student_epochs (2) over the
                 labeled and unlabeled sentences together
-  labels_only   the same student with --distill_weight=0 and no unlabeled file, 2 epochs
+  labels_only   the same student with --distill_weight=0 and no unlabeled file,
+                --labels_only_epochs (2)
 Serving: `export --checkpoint=DIR` (no other flag) of the teacher and of a student, then the
 serving signature on the dev sentences (NER: their words joined by spaces) in batches of 32,
 --threads TF threads, the median of --passes passes over the dev set after a warm-up pass;
@@ -59,6 +60,7 @@ def parse_args():
   p.add_argument("--num_unlabeled", type=int, default=20000)
   p.add_argument("--student_num_layers", type=int, default=2)
   p.add_argument("--student_epochs", type=float, default=2.0)
+  p.add_argument("--labels_only_epochs", type=float, default=2.0)
   p.add_argument("--threads", type=int, default=2)
   p.add_argument("--passes", type=int, default=5)
   p.add_argument("--python", default=os.path.join(_REPO, ".venv", "bin", "python"))
@@ -267,7 +269,7 @@ def main():
     ]
     for run, extra in (("distilled", [
         f"--unlabeled_file={paths['unlabeled.txt']}", f"--num_train_epochs={args.student_epochs}"
-    ]), ("labels_only", ["--distill_weight=0", "--num_train_epochs=2"])):
+    ]), ("labels_only", ["--distill_weight=0", f"--num_train_epochs={args.labels_only_epochs}"])):
       if (run, seed) in runs:
         continue
       out = os.path.join(args.work_dir, f"{run}_{seed}")
@@ -300,8 +302,9 @@ def render(args, runs, serving, metric, num_unlabeled):
       f"\n### Distillation, {name} ({datetime.date.today()}, {machine.cpu_model()}, "
       f"{args.threads} threads)\n",
       f"`python bench/bench_distillation.py --task={args.task} --work_dir={args.work_dir} "
-      f"--seeds={args.seeds}` (teacher MiniLM-L6, {args.num_train} labeled sentences, 2 epochs;"
-      f" students {args.student_num_layers} layers; dev = {dev})\n",
+      f"--seeds={args.seeds} --student_epochs={args.student_epochs:g} "
+      f"--labels_only_epochs={args.labels_only_epochs:g}` (teacher MiniLM-L6, {args.num_train} "
+      f"labeled sentences, 2 epochs; students {args.student_num_layers} layers; dev = {dev})\n",
       f"| run | dev {metric}, median | per seed | train examples/s |", "|---|---|---|---|",
       f"| teacher (6 layers) | {teacher:.4f} | {teacher:.4f} | "
       f"{runs[('teacher', args.teacher_seed)]['train_examples_per_second']:.1f} |"
