@@ -20,6 +20,7 @@ from data_prep import schema
 from official_bert.interop import checkpointing
 from official_bert.interop import weight_loading
 from official_bert.modeling import model_types
+from official_bert.training import cpu_threads
 from official_bert.training import distribution
 from official_bert.training import evaluation
 from official_bert.training import freezing
@@ -31,11 +32,13 @@ from official_bert.training import training_loop
 
 
 def setup_runtime(settings):
-  """Logical CPUs, the strategy, seeds, determinism and precision; returns the strategy.
+  """CPU threads, logical CPUs, the strategy, seeds, determinism and precision; returns the
+  strategy.
 
   The order matters: logical devices and multi-worker collectives must be configured before
   anything initializes the TF context, and seeds before any variable exists.
   """
+  cpu_threads.configure()
   if settings.cpu_devices:
     distribution.use_logical_cpus(settings.cpu_devices)
   strategy = distribution.get_strategy(settings.distribution_strategy, settings.num_gpus,
