@@ -31,20 +31,42 @@ def _read(path):
     return None
 
 
-def cgroup_cpu_limit(root="/sys/fs/cgroup"):
-  """The CPU bandwidth quota in CPUs (a float), or None where there is none: cgroup v2's
-  `cpu.max` ("QUOTA PERIOD" or "max PERIOD"), else v1's cpu.cfs_quota_us / cfs_period_us."""
-  limit = _read(os.path.join(root, "cpu.max"))
-  if limit:
-    quota, _, period = limit.partition(" ")
-    if quota != "max" and period:
-      return int(quota) / int(period)
+def _limit(quota, period):
+  """CPUs of one cgroup's quota and period (strings); None for "max" (v2) or -1 (v1)."""
+  if not quota or not period or quota == "max" or int(quota) <= 0:
     return None
-  quota = _read(os.path.join(root, "cpu", "cpu.cfs_quota_us"))
-  period = _read(os.path.join(root, "cpu", "cpu.cfs_period_us"))
-  if quota and period and int(quota) > 0:
-    return int(quota) / int(period)
-  return None
+  return int(quota) / int(period)
+
+
+def _own_cgroups(self_cgroup, controller):
+  """This process's cgroup in the hierarchy of `controller` ("" = cgroup v2's "0::PATH"; "cpu"
+  = v1's "N:cpu,cpuacct:PATH") and each of its ancestors, deepest first, "" (the root) last."""
+  path = ""
+  for line in (_read(self_cgroup) or "").splitlines():
+    _, names, where = line.split(":", 2)
+    if controller in names.split(","):
+      path = where
+      break
+  parts = [part for part in path.split("/") if part]
+  return ["/".join(parts[:n]) for n in range(len(parts), -1, -1)]
+
+
+def cgroup_cpu_limit(root="/sys/fs/cgroup", self_cgroup="/proc/self/cgroup"):
+  """The CPU bandwidth quota in CPUs (a float), or None where there is none: the smallest
+  over this process's cgroup and its ancestors (a limit above applies too) of v2's `cpu.max`
+  ("QUOTA PERIOD") and v1's cpu.cfs_quota_us / cpu.cfs_period_us. In a container whose own
+  cgroup is mounted at `root` (/proc/self/cgroup then names the host's path), the root's."""
+  limits = []
+  for rel in _own_cgroups(self_cgroup, ""):
+    quota, _, period = (_read(os.path.join(root, rel, "cpu.max")) or "").partition(" ")
+    limits.append(_limit(quota, period))
+  for rel in _own_cgroups(self_cgroup, "cpu"):
+    folder = os.path.join(root, "cpu", rel)
+    limits.append(
+        _limit(_read(os.path.join(folder, "cpu.cfs_quota_us")),
+               _read(os.path.join(folder, "cpu.cfs_period_us"))))
+  limits = [limit for limit in limits if limit is not None]
+  return min(limits) if limits else None
 
 
 def physical_cores(cpus, sysfs="/sys/devices/system/cpu"):
@@ -80,12 +102,13 @@ def default_threads(cpus=None, limit=None, sysfs="/sys/devices/system/cpu"):
 def configure(cpus=None,
               cgroup_root="/sys/fs/cgroup",
               sysfs="/sys/devices/system/cpu",
-              environ=None):
+              environ=None,
+              self_cgroup="/proc/self/cgroup"):
   """Sizes TensorFlow's pools as the module docstring says, before the TF context starts;
   returns {pool: threads} of what it set (empty where it left TensorFlow's choice)."""
   environ = os.environ if environ is None else environ
   cpus = allowed_cpus() if cpus is None else cpus
-  threads, why = default_threads(cpus, cgroup_cpu_limit(cgroup_root), sysfs)
+  threads, why = default_threads(cpus, cgroup_cpu_limit(cgroup_root, self_cgroup), sysfs)
   if threads >= len(cpus):  # TensorFlow's own number: one per CPU the process may use
     return {}
   setters = {

@@ -40,6 +40,23 @@ def test_cgroup_limit_v2_v1_and_none(tmp_path):
   assert cpu_threads.cgroup_cpu_limit(str(tmp_path / "absent")) is None
 
 
+def test_cgroup_limit_of_a_nested_cgroup_is_the_smallest_on_its_path(tmp_path):
+  self_cgroup = str(tmp_path / "self_cgroup")
+  root = tmp_path / "fs"
+  _write(self_cgroup, "0::/kubepods/pod1/ctr")  # cgroup v2, the process deep in the tree
+  _write(str(root / "kubepods" / "pod1" / "cpu.max"), "300000 100000")  # the pod's limit
+  _write(str(root / "kubepods" / "pod1" / "ctr" / "cpu.max"), "max 100000")
+  _write(str(root / "kubepods" / "cpu.max"), "800000 100000")
+  assert cpu_threads.cgroup_cpu_limit(str(root), self_cgroup) == 3.0
+  # cgroup v1 inside a container: /proc/self/cgroup names the host's path, which is not
+  # mounted here; the container's own cgroup is the mount's root.
+  _write(self_cgroup, "4:memory:/docker/abc\n2:cpu,cpuacct:/docker/abc")
+  v1 = tmp_path / "v1"
+  _write(str(v1 / "cpu" / "cpu.cfs_quota_us"), "150000")
+  _write(str(v1 / "cpu" / "cpu.cfs_period_us"), "100000")
+  assert cpu_threads.cgroup_cpu_limit(str(v1), self_cgroup) == 1.5
+
+
 def test_smt_siblings_count_once_and_the_quota_caps(tmp_path):
   sysfs = _topology(tmp_path, [0, 1, 2, 3, 0, 1, 2, 3])  # 4 cores, 2 threads each
   assert cpu_threads.physical_cores(range(8), sysfs) == 4
@@ -55,8 +72,8 @@ _CHILD = """
 import json, sys
 import tensorflow as tf
 from official_bert.training import cpu_threads
-cpus, cgroup, sysfs, environ = json.loads(sys.argv[1])
-done = cpu_threads.configure(cpus, cgroup, sysfs, environ)
+cpus, cgroup, sysfs, environ, self_cgroup = json.loads(sys.argv[1])
+done = cpu_threads.configure(cpus, cgroup, sysfs, environ, self_cgroup)
 print(json.dumps([done, tf.config.threading.get_intra_op_parallelism_threads(),
                   tf.config.threading.get_inter_op_parallelism_threads()]))
 """
@@ -64,6 +81,7 @@ print(json.dumps([done, tf.config.threading.get_intra_op_parallelism_threads(),
 
 def _configure_in_fresh_process(*args):
   import json  # pylint: disable=g-import-not-at-top
+  args += ("/nonexistent/self_cgroup",)  # not this machine's own cgroup
   out = subprocess.run(
       [sys.executable, "-c", _CHILD, json.dumps(args)],
       cwd=REPO,
@@ -98,6 +116,7 @@ def test_configure_after_the_context_started_changes_nothing_and_does_not_raise(
   before = (tf.config.threading.get_intra_op_parallelism_threads(),
             tf.config.threading.get_inter_op_parallelism_threads())
   sysfs = _topology(tmp_path, [0, 0, 1, 1])
-  assert cpu_threads.configure([0, 1, 2, 3], str(tmp_path / "none"), sysfs, {}) == {}
+  assert cpu_threads.configure([0, 1, 2, 3], str(tmp_path / "none"), sysfs, {},
+                               str(tmp_path / "none")) == {}
   assert (tf.config.threading.get_intra_op_parallelism_threads(),
           tf.config.threading.get_inter_op_parallelism_threads()) == before
