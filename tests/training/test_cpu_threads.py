@@ -120,3 +120,26 @@ def test_configure_after_the_context_started_changes_nothing_and_does_not_raise(
                                str(tmp_path / "none")) == {}
   assert (tf.config.threading.get_intra_op_parallelism_threads(),
           tf.config.threading.get_inter_op_parallelism_threads()) == before
+
+
+_COMMAND_CHILD = """
+import tensorflow as tf
+from official_bert.training import cpu_threads, runner, settings
+cpu_threads.allowed_cpus = lambda: [0, 1, 2, 3]
+cpu_threads.cgroup_cpu_limit = lambda *args: 1.0  # a 1-CPU container on 4 CPUs
+runner.setup_runtime(settings.FinetuningSettings())
+print(tf.config.threading.get_intra_op_parallelism_threads(),
+      tf.config.threading.get_inter_op_parallelism_threads())
+"""
+
+
+def test_every_command_sizes_the_pools_in_setup_runtime():
+  """run_* and run_pretraining start through `runner.setup_runtime`, before any TF op."""
+  env = {k: v for k, v in os.environ.items() if not k.startswith("TF_NUM_")}
+  out = subprocess.run([sys.executable, "-c", _COMMAND_CHILD],
+                       cwd=REPO,
+                       check=True,
+                       capture_output=True,
+                       text=True,
+                       env=dict(env, TF_CPP_MIN_LOG_LEVEL="3")).stdout
+  assert out.split() == ["1", "1"]
