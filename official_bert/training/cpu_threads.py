@@ -103,15 +103,17 @@ def configure(cpus=None,
               cgroup_root="/sys/fs/cgroup",
               sysfs="/sys/devices/system/cpu",
               environ=None,
-              self_cgroup="/proc/self/cgroup"):
+              self_cgroup="/proc/self/cgroup",
+              setters=None):
   """Sizes TensorFlow's pools as the module docstring says, before the TF context starts;
-  returns {pool: threads} of what it set (empty where it left TensorFlow's choice)."""
+  returns {pool: threads} of what it set (empty where it left TensorFlow's choice).
+  `setters` ({pool: fn(threads)}) stand in for tf.config.threading's in tests."""
   environ = os.environ if environ is None else environ
   cpus = allowed_cpus() if cpus is None else cpus
   threads, why = default_threads(cpus, cgroup_cpu_limit(cgroup_root, self_cgroup), sysfs)
   if threads >= len(cpus):  # TensorFlow's own number: one per CPU the process may use
     return {}
-  setters = {
+  setters = setters or {
       "intra_op": tf.config.threading.set_intra_op_parallelism_threads,
       "inter_op": tf.config.threading.set_inter_op_parallelism_threads
   }

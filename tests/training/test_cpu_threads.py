@@ -68,46 +68,41 @@ def test_smt_siblings_count_once_and_the_quota_caps(tmp_path):
   assert cpu_threads.physical_cores(range(6), str(tmp_path / "none")) == 6
 
 
-_CHILD = """
-import json, sys
-import tensorflow as tf
-from official_bert.training import cpu_threads
-cpus, cgroup, sysfs, environ, self_cgroup = json.loads(sys.argv[1])
-done = cpu_threads.configure(cpus, cgroup, sysfs, environ, self_cgroup)
-print(json.dumps([done, tf.config.threading.get_intra_op_parallelism_threads(),
-                  tf.config.threading.get_inter_op_parallelism_threads()]))
-"""
+def _configure(*args, **kwargs):
+  """(what configure says it set, what reached the setters) with recording setters."""
+  got = {}
+  setters = {pool: (lambda n, pool=pool: got.__setitem__(pool, n)) for pool in cpu_threads.ENV}
+  return cpu_threads.configure(*args, setters=setters, **kwargs), got
 
 
-def _configure_in_fresh_process(*args):
-  import json  # pylint: disable=g-import-not-at-top
-  args += ("/nonexistent/self_cgroup",)  # not this machine's own cgroup
-  out = subprocess.run(
-      [sys.executable, "-c", _CHILD, json.dumps(args)],
-      cwd=REPO,
-      check=True,
-      capture_output=True,
-      text=True,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")).stdout
-  return json.loads(out.strip().splitlines()[-1])
-
-
-def test_configure_sets_both_pools_keeps_the_users_and_leaves_a_plain_machine(tmp_path):
+def test_configure_sizes_both_pools_keeps_the_users_and_leaves_a_plain_machine(tmp_path):
   sysfs = _topology(tmp_path / "sys", [0, 1, 2, 3, 0, 1, 2, 3])
   cgroup = tmp_path / "cgroup"
   _write(str(cgroup / "cpu.max"), "200000 100000")
+  nowhere = str(tmp_path / "none")  # no /proc/self/cgroup of this machine's
   # A 2-CPU limit on 8 CPUs: both pools 2 (TensorFlow would take 8).
-  done, intra, inter = _configure_in_fresh_process(list(range(8)), str(cgroup), sysfs, {})
-  assert done == {"intra_op": 2, "inter_op": 2} and (intra, inter) == (2, 2)
-  # The user's TF_NUM_INTRAOP_THREADS stays theirs (0 here: TensorFlow reads the variable
-  # itself, and this child does not have it in its environment).
-  done, intra, inter = _configure_in_fresh_process(list(range(8)), str(cgroup), sysfs,
-                                                   {"TF_NUM_INTRAOP_THREADS": "6"})
-  assert done == {"inter_op": 2} and (intra, inter) == (0, 2)
+  assert _configure(list(range(8)), str(cgroup), sysfs, {}, nowhere) == ({
+      "intra_op": 2,
+      "inter_op": 2
+  }, {
+      "intra_op": 2,
+      "inter_op": 2
+  })
+  # SMT without a limit: one thread per core.
+  assert _configure(list(range(8)), nowhere, sysfs, {}, nowhere)[1] == {
+      "intra_op": 4,
+      "inter_op": 4
+  }
+  # The user's TF_NUM_INTRAOP_THREADS stays theirs.
+  assert _configure(list(range(8)), str(cgroup), sysfs, {"TF_NUM_INTRAOP_THREADS": "6"},
+                    nowhere) == ({
+                        "inter_op": 2
+                    }, {
+                        "inter_op": 2
+                    })
   # One thread per CPU already (no SMT, no limit): TensorFlow's choice is left alone.
   plain = _topology(tmp_path / "plain", [0, 1, 2, 3])
-  done, intra, inter = _configure_in_fresh_process([0, 1, 2, 3], str(tmp_path / "none"), plain, {})
-  assert done == {} and (intra, inter) == (0, 0)
+  assert _configure([0, 1, 2, 3], nowhere, plain, {}, nowhere) == ({}, {})
 
 
 def test_configure_after_the_context_started_changes_nothing_and_does_not_raise(tmp_path):
