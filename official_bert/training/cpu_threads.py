@@ -33,9 +33,11 @@ def _read(path):
 
 def _limit(quota, period):
   """CPUs of one cgroup's quota and period (strings); None for "max" (v2) or -1 (v1)."""
-  if not quota or not period or quota == "max" or int(quota) <= 0:
+  try:
+    quota, period = int(quota), int(period)
+  except (TypeError, ValueError):  # absent, "max", or not ours to read
     return None
-  return int(quota) / int(period)
+  return quota / period if quota > 0 and period > 0 else None
 
 
 def _own_cgroups(self_cgroup, controller):
@@ -43,9 +45,9 @@ def _own_cgroups(self_cgroup, controller):
   = v1's "N:cpu,cpuacct:PATH") and each of its ancestors, deepest first, "" (the root) last."""
   path = ""
   for line in (_read(self_cgroup) or "").splitlines():
-    _, names, where = line.split(":", 2)
-    if controller in names.split(","):
-      path = where
+    fields = line.split(":", 2)
+    if len(fields) == 3 and controller in fields[1].split(","):
+      path = fields[2]
       break
   parts = [part for part in path.split("/") if part]
   return ["/".join(parts[:n]) for n in range(len(parts), -1, -1)]

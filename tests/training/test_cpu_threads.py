@@ -38,6 +38,8 @@ def test_cgroup_limit_v2_v1_and_none(tmp_path):
   _write(str(v1 / "cpu" / "cpu.cfs_quota_us"), "-1")  # v1's "no limit"
   assert cpu_threads.cgroup_cpu_limit(str(v1)) is None
   assert cpu_threads.cgroup_cpu_limit(str(tmp_path / "absent")) is None
+  _write(str(v2 / "cpu.max"), "garbage")  # unreadable: no limit, not a failed command
+  assert cpu_threads.cgroup_cpu_limit(str(v2), str(tmp_path / "absent")) is None
 
 
 def test_cgroup_limit_of_a_nested_cgroup_is_the_smallest_on_its_path(tmp_path):
