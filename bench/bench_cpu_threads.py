@@ -65,10 +65,7 @@ def run(args, model_dir, name, env_threads):
 
 def main():
   args = parse_args()
-  from official_bert.interop import packaged_weights  # pylint: disable=g-import-not-at-top
-  model_dir = packaged_weights.minilm_dir()
-  if model_dir is None:
-    raise SystemExit(packaged_weights.MINILM_INSTALL)
+  model_dir = machine.minilm_dir()
   os.makedirs(args.work_dir, exist_ok=True)
   settings = {"default": {}}
   for pair in args.pools.split(","):

@@ -116,7 +116,7 @@ def main():
         f"--max_seq_length={args.seq}", "--num_workers=2"
     ] + flags)
     mean_fill, count = fill(records, args.seq)
-    results[name] = dict(fill=mean_fill, records=count, tokens_per_s=[], examples_per_s=[])
+    results[name] = dict(fill=mean_fill, records=count, rounds=[], examples_rounds=[])
   for round_ in range(args.rounds):  # interleaved, so a slow spell of the machine hits both
     for name, r in results.items():
       out = f"{w}/out_{name}"
@@ -131,13 +131,12 @@ def main():
       ])
       rates = [float(x) for x in re.findall(r"([\d.]+) real tokens/s", log)][1:]
       examples = [float(x) for x in re.findall(r"([\d.]+) examples/s", log)][1:]
-      r["tokens_per_s"].append(statistics.median(rates))
-      r["examples_per_s"].append(statistics.median(examples))
+      r["rounds"].append(statistics.median(rates))
+      r["examples_rounds"].append(statistics.median(examples))
       print(f"round {round_ + 1}", name, json.dumps(r), flush=True)
   for r in results.values():
-    r["rounds"] = r["tokens_per_s"]
-    r["tokens_per_s"] = statistics.median(r["tokens_per_s"])
-    r["examples_per_s"] = statistics.median(r["examples_per_s"])
+    r["tokens_per_s"] = statistics.median(r["rounds"])
+    r["examples_per_s"] = statistics.median(r["examples_rounds"])
   ratio = results["tokens"]["tokens_per_s"] / results["sentences"]["tokens_per_s"]
   lines = [
       f"\n### MLM-only records by sentences and by tokens ({datetime.date.today()}, "

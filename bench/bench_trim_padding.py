@@ -71,10 +71,7 @@ def run(args, model_dir, task, mode, seed):
 
 def main():
   args = parse_args()
-  from official_bert.interop import packaged_weights  # pylint: disable=g-import-not-at-top
-  model_dir = packaged_weights.minilm_dir()
-  if model_dir is None:
-    raise SystemExit(packaged_weights.MINILM_INSTALL)
+  model_dir = machine.minilm_dir()
   os.makedirs(args.work_dir, exist_ok=True)
   rows = []
   for task in args.tasks.split(","):
