@@ -20,12 +20,15 @@ from data_prep import tfrecord_io
 SUM = tf.distribute.ReduceOp.SUM
 
 
-def _finite_loop(strategy, replica_fn, dataset_fn, max_steps=None):
-  """Yields `replica_fn`'s per-replica results for each batch of a finite dataset."""
+def _distributed_step(strategy, replica_fn):
   # reduce_retracing: batches cut to their longest sequence (`padding`) come in a dozen
   # lengths; after the second, one trace with the length left open serves them all.
-  step = tf.function(lambda features: strategy.run(replica_fn, args=(features,)),
+  return tf.function(lambda features: strategy.run(replica_fn, args=(features,)),
                      reduce_retracing=True)
+
+
+def _finite_loop(strategy, step, dataset_fn, max_steps=None):
+  """Yields `step`'s per-replica results for each batch of a finite dataset."""
   iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
   steps = 0
   while max_steps is None or steps < max_steps:
@@ -76,10 +79,11 @@ def evaluate(trainer, dataset_fn, max_steps=None, keep_outputs=False):
     return tf.distribute.get_replica_context().all_reduce(SUM, sums), kept
 
   totals, chunks = None, {}
-  for sums, kept in _finite_loop(strategy, replica_fn, dataset_fn, max_steps):
+  step = trainer.cached_function(("evaluate", keep_outputs),
+                                 lambda: _distributed_step(strategy, replica_fn))
+  for sums, kept in _finite_loop(strategy, step, dataset_fn, max_steps):
     # All replicas hold the same all-reduced sums: take the first's.
-    sums = {k: float(np.asarray(strategy.experimental_local_results(v)[0]))
-            for k, v in sums.items()}
+    sums = {k: float(np.asarray(strategy.experimental_local_results(v)[0])) for k, v in sums.items()}
     totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
     _append_local(strategy, kept, chunks)
   if totals is None:
@@ -100,8 +104,8 @@ def ratios(totals, loss_epsilons):
     elif kind == "num":
       scores[name] = value / max(totals["den/" + name], 1e-12)
   if any(key.startswith("loss/") for key in totals):
-    scores["loss"] = sum(scores.get(key.split("/", 1)[1], 0.0) for key in totals
-                         if key.startswith("loss/"))
+    scores["loss"] = sum(
+        scores.get(key.split("/", 1)[1], 0.0) for key in totals if key.startswith("loss/"))
   return scores
 
 
@@ -114,13 +118,14 @@ def predict(strategy, model, dataset_fn, keep_features=()):
   Returns:
     dict name -> np.ndarray [num_examples, ...] with the model outputs and kept features.
   """
+
   def replica_fn(features):
     outputs = dict(model(features, training=False))
     outputs.update({name: features[name] for name in keep_features})
     return outputs
 
   chunks = {}
-  for outputs in _finite_loop(strategy, replica_fn, dataset_fn):
+  for outputs in _finite_loop(strategy, _distributed_step(strategy, replica_fn), dataset_fn):
     _append_local(strategy, outputs, chunks)
   return _concatenated(chunks)
 
