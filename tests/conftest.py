@@ -27,6 +27,25 @@ def _no_graph_rewrites():
 
 if not os.environ.get("OB_TEST_GRAPH_REWRITES"):
   _no_graph_rewrites()
+  _SAME_SETTINGS = ("import tensorflow as tf; tf.config.optimizer.set_experimental_options("
+                    "{'disable_meta_optimizer': True})")
+else:
+  _SAME_SETTINGS = "pass"
+
+
+def python_m(module):
+  """`python -m module` (the start of a command line) with this test process's TensorFlow
+  settings (`_no_graph_rewrites`): for a process whose results a test compares bit for bit
+  with an in-process run's."""
+  import sys  # pylint: disable=g-import-not-at-top
+  return [sys.executable, "-c", f"{_SAME_SETTINGS}; import runpy, sys; sys.argv[0] = "
+          f"{module!r}; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"]
+
+
+def python_c(code):
+  """`python -c code` with this test process's TensorFlow settings (see `python_m`)."""
+  import sys  # pylint: disable=g-import-not-at-top
+  return [sys.executable, "-c", f"{_SAME_SETTINGS}\n{code}"]
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
