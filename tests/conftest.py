@@ -317,21 +317,26 @@ def run_command(module, *args):
 # first: `make test`'s two workers (pytest-xdist, one file per worker) then finish together
 # instead of one waiting on a long file collected last. Order only; every test still runs.
 LONG_FILES_FIRST = (
-    "training/test_pretraining_loop.py",
-    "serving/test_tflite_export.py",
-    "serving/test_onnx_export.py",
     "api/test_python_api.py",
-    "tasks/test_folder_interchange.py",
-    "interop/test_model_folder.py",
-    "api/test_docs_examples.py",
-    "serving/test_export.py",
-    "training/test_pretraining_recipes.py",
-    "tasks/test_classifier_own_files.py",
     "tasks/test_distillation_run.py",
-    "tasks/test_training_controls.py",
+    "training/test_pretraining_loop.py",
+    "api/test_docs_examples.py",
+    "tasks/test_folder_interchange.py",
+    "serving/test_export.py",
+    "api/test_first_hour.py",
     "data_prep/test_create_pretraining_data.py",
-    "serving/test_embeddings.py",
+    "interop/test_model_folder.py",
+    "serving/test_onnx_export.py",
+    "tasks/test_classifier_own_files.py",
+    "training/test_pretraining_recipes.py",
+    "serving/test_tflite_export.py",
     "api/test_text_embedder.py",
+    "data_prep/test_beam_pipeline.py",
+    "tasks/test_training_controls.py",
+    "tasks/test_run_embeddings.py",
+    "api/test_masked_lm.py",
+    "tasks/test_squad_export_parity.py",
+    "serving/test_embeddings.py",
 )
 
 

@@ -83,7 +83,8 @@ def evaluate(trainer, dataset_fn, max_steps=None, keep_outputs=False):
                                  lambda: _distributed_step(strategy, replica_fn))
   for sums, kept in _finite_loop(strategy, step, dataset_fn, max_steps):
     # All replicas hold the same all-reduced sums: take the first's.
-    sums = {k: float(np.asarray(strategy.experimental_local_results(v)[0])) for k, v in sums.items()}
+    sums = {k: float(np.asarray(strategy.experimental_local_results(v)[0]))
+            for k, v in sums.items()}
     totals = sums if totals is None else {k: totals[k] + sums[k] for k in totals}
     _append_local(strategy, kept, chunks)
   if totals is None:
