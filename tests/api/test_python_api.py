@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 from conftest import TINY_CONFIG
-from conftest import python_c
 from conftest import tiny_model_folder
 import harness
 import keras
@@ -101,7 +100,7 @@ def test_classifier_fits_saves_and_exports(trained_classifier, tmp_path):
   code = ("import json, sys, numpy as np, official_bert as ob; "
           f"m = ob.TextClassifier.from_preset({saved!r}); "
           f"print(json.dumps([m.labels, m.predict({TEXTS!r}).tolist()]))")
-  out = subprocess.run(python_c(code), cwd=REPO, capture_output=True, text=True,  # bitwise
+  out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                        check=True, env=dict(os.environ, PYTHONPATH=REPO)).stdout
   labels, again = json.loads(out.strip().splitlines()[-1])
   assert labels == ["neg", "pos"]

@@ -20,7 +20,6 @@ from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import corpus_text
 from conftest import need
-from conftest import python_m
 from conftest import run_command
 import keras
 import numpy as np
@@ -157,8 +156,8 @@ def test_killed_at_random_points_then_rerun_matches_an_uninterrupted_run(data, t
   rng = random.Random(5)
   stopped = []
   for signum in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
-    proc = subprocess.Popen(  # as this process runs TF: bit for bit with "straight"
-        python_m("official_bert.run_pretraining")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "official_bert.run_pretraining"]
         + _args(data, crashed, **steps), cwd=REPO, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True)
     events = len(glob.glob(str(crashed / "train" / "events*")))

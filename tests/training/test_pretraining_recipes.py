@@ -7,6 +7,7 @@ import random
 import re
 import signal
 import subprocess
+import sys
 import time
 
 from conftest import GLUE_DATA
@@ -14,7 +15,6 @@ from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import corpus_text
 from conftest import need
-from conftest import python_m
 from conftest import run_command
 from conftest import vocab_ids
 import numpy as np
@@ -251,7 +251,7 @@ def test_dynamic_masking_killed_and_rerun_matches_an_uninterrupted_run(data, tmp
                do_whole_word_mask=True, shuffle_buffer_size=50)
   _cli(_args(data, tmp_path / "straight", "none", **steps))
   crashed = tmp_path / "crashed"
-  proc = subprocess.Popen(python_m("official_bert.run_pretraining")  # as this process runs TF
+  proc = subprocess.Popen([sys.executable, "-m", "official_bert.run_pretraining"]
                           + _args(data, crashed, "none", **steps), cwd=REPO,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
   deadline = time.time() + 240
