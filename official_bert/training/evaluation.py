@@ -105,8 +105,8 @@ def ratios(totals, loss_epsilons):
     elif kind == "num":
       scores[name] = value / max(totals["den/" + name], 1e-12)
   if any(key.startswith("loss/") for key in totals):
-    scores["loss"] = sum(
-        scores.get(key.split("/", 1)[1], 0.0) for key in totals if key.startswith("loss/"))
+    scores["loss"] = sum(scores.get(key.split("/", 1)[1], 0.0) for key in totals
+                         if key.startswith("loss/"))
   return scores
 
 
@@ -119,7 +119,6 @@ def predict(strategy, model, dataset_fn, keep_features=()):
   Returns:
     dict name -> np.ndarray [num_examples, ...] with the model outputs and kept features.
   """
-
   def replica_fn(features):
     outputs = dict(model(features, training=False))
     outputs.update({name: features[name] for name in keep_features})

@@ -41,16 +41,8 @@ class Trainer:
       `freezing.freeze`, so frozen weights get no optimizer state).
   """
 
-  def __init__(self,
-               strategy,
-               task,
-               optimizer_fn,
-               global_batch_size,
-               num_accumulation_steps=1,
-               clip_norm=1.0,
-               dtype="float32",
-               enable_xla=False,
-               prepare_model=None):
+  def __init__(self, strategy, task, optimizer_fn, global_batch_size, num_accumulation_steps=1,
+               clip_norm=1.0, dtype="float32", enable_xla=False, prepare_model=None):
     replicas = strategy.num_replicas_in_sync
     if global_batch_size % (replicas * num_accumulation_steps):
       raise ValueError(f"batch size {global_batch_size} is not divisible by replicas ({replicas}) "
@@ -70,17 +62,14 @@ class Trainer:
       self.optimizer = train_step.takes_summed_gradients(
           keras.optimizers.LossScaleOptimizer(inner) if self.float16 else inner)
       self.optimizer.build(self.model.trainable_variables)
-      self.step = tf.Variable(0,
-                              dtype=tf.int64,
-                              trainable=False,
-                              name="global_step",
+      self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                               aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-    self._train_loop_fn = None
     self._functions = {}
 
   def cached_function(self, key, build):
     """`build()` (a tf.function) made once per trainer and `key`, so that a loop run again
-    (an evaluation every N steps) reuses its trace instead of tracing the model anew."""
+    (the train loop each `steps_per_loop`, an evaluation every N steps) reuses its trace
+    instead of tracing the model anew."""
     if key not in self._functions:
       self._functions[key] = build()
     return self._functions[key]
@@ -100,9 +89,8 @@ class Trainer:
         ids = features[name]
         high, low = tf.reduce_max(ids), tf.reduce_min(ids)
         worst = tf.where(high >= limit, high, low)
-        checks.append(
-            tf.debugging.Assert((high < limit) & (low >= 0),
-                                [ID_RANGE_ERROR, name, worst, key, limit]))
+        checks.append(tf.debugging.Assert((high < limit) & (low >= 0),
+                                          [ID_RANGE_ERROR, name, worst, key, limit]))
     if not checks:
       return features
     with tf.control_dependencies(checks):
@@ -116,8 +104,8 @@ class Trainer:
 
   def _micro_gradients(self, features, normalizers):
     grads, _, (parts, metrics) = train_step.replica_gradients(
-        lambda: self._scores(features, normalizers, training=True), self.model.trainable_variables,
-        self.optimizer)
+        lambda: self._scores(features, normalizers, training=True),
+        self.model.trainable_variables, self.optimizer)
     return grads, parts, metrics
 
   def _replica_train_step(self, features):
@@ -144,7 +132,8 @@ class Trainer:
           metrics = {n: (metrics[n][0] + m[n][0], metrics[n][1] + m[n][1]) for n in metrics}
     parts = ctx.all_reduce(SUM, parts)
     metrics = ctx.all_reduce(SUM, metrics) if metrics else {}  # a task may have none
-    norm = train_step.apply(self.optimizer, grads, self.model.trainable_variables, self.clip_norm)
+    norm = train_step.apply(self.optimizer, grads, self.model.trainable_variables,
+                            self.clip_norm)
     out = dict(parts)
     out["loss"] = tf.add_n(list(parts.values()))
     out["gradient_norm"] = norm
@@ -159,8 +148,8 @@ class Trainer:
 
   def _first(self, per_replica):
     """All replicas hold the same all-reduced values: take the first's."""
-    return tf.nest.map_structure(lambda v: self.strategy.experimental_local_results(v)[0],
-                                 per_replica)
+    return tf.nest.map_structure(
+        lambda v: self.strategy.experimental_local_results(v)[0], per_replica)
 
   def _build_train_loop(self):
     # The replica step is traced once and called twice in the graph: totals that started as
@@ -179,16 +168,14 @@ class Trainer:
       for _ in tf.range(num_steps - 1):
         totals = tf.nest.map_structure(tf.add, totals, one_step(iterator))
       return totals
-
     return train_loop
 
   def train_steps(self, iterator, num_steps):
     """Runs `num_steps` (>= 1) steps; returns the averaged losses and metrics as floats."""
     if num_steps < 1:
       raise ValueError(f"num_steps must be at least 1, got {num_steps}")
-    if self._train_loop_fn is None:
-      self._train_loop_fn = self._build_train_loop()
-    totals = self._train_loop_fn(iterator, tf.constant(num_steps, tf.int32))
+    train_loop = self.cached_function("train", self._build_train_loop)
+    totals = train_loop(iterator, tf.constant(num_steps, tf.int32))
     return summarize(totals, num_steps)
 
 
@@ -221,10 +208,8 @@ class StopRequest:
     del frame
     if self.requested and signum == signal.SIGINT:
       raise KeyboardInterrupt
-    logging.warning(
-        "Signal %s: saving a checkpoint at the end of this loop, then stopping "
-        "(Ctrl-C again to stop at once)",
-        signal.Signals(signum).name)
+    logging.warning("Signal %s: saving a checkpoint at the end of this loop, then stopping "
+                    "(Ctrl-C again to stop at once)", signal.Signals(signum).name)
     self.requested = True
     self.signum = signum
 
@@ -258,8 +243,8 @@ class ProgressLog:
     logging.info(
         "step %d/%d | loss %.4f | %s | lr %.3g | %.1f examples/s | %.0f real tokens/s | "
         "ETA %.0fs", step, self.num_train_steps, metrics["loss"],
-        " ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()) if k != "loss"), learning_rate,
-        examples_per_second, tokens_per_second, eta)
+        " ".join(f"{k} {v:.4f}" for k, v in sorted(metrics.items()) if k != "loss"),
+        learning_rate, examples_per_second, tokens_per_second, eta)
     metrics["real_tokens_per_second"] = tokens_per_second
     if self.writer is not None:
       with self.writer.as_default(step=step):
@@ -273,3 +258,4 @@ class ProgressLog:
 def current_learning_rate(optimizer):
   inner = getattr(optimizer, "inner_optimizer", optimizer)
   return float(np.asarray(inner.learning_rate))
+
