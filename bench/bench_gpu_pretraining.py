@@ -14,6 +14,15 @@ other (one GPU), on random ids, bf16, seq 128 with 20 masked positions:
                eager, SDPA attention, bf16 autocast, fused AdamW, clip 1.0
   hf-compile   the same under `torch.compile`
   keras-hub    keras_hub.models.BertMaskedLM on JAX, fit, jit (MLM only, on masked positions)
+A side may name variants and its own configs, SIDE[+OPTION...][:CONFIG/CONFIG]: ours-jax's
+options (the ablations of what a step costs) are attn0 (no dropout on the attention
+probabilities: attention runs fused through keras.ops.dot_product_attention), nodrop (no
+dropout at all), rbg (dropout masks from XLA's RngBitGenerator, not threefry), notriton
+(XLA_FLAGS --xla_gpu_enable_triton_gemm=false), nocmdbuf (no CUDA graphs: each kernel's HLO op
+is seen), devdata (fit on batches already on the GPU), scan (a jitted lax.scan of 4 steps per
+call over batches on the GPU: `pretraining_step_keras.jax_scan_run`) and profile (after the
+timing, the device time of 4 steps by kernel and by model scope).
+E.g. --sides=ours-jax+notriton+scan:base/large,hf-compile,ours-jax+profile+nocmdbuf:base.
 seq/s: batch x steps / wall seconds, median of --repeats timed calls after a warm-up call.
 MFU: model FLOPs (3 x forward matmuls, `pretraining_flops.train_flops_per_sequence`, the
 same count for every side) per second over an 8192^3 bf16 matmul measured here with PyTorch.
@@ -37,6 +46,8 @@ from pretraining_flops import per_config  # noqa: E402
 from pretraining_flops import train_flops_per_sequence  # noqa: E402
 
 SIDES = ("ours-jax", "hf-eager", "hf-compile", "keras-hub", "ours-torch")
+OUR_OPTIONS = {"attn0", "nodrop", "rbg", "notriton", "nocmdbuf", "profile", "scan",
+               "devdata"}
 
 
 def load_config(name):
@@ -155,25 +166,52 @@ def side_keras_hub(args, name):
   return params, batch, timed_calls(run, args.warmup, args.steps, args.repeats)
 
 
-def side_ours(args, name):
+def side_ours(args, name, options):
   import keras  # pylint: disable=g-import-not-at-top
   import pretraining_step_keras  # pylint: disable=g-import-not-at-top
   batch = per_config(args.batch, name)
   keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+  if "rbg" in options:
+    pretraining_step_keras.use_bit_generator_dropout()
   cfg = pretraining_step_keras.config(name, _REPO)
-  run, params = pretraining_step_keras.build_step(cfg, batch, args.seq, args.preds, jit=True)
-  return params, batch, timed_calls(run, args.warmup, args.steps, args.repeats)
+  run, params = pretraining_step_keras.build_step(
+      cfg, batch, args.seq, args.preds, jit=True,
+      attention_dropout=0.0 if options & {"attn0", "nodrop"} else None,
+      hidden_dropout=0.0 if "nodrop" in options else None,
+      loop="scan" if "scan" in options else "fit_device" if "devdata" in options else "fit")
+  result = timed_calls(run, args.warmup, args.steps, args.repeats)
+  if "profile" in options:
+    try:
+      for line in pretraining_step_keras.kernel_profile(run, 4):
+        print("PROFILE " + line, flush=True)
+    except Exception as e:  # pylint: disable=broad-except
+      print(f"PROFILE failed: {e!r}", flush=True)
+  keras.backend.clear_session()
+  return params, batch, result
+
+
+def parse_side(spec, configs):
+  """"ours-jax+rbg+profile:base/large" -> ("ours-jax", {"rbg", "profile"}, "base,large")."""
+  spec, _, own_configs = spec.partition(":")
+  name, *options = spec.split("+")
+  if name not in SIDES:
+    raise SystemExit(f"--sides: unknown side {name!r} (one of {', '.join(SIDES)})")
+  unknown = set(options) - OUR_OPTIONS
+  if unknown or (options and not name.startswith("ours")):
+    raise SystemExit(f"--sides: {spec!r}: options {sorted(OUR_OPTIONS)} are for ours-* only")
+  return name, set(options), own_configs.replace("/", ",") or configs
 
 
 def run_side(args):
   """In a child process: one side, every config; prints one JSON line per config."""
+  side, options, _ = parse_side(args.side, args.configs)
   for name in args.configs.split(","):
-    if args.side in ("hf-eager", "hf-compile"):
-      params, batch, result = side_hf(args, name, args.side == "hf-compile")
-    elif args.side == "keras-hub":
+    if side in ("hf-eager", "hf-compile"):
+      params, batch, result = side_hf(args, name, side == "hf-compile")
+    elif side == "keras-hub":
       params, batch, result = side_keras_hub(args, name)
     else:
-      params, batch, result = side_ours(args, name)
+      params, batch, result = side_ours(args, name, options)
     first, times, loss = result
     print("RESULT " + json.dumps({"side": args.side, "config": name, "params": params,
                                   "batch": batch, "first_s": first, "times": times,
@@ -212,10 +250,12 @@ def main():
   parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)  # cpu: a smoke test
   args = parser.parse_args()
   if args.side:
-    if args.side == "ours-jax":
+    if args.side.startswith("ours-jax"):
       os.environ["KERAS_BACKEND"] = "jax"
     run_side(args)
     return
+  for spec in args.sides.split(","):
+    parse_side(spec, args.configs)  # a typo fails before the GPU work
   import torch  # pylint: disable=g-import-not-at-top
   print(f"command : python3 {' '.join(sys.argv)}\n"
         f"date    : {time.strftime('%Y-%m-%dT%H:%M:%S')}\n"
@@ -228,11 +268,21 @@ def main():
     if left < 30:
       print(f"  skipped {side}: the time budget is spent", flush=True)
       continue
-    env = dict(os.environ, KERAS_BACKEND="torch" if side == "ours-torch" else "jax",
+    name, options, configs = parse_side(side, args.configs)
+    env = dict(os.environ, KERAS_BACKEND="torch" if name == "ours-torch" else "jax",
                XLA_PYTHON_CLIENT_PREALLOCATE="false", TF_CPP_MIN_LOG_LEVEL="2")
-    child = [sys.executable, __file__, "--side", side] + [
+    flags = [env.get("XLA_FLAGS", "")]
+    if "notriton" in options:
+      flags.append("--xla_gpu_enable_triton_gemm=false")
+    if "nocmdbuf" in options:  # each kernel its own launch: the profile sees its HLO op
+      flags.append("--xla_gpu_enable_command_buffer=")
+    if "profile" in options:  # the optimized HLO, for the op scopes of the kernels
+      flags.append(f"--xla_dump_to=/tmp/hlo_{os.getpid()}_{len(rows)}_{name} "
+                   "--xla_dump_hlo_module_re=train_step")
+    env["XLA_FLAGS"] = " ".join(f for f in flags if f)
+    child = [sys.executable, __file__, "--side", side, f"--configs={configs}"] + [
         f"--{k}={getattr(args, k)}" for k in
-        ("configs", "batch", "seq", "preds", "steps", "warmup", "repeats")]
+        ("batch", "seq", "preds", "steps", "warmup", "repeats")]
     try:
       out = subprocess.run(child, env=env, capture_output=True, text=True, timeout=left,
                            check=False)
@@ -243,20 +293,22 @@ def main():
       text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
       print(f"  {side} stopped at the time budget", flush=True)
     for line in text.splitlines():
+      if line.startswith("PROFILE "):
+        print("  " + line, flush=True)
       if line.startswith("RESULT "):
-        row = json.loads(line[len("RESULT "):])
+        row = dict(json.loads(line[len("RESULT "):]), side=side)
         rows.append(row)
         sps = [row["batch"] * args.steps / t for t in row["times"]]
         print(f"  done {side} {row['config']}: {' '.join(f'{s:.0f}' for s in sps)} seq/s, "
               f"first call {row['first_s']:.0f}s, loss {row['loss']:.3f}", flush=True)
-  header = (f"{'side':<12}{'config':<7}{'batch':>6}{'params':>13}{'seq/s':>9}{'TFLOP/s':>9}"
+  header = (f"{'side':<22}{'config':<7}{'batch':>6}{'params':>13}{'seq/s':>9}{'TFLOP/s':>9}"
             f"{'MFU':>7}{'first s':>9}")
   print("\n" + header + "\n" + "-" * len(header))
   for row in rows:
     cfg = load_config(row["config"])
     sps = row["batch"] * args.steps / statistics.median(row["times"])
     tflops = sps * train_flops_per_sequence(cfg, args.seq, args.preds) / 1e12
-    print(f"{row['side']:<12}{row['config']:<7}{row['batch']:>6}{row['params']:>13,}"
+    print(f"{row['side'].partition(':')[0]:<22}{row['config']:<7}{row['batch']:>6}{row['params']:>13,}"
           f"{sps:>9.0f}{tflops:>9.0f}{tflops / ceiling:>7.1%}{row['first_s']:>9.0f}")
   print(f"total {time.perf_counter() - start:.0f}s")
 

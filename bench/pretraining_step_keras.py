@@ -88,8 +88,84 @@ class PretrainingObjective(keras.Model):
     return loss + ops.mean(nsp)
 
 
-def build_step(cfg, batch, seq, preds, jit=True, seed=0, recompute_grad=False):
-  """(run(steps) -> last loss, trainable parameter count) for our step on this backend."""
+def use_bit_generator_dropout():
+  """JAX only, an experiment of the GPU bench (`ours-jax+rbg`): Keras' dropout with its keep
+  mask drawn from XLA's RngBitGenerator (Philox on GPU) instead of threefry. The uint32[2]
+  seed Keras passes becomes an `unsafe_rbg` key: deterministic for a seed, other masks."""
+  import jax  # pylint: disable=g-import-not-at-top
+  from keras.src.backend.jax import random as jax_random  # pylint: disable=g-import-not-at-top
+
+  def dropout(inputs, rate, noise_shape=None, seed=None):
+    if rate == 0.0:
+      return inputs
+    seed = jax.lax.bitcast_convert_type(jax_random.jax_draw_seed(seed), "uint32")
+    data = jax.numpy.concatenate([seed, seed ^ np.uint32(0x9E3779B9)])  # [4]
+    key = jax.random.wrap_key_data(data, impl="unsafe_rbg")
+    shape = jax_random._get_concrete_noise_shape(inputs, noise_shape)  # pylint: disable=protected-access
+    threshold = np.uint32(min((1.0 - rate) * 2.0**32, 2.0**32 - 1))
+    keep = jax.random.bits(key, tuple(shape), "uint32") < threshold
+    return jax.numpy.where(keep, inputs / (1.0 - rate), jax.numpy.zeros_like(inputs))
+
+  jax_random.dropout = dropout
+
+
+def jax_scan_run(model, batches):
+  """JAX only: `run(steps)` for a compiled `model` that trains len(batches) steps per call of
+  one jitted `lax.scan` over the batches, stacked on the device: no host work, transfer or
+  dispatch between steps. The step is Keras' own (stateless_call, compute_loss, jax grad,
+  the optimizer's stateless_apply with its clipping). `run` rounds steps up to whole scans;
+  the model's variables are written back after each call."""
+  import functools  # pylint: disable=g-import-not-at-top
+
+  import jax  # pylint: disable=g-import-not-at-top
+  optimizer = model.optimizer
+  if not optimizer.built:
+    optimizer.build(model.trainable_variables)
+  stacked = jax.device_put({k: np.stack([b[k] for b in batches]) for k in batches[0]})
+
+  def loss_fn(trainable, non_trainable, x):
+    y_pred, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
+    return model.compute_loss(x=x, y_pred=y_pred), non_trainable
+
+  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+  def step(state, x):
+    trainable, non_trainable, optimizer_vars = state
+    (loss, non_trainable), grads = grad_fn(trainable, non_trainable, x)
+    trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
+    return (trainable, non_trainable, optimizer_vars), loss
+
+  @functools.partial(jax.jit, donate_argnums=0)
+  def scan(state, stacked):
+    return jax.lax.scan(step, state, stacked)
+
+  variables = (model.trainable_variables, model.non_trainable_variables, optimizer.variables)
+  holder = {"state": tuple([v.value for v in group] for group in variables)}
+
+  def run(steps):
+    for _ in range(-(-steps // len(batches))):
+      holder["state"], losses = scan(holder["state"], stacked)
+    for group, values in zip(variables, holder["state"]):
+      for variable, value in zip(group, values):
+        variable.assign(value)
+    return float(losses[-1])  # waits for the device
+
+  return run
+
+
+def build_step(cfg, batch, seq, preds, jit=True, seed=0, recompute_grad=False,
+               attention_dropout=None, hidden_dropout=None, loop="fit"):
+  """(run(steps) -> last loss, trainable parameter count) for our step on this backend.
+
+  attention_dropout / hidden_dropout: override the config's rates (the GPU bench's
+  ablations: 0 on the probabilities lets attention run fused).
+  loop: "fit" (Keras' fit, fed from a Python generator of host batches), "fit_device" (the
+  same, the batches already on the device) or "scan" (JAX: `jax_scan_run`)."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  if attention_dropout is not None:
+    cfg = dataclasses.replace(cfg, attention_probs_dropout_prob=attention_dropout)
+  if hidden_dropout is not None:
+    cfg = dataclasses.replace(cfg, hidden_dropout_prob=hidden_dropout)
   keras.utils.set_random_seed(seed)
   network = BertPretrainingModel(BertEncoder.from_bert_config(cfg))
   network.encoder.recompute_grad = recompute_grad
@@ -102,6 +178,11 @@ def build_step(cfg, batch, seq, preds, jit=True, seed=0, recompute_grad=False):
       v for v in model.trainable_weights if "layer_norm" in v.path or v.name == "bias"])
   model.compile(optimizer=optimizer, jit_compile=jit)
   batches = synthetic_batches(cfg, batch, seq, preds)
+  params = int(sum(np.prod(v.shape) for v in model.trainable_weights))
+  if loop == "scan":
+    return jax_scan_run(model, batches), params
+  if loop == "fit_device":
+    batches = [{k: ops.convert_to_tensor(v) for k, v in b.items()} for b in batches]
 
   def forever():
     while True:
@@ -116,8 +197,58 @@ def build_step(cfg, batch, seq, preds, jit=True, seed=0, recompute_grad=False):
     ops.convert_to_numpy(model.trainable_weights[0])
     return float(history.history["loss"][-1])
 
-  params = int(sum(np.prod(v.shape) for v in model.trainable_weights))
   return run, params
+
+
+def kernel_profile(run, steps, top=30):
+  """JAX only: where the device time of `steps` steps goes. Traces them with
+  jax.profiler and sums the GPU kernels' durations by kernel name and by the model scope of
+  their HLO op (the op's `op_name` metadata in the optimized HLO that XLA_FLAGS'
+  --xla_dump_to wrote, digits dropped, so the 12 layers add up). Returns printable lines."""
+  import collections  # pylint: disable=g-import-not-at-top
+  import glob  # pylint: disable=g-import-not-at-top
+  import re  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax._src.lib import _profile_data  # pylint: disable=g-import-not-at-top
+  trace_dir = tempfile.mkdtemp()
+  with jax.profiler.trace(trace_dir):
+    run(steps)
+  path = glob.glob(os.path.join(trace_dir, "**", "*.xplane.pb"), recursive=True)[0]
+  data = _profile_data.ProfileData.from_file(path)
+  op_scopes = {}
+  dump = re.search(r"--xla_dump_to=(\S+)", os.environ.get("XLA_FLAGS", ""))
+  for hlo in glob.glob(os.path.join(dump.group(1), "*after_optimizations.txt")) if dump else ():
+    with open(hlo, encoding="utf-8") as f:
+      for line in f:
+        m = re.match(r"\s*(?:ROOT )?%?([\w.\-]+) = .*op_name=\"([^\"]+)\"", line)
+        if m:
+          op_scopes[m.group(1)] = m.group(2)
+  by_kernel, by_scope, lines_seen = collections.Counter(), collections.Counter(), set()
+  total = 0
+  for plane in data.planes:
+    if not plane.name.startswith("/device:GPU"):
+      continue
+    for line in plane.lines:
+      lines_seen.add(line.name)
+      if not line.name.startswith("Stream"):
+        continue
+      for event in line.events:
+        ms = event.duration_ns / 1e6
+        total += ms
+        by_kernel[event.name[:90]] += ms
+        stats = dict(event.stats)
+        scope = op_scopes.get(str(stats.get("hlo_op", "")), str(stats.get("hlo_op", "?")))
+        scope = re.sub(r"\d+", "#", scope)
+        by_scope[scope[-110:]] += ms
+  out = [f"device time of {steps} steps: {total:.1f} ms ({total / steps:.2f} ms/step); "
+         f"GPU lines {sorted(lines_seen)}"]
+  for title, counter in (("kernel", by_kernel), ("scope", by_scope)):
+    out.append(f"top {top} by {title} (ms per step, share):")
+    for name, ms in counter.most_common(top):
+      out.append(f"  {ms / steps:8.3f} {ms / max(total, 1e-9):6.1%}  {name}")
+  return out
 
 
 def matmul_ceiling(dtype, size, repeats=10):
@@ -181,13 +312,14 @@ def bench(args, repo):
   ceiling = matmul_ceiling(args.dtype, size)
   print(f"setup   : backend={keras.backend.backend()} device={args.device} dtype={args.dtype} "
         f"batch={args.batch} seq={args.seq} preds={args.preds} steps={args.steps} "
-        f"warmup={args.warmup} repeats={args.repeats} jit={args.jit}")
+        f"warmup={args.warmup} repeats={args.repeats} jit={args.jit} loop={args.loop}")
   print(f"ceiling : {size}^3 {args.dtype} matmul {ceiling:.2f} TFLOP/s (measured)", flush=True)
   rows = []
   for name in [c.strip() for c in args.configs.split(",") if c.strip()]:
     cfg = config(name, repo)
     steps, warmup = per_config(args.steps, name), per_config(args.warmup, name)
-    run, params = build_step(cfg, args.batch, args.seq, args.preds, jit=args.jit == "on")
+    run, params = build_step(cfg, args.batch, args.seq, args.preds, jit=args.jit == "on",
+                             loop=args.loop)
     compile_s, _ = timed(run, warmup)
     times = []
     for _ in range(args.repeats):
@@ -218,9 +350,14 @@ def main(repo):
   parser.add_argument("--steps", default="20,base=5,large=5", help='"20,base=5"')
   parser.add_argument("--warmup", default="2", help="steps of the first (compile) call")
   parser.add_argument("--jit", choices=("on", "off"), default="on")
+  parser.add_argument("--loop", choices=("fit", "fit_device", "scan"), default="fit",
+                      help="scan (JAX): a jitted lax.scan of 4 steps per call, batches on the "
+                      "device (`jax_scan_run`)")
   parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
   parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
   args = parser.parse_args()
+  if args.loop == "scan" and keras.backend.backend() != "jax":
+    parser.error("--loop=scan is JAX's (--backend=jax)")
   print(f"command : python {' '.join(sys.argv)}\n"
         f"date    : {datetime.datetime.now().isoformat(timespec='seconds')}\n"
         f"machine : nproc={len(os.sched_getaffinity(0))}, {platform.platform()}, "

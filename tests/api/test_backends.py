@@ -99,3 +99,40 @@ def test_bench_pretraining_step_runs_on_jax(backend):
   row = next(line.split() for line in out.splitlines() if line.startswith("tiny "))
   seq_per_s, mfu = float(row[2]), float(row[4].rstrip("%"))
   assert seq_per_s > 0 and 0 < mfu < 100
+
+
+SCAN_CHECK = """
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import pretraining_step_keras as p
+cfg = p.config("tiny", sys.argv[2])
+weights = {}
+for loop in ("fit", "scan"):
+  run, _ = p.build_step(cfg, 4, 32, 4, loop=loop)
+  if loop == "fit":
+    model = [c.cell_contents for n, c in zip(run.__code__.co_freevars, run.__closure__)
+             if n == "model"][0]
+    start = [np.asarray(v.value) for v in model.trainable_variables]
+  run(8)  # two scans of the 4 synthetic batches; fit: 8 steps over the same batches
+  weights[loop] = [np.asarray(v.value) for v in model.trainable_variables] if loop == "fit" \\
+      else None
+  if loop == "scan":
+    variables = [c.cell_contents for n, c in zip(run.__code__.co_freevars, run.__closure__)
+                 if n == "variables"][0]
+    weights[loop] = [np.asarray(v.value) for v in variables[0]]
+moved = max(float(np.abs(a - b).max()) for a, b in zip(start, weights["fit"]))
+apart = max(float(np.abs(a - b).max()) for a, b in zip(weights["fit"], weights["scan"]))
+print("MOVED", moved, "APART", apart)
+"""
+
+
+@pytest.mark.parametrize("backend", BACKENDS[:1])
+def test_the_bench_scan_loop_trains_as_fit_does(backend):
+  """`pretraining_step_keras.jax_scan_run` (the GPU bench's loop without host work between
+  steps) is Keras' fit step: after 8 steps from the same seed, the same weights."""
+  out = run_on(backend, "-c", SCAN_CHECK, os.path.join(REPO, "bench"), REPO)
+  words = out.split()
+  moved, apart = float(words[words.index("MOVED") + 1]), float(words[words.index("APART") + 1])
+  assert moved > 0
+  assert apart <= 1e-6 * moved
