@@ -14,6 +14,11 @@ during its import. Its import lines are then the user's; the cuInit ERROR still 
 look like ours. So in that case, without a driver and with the variable unset, we make the
 first device use now (`tf.config.list_physical_devices`, which leaves every `tf.config`
 setting open), with file descriptor 2 pointed at /dev/null for that call only.
+
+`import jax` sets the variable to 1 where it is unset, and TensorFlow imports JAX where it is
+installed (`tensorflow.lite`). That 1 is not the user's choice: it is read as unset where the
+value is 1, JAX is imported and the process did not start with the variable
+(`_set_by_jax`).
 """
 
 import os
@@ -26,11 +31,27 @@ def has_nvidia_driver():
   return any(os.path.exists(path) for path in _NVIDIA_DRIVER_PATHS)
 
 
-def quiet_tensorflow_startup(environ=os.environ, modules=sys.modules):
-  """Sets TF_CPP_MIN_LOG_LEVEL as the module doc says, unless already set; returns it. If
-  TensorFlow is in `modules` already (imported first), starts its devices quietly instead
-  (module doc)."""
-  if "TF_CPP_MIN_LOG_LEVEL" not in environ:
+def _set_by_jax(environ, modules, initial_environ=None):
+  """Whether TF_CPP_MIN_LOG_LEVEL is JAX's default (module doc). `initial_environ`: the
+  variable names the process started with (None: /proc/self/environ, where readable)."""
+  if environ.get("TF_CPP_MIN_LOG_LEVEL") != "1" or "jax" not in modules:
+    return False
+  if initial_environ is None:
+    try:
+      with open("/proc/self/environ", "rb") as f:
+        initial_environ = {entry.split(b"=", 1)[0].decode("utf-8", "replace")
+                           for entry in f.read().split(b"\0") if entry}
+    except OSError:
+      return True
+  return "TF_CPP_MIN_LOG_LEVEL" not in initial_environ
+
+
+def quiet_tensorflow_startup(environ=os.environ, modules=sys.modules, initial_environ=None):
+  """Sets TF_CPP_MIN_LOG_LEVEL as the module doc says, unless already set (JAX's default
+  aside); returns it. If TensorFlow is in `modules` already (imported first), starts its
+  devices quietly instead (module doc). `initial_environ`: as `_set_by_jax`'s."""
+  if ("TF_CPP_MIN_LOG_LEVEL" not in environ
+      or _set_by_jax(environ, modules, initial_environ)):
     environ["TF_CPP_MIN_LOG_LEVEL"] = "1" if has_nvidia_driver() else "3"
     if environ["TF_CPP_MIN_LOG_LEVEL"] == "3" and "tensorflow" in modules:
       start_devices_quietly(modules["tensorflow"])

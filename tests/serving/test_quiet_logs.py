@@ -31,6 +31,23 @@ def test_level_follows_the_driver_and_never_overrides_the_user(monkeypatch):
   assert quiet_startup.quiet_tensorflow_startup({"TF_CPP_MIN_LOG_LEVEL": "0"}, modules={}) == "0"
 
 
+def test_jax_default_level_is_not_the_users(monkeypatch):
+  """`import jax` sets the level to 1 where it is unset (TensorFlow imports JAX where it is
+  installed): that 1 is read as unset; a 1 the process started with, or any other value,
+  stays the user's."""
+  monkeypatch.setattr(quiet_startup, "has_nvidia_driver", lambda: False)
+  jax = {"jax": object()}
+  assert quiet_startup.quiet_tensorflow_startup(
+      {"TF_CPP_MIN_LOG_LEVEL": "1"}, modules=jax, initial_environ=set()) == "3"
+  assert quiet_startup.quiet_tensorflow_startup(
+      {"TF_CPP_MIN_LOG_LEVEL": "1"}, modules=jax,
+      initial_environ={"TF_CPP_MIN_LOG_LEVEL"}) == "1"
+  assert quiet_startup.quiet_tensorflow_startup(
+      {"TF_CPP_MIN_LOG_LEVEL": "1"}, modules={}, initial_environ=set()) == "1"
+  assert quiet_startup.quiet_tensorflow_startup(
+      {"TF_CPP_MIN_LOG_LEVEL": "2"}, modules=jax, initial_environ=set()) == "2"
+
+
 class _FakeTensorFlow:
   """A `tensorflow` module that records its device listings and writes to fd 2 there."""
 
