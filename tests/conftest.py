@@ -284,6 +284,7 @@ def run_command(module, *args):
 # first: `make test`'s two workers (pytest-xdist, one file per worker) then finish together
 # instead of one waiting on a long file collected last. Order only; every test still runs.
 LONG_FILES_FIRST = (
+    "api/test_backends.py",
     "training/test_pretraining_loop.py",
     "serving/test_tflite_export.py",
     "serving/test_onnx_export.py",
