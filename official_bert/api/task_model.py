@@ -180,6 +180,19 @@ class TaskModel(BackboneModelConfig, keras.Model):
     finally:
       backbone.skip_padding = own
 
+  def make_train_function(self, force=False):
+    """Keras' own; on JAX, `steps_per_execution > 1` runs as one jitted scan per execution
+    (`jax_steps`: no host work between the steps), where Keras loops in Python."""
+    if self.train_function is not None and not force:
+      return
+    super().make_train_function(force)
+    if (keras.backend.backend() == "jax" and self.steps_per_execution > 1
+        and self.jit_compile and not self.run_eagerly
+        and keras.distribution.distribution() is None):
+      from official_bert.api import jax_steps  # pylint: disable=g-import-not-at-top
+      self.train_function = jax_steps.scanned_train_function(
+          self.train_step, self.steps_per_execution, self.task.token_features)
+
   def compile(self, optimizer=None, loss=None, metrics=None, learning_rate=5e-5,
               warmup_fraction=0.1, weight_decay=0.01, lr_schedule="linear",
               adam_bias_correction=True, clip_norm=1.0, **kwargs):

@@ -60,6 +60,24 @@ def loss_and_gradients(recompute_grad):
                        for v in model.trainable_variables]
 
 
+def steps_per_execution_weights(minilm):
+  """JAX: a classifier fitted with steps_per_execution=4 (one jitted scan per 4 steps,
+  `api/jax_steps`) and with 1, dropout off (its masks' shapes follow the batches' cut length):
+  the largest weight difference, and whether fit ran the scan."""
+  weights, scanned = [], False
+  texts, labels = TEXTS * 4 + ["fine", "bad"], LABELS * 4 + [1, 0]  # 5 batches: 4 + 1
+  for steps in (1, 4):
+    classifier = ob.TextClassifier.from_preset(minilm, num_classes=2, sequence_length=16)
+    for layer in classifier._flatten_layers():  # pylint: disable=protected-access
+      if isinstance(layer, keras.layers.Dropout):
+        layer.rate = 0.0
+    classifier.compile(learning_rate=1e-4, warmup_fraction=0.0, steps_per_execution=steps)
+    classifier.fit(texts, labels, epochs=1, batch_size=4, seed=1, verbose=0)
+    weights.append([np.asarray(v.value) for v in classifier.trainable_variables])
+    scanned = "scanned_train_function" in classifier.train_function.__qualname__
+  return max(float(np.abs(a - b).max()) for a, b in zip(*weights)), scanned
+
+
 def main(minilm, work):
   reference = np.load(os.path.join(work, "tensorflow_reference.npz"))
   results = {"backend": keras.backend.backend()}
@@ -102,6 +120,9 @@ def main(minilm, work):
   results["recompute_loss_diff"] = abs(plain_loss - recomputed_loss)
   results["recompute_grad_max_diff"] = max(float(np.abs(a - b).max())
                                            for a, b in zip(plain, recomputed))
+
+  if keras.backend.backend() == "jax":
+    results["scan_weight_max_diff"], results["scanned"] = steps_per_execution_weights(minilm)
 
   with open(os.path.join(work, "results.json"), "w", encoding="utf-8") as f:
     json.dump(results, f)
