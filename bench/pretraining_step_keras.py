@@ -111,44 +111,28 @@ def use_bit_generator_dropout():
 
 def jax_scan_run(model, batches):
   """JAX only: `run(steps)` for a compiled `model` that trains len(batches) steps per call of
-  one jitted `lax.scan` over the batches, stacked on the device: no host work, transfer or
-  dispatch between steps. The step is Keras' own (stateless_call, compute_loss, jax grad,
-  the optimizer's stateless_apply with its clipping). `run` rounds steps up to whole scans;
-  the model's variables are written back after each call."""
-  import functools  # pylint: disable=g-import-not-at-top
-
+  one jitted `lax.scan` over the batches, kept on the device: no host work, transfer or
+  dispatch between steps. The scan is the API's `steps_per_execution` on JAX
+  (`official_bert/api/jax_steps.py`) over Keras' own train step. `run` rounds steps up to
+  whole scans; the model's variables are written back after each call."""
   import jax  # pylint: disable=g-import-not-at-top
-  optimizer = model.optimizer
-  if not optimizer.built:
-    optimizer.build(model.trainable_variables)
-  stacked = jax.device_put({k: np.stack([b[k] for b in batches]) for k in batches[0]})
 
-  def loss_fn(trainable, non_trainable, x):
-    y_pred, non_trainable = model.stateless_call(trainable, non_trainable, x, training=True)
-    return model.compute_loss(x=x, y_pred=y_pred), non_trainable
-
-  grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-
-  def step(state, x):
-    trainable, non_trainable, optimizer_vars = state
-    (loss, non_trainable), grads = grad_fn(trainable, non_trainable, x)
-    trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
-    return (trainable, non_trainable, optimizer_vars), loss
-
-  @functools.partial(jax.jit, donate_argnums=0)
-  def scan(state, stacked):
-    return jax.lax.scan(step, state, stacked)
-
-  variables = (model.trainable_variables, model.non_trainable_variables, optimizer.variables)
+  from official_bert.api import jax_steps  # pylint: disable=g-import-not-at-top
+  if not model.optimizer.built:
+    model.optimizer.build(model.trainable_variables)
+  train = jax_steps.scanned_train_function(model.train_step, len(batches))
+  on_device = [(jax.device_put(b),) for b in batches]
+  variables = (model.trainable_variables, model.non_trainable_variables,
+               model.optimizer.variables, model.metrics_variables)
   holder = {"state": tuple([v.value for v in group] for group in variables)}
 
   def run(steps):
     for _ in range(-(-steps // len(batches))):
-      holder["state"], losses = scan(holder["state"], stacked)
+      logs, holder["state"] = train(holder["state"], iter(on_device))
     for group, values in zip(variables, holder["state"]):
       for variable, value in zip(group, values):
         variable.assign(value)
-    return float(losses[-1])  # waits for the device
+    return float(logs["loss"])  # waits for the device
 
   return run
 
