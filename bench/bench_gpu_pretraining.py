@@ -197,8 +197,8 @@ def parse_side(spec, configs):
   if name not in SIDES:
     raise SystemExit(f"--sides: unknown side {name!r} (one of {', '.join(SIDES)})")
   unknown = set(options) - OUR_OPTIONS
-  if unknown or (options and not name.startswith("ours")):
-    raise SystemExit(f"--sides: {spec!r}: options {sorted(OUR_OPTIONS)} are for ours-* only")
+  if unknown or (options and name != "ours-jax"):
+    raise SystemExit(f"--sides: {spec!r}: options {sorted(OUR_OPTIONS)} are for ours-jax only")
   return name, set(options), own_configs.replace("/", ",") or configs
 
 
@@ -241,7 +241,7 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--configs", default="base,large")
   parser.add_argument("--batch", default="256,large=128")
-  for flag, default in (("seq", 128), ("preds", 20), ("steps", 20), ("warmup", 3),
+  for flag, default in (("seq", 128), ("preds", 20), ("steps", 20), ("warmup", 4),
                         ("repeats", 3)):
     parser.add_argument("--" + flag, type=int, default=default)
   parser.add_argument("--sides", default=",".join(SIDES))
@@ -278,7 +278,7 @@ def main():
       flags.append("--xla_gpu_enable_command_buffer=")
     if "profile" in options:  # the optimized HLO, for the op scopes of the kernels
       flags.append(f"--xla_dump_to=/tmp/hlo_{os.getpid()}_{len(rows)}_{name} "
-                   "--xla_dump_hlo_module_re=train_step")
+                   "--xla_dump_hlo_module_re=train_step|scan")
     env["XLA_FLAGS"] = " ".join(f for f in flags if f)
     child = [sys.executable, __file__, "--side", side, f"--configs={configs}"] + [
         f"--{k}={getattr(args, k)}" for k in
@@ -301,14 +301,15 @@ def main():
         sps = [row["batch"] * args.steps / t for t in row["times"]]
         print(f"  done {side} {row['config']}: {' '.join(f'{s:.0f}' for s in sps)} seq/s, "
               f"first call {row['first_s']:.0f}s, loss {row['loss']:.3f}", flush=True)
-  header = (f"{'side':<22}{'config':<7}{'batch':>6}{'params':>13}{'seq/s':>9}{'TFLOP/s':>9}"
+  header = (f"{'side':<23}{'config':<7}{'batch':>6}{'params':>13}{'seq/s':>9}{'TFLOP/s':>9}"
             f"{'MFU':>7}{'first s':>9}")
   print("\n" + header + "\n" + "-" * len(header))
   for row in rows:
     cfg = load_config(row["config"])
     sps = row["batch"] * args.steps / statistics.median(row["times"])
     tflops = sps * train_flops_per_sequence(cfg, args.seq, args.preds) / 1e12
-    print(f"{row['side'].partition(':')[0]:<22}{row['config']:<7}{row['batch']:>6}{row['params']:>13,}"
+    side = row["side"].partition(":")[0]
+    print(f"{side:<22} {row['config']:<7}{row['batch']:>6}{row['params']:>13,}"
           f"{sps:>9.0f}{tflops:>9.0f}{tflops / ceiling:>7.1%}{row['first_s']:>9.0f}")
   print(f"total {time.perf_counter() - start:.0f}s")
 

@@ -113,8 +113,8 @@ def jax_scan_run(model, batches):
   """JAX only: `run(steps)` for a compiled `model` that trains len(batches) steps per call of
   one jitted `lax.scan` over the batches, kept on the device: no host work, transfer or
   dispatch between steps. The scan is the API's `steps_per_execution` on JAX
-  (`official_bert/api/jax_steps.py`) over Keras' own train step. `run` rounds steps up to
-  whole scans; the model's variables are written back after each call."""
+  (`official_bert/api/jax_steps.py`) over Keras' own train step. `run` takes whole scans
+  only; the model's variables are written back after each call."""
   import jax  # pylint: disable=g-import-not-at-top
 
   from official_bert.api import jax_steps  # pylint: disable=g-import-not-at-top
@@ -127,7 +127,14 @@ def jax_scan_run(model, batches):
   holder = {"state": tuple([v.value for v in group] for group in variables)}
 
   def run(steps):
-    for _ in range(-(-steps // len(batches))):
+    if steps % len(batches):
+      raise ValueError(f"--loop=scan trains {len(batches)} steps per scan: steps={steps} "
+                       f"(--steps, --warmup) must be a multiple of {len(batches)}")
+    trainable, non_trainable, optimizer_vars, metric_vars = holder["state"]
+    # The loss of this call, as fit's: its mean metric starts from zero at each call.
+    holder["state"] = (trainable, non_trainable, optimizer_vars,
+                       [jax.numpy.zeros_like(v) for v in metric_vars])
+    for _ in range(steps // len(batches)):
       logs, holder["state"] = train(holder["state"], iter(on_device))
     for group, values in zip(variables, holder["state"]):
       for variable, value in zip(group, values):
@@ -342,6 +349,12 @@ def main(repo):
   args = parser.parse_args()
   if args.loop == "scan" and keras.backend.backend() != "jax":
     parser.error("--loop=scan is JAX's (--backend=jax)")
+  if args.loop == "scan":
+    for name in [c.strip() for c in args.configs.split(",") if c.strip()]:
+      if per_config(args.steps, name) % 4 or per_config(args.warmup, name) % 4:
+        parser.error(f"--loop=scan trains 4 steps per scan: --steps and --warmup must be "
+                     f"multiples of 4 (config {name}: {per_config(args.steps, name)}, "
+                     f"{per_config(args.warmup, name)})")
   print(f"command : python {' '.join(sys.argv)}\n"
         f"date    : {datetime.datetime.now().isoformat(timespec='seconds')}\n"
         f"machine : nproc={len(os.sched_getaffinity(0))}, {platform.platform()}, "

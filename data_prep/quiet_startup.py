@@ -18,7 +18,8 @@ setting open), with file descriptor 2 pointed at /dev/null for that call only.
 `import jax` sets the variable to 1 where it is unset, and TensorFlow imports JAX where it is
 installed (`tensorflow.lite`). That 1 is not the user's choice: it is read as unset where the
 value is 1, JAX is imported and the process did not start with the variable
-(`_set_by_jax`).
+(`_set_by_jax`; Linux's /proc/self/environ: elsewhere the value stays the user's). A 1 that
+the program itself put in `os.environ` before importing JAX reads as JAX's too.
 """
 
 import os
@@ -41,8 +42,8 @@ def _set_by_jax(environ, modules, initial_environ=None):
       with open("/proc/self/environ", "rb") as f:
         initial_environ = {entry.split(b"=", 1)[0].decode("utf-8", "replace")
                            for entry in f.read().split(b"\0") if entry}
-    except OSError:
-      return True
+    except OSError:  # no /proc (macOS, Windows): the value is left as found
+      return False
   return "TF_CPP_MIN_LOG_LEVEL" not in initial_environ
 
 

@@ -1,11 +1,16 @@
 """JAX only: Keras' `steps_per_execution` as one jitted `lax.scan` over the steps' batches.
 
-Keras' JAX trainer runs `compile(steps_per_execution=N)` as a Python loop of N jitted steps:
-each step still has its own dispatch and its own host-to-device batch, and a GPU waits on them
-(about 9% of a BERT-base pretraining step on an H200, `bench/RESULTS.md`). Here the N batches
-are stacked and the N steps run as one compiled scan of Keras' own `train_step(state, data)`:
-the same step, the same state, one dispatch per N steps. TensorFlow's trainer already runs the
-N steps in one graph (`tf.while_loop`); PyTorch's keeps Keras' loop.
+Keras' JAX trainer runs `compile(steps_per_execution=N)` as a Python loop of N jitted steps,
+each dispatched on its own, with the host's work between them (`bench/RESULTS.md`: on an H200
+the GPU sat idle about 9% of a BERT-base pretraining step under fit). Here the N batches (as
+Keras' iterator delivers them, one by one) are padded to one shape and stacked, and the N
+steps run as one compiled scan of Keras' own `train_step(state, data)`: the same step and
+state, no host work between the steps. TensorFlow's trainer already runs the N steps in one
+graph (`tf.while_loop`); PyTorch's keeps Keras' loop.
+
+The cost: fit cuts each batch to the bucket length of its longest sentence
+(`training.padding`); a scan's batches run at the longest of their N lengths, so on short
+texts of mixed lengths a large N does more work per step than N=1.
 """
 
 import functools
@@ -24,6 +29,7 @@ def scanned_train_function(train_step, steps, token_features=()):
   padded back with zeros to their longest, as the preprocessor had padded them (attention
   masks the padding: the same losses, to float rounding)."""
   one_step = jax.jit(train_step, donate_argnums=0)
+  counts = {"scans": 0}  # how many executions ran as a scan (tests read it)
 
   def body(state, data):
     logs, state = train_step(state, data)
@@ -45,11 +51,13 @@ def scanned_train_function(train_step, steps, token_features=()):
       batches = _padded_to_longest(batches, token_features)
     if len(batches) == steps and _same_shapes(batches):
       stacked = jax.tree.map(lambda *leaves: jax.numpy.stack(leaves), *batches)
+      counts["scans"] += 1
       return scan(state, stacked)
     for data in batches:
       logs, state = one_step(state, data)
     return logs, state
 
+  function.counts = counts
   return function
 
 
