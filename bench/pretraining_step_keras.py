@@ -35,9 +35,10 @@ from official_bert.tasks import losses
 
 PEAK_LR, WARMUP_STEPS, TRAIN_STEPS = 1e-4, 10000, 1000000
 MLM_EPSILON = 1e-5  # PretrainingTask.loss_epsilons["masked_lm_loss"]
+SYNTHETIC_BATCHES = 4  # the batches every call cycles through; --loop=scan: steps per scan
 
 
-def synthetic_batches(cfg, batch, seq, preds, count=4, seed=0):
+def synthetic_batches(cfg, batch, seq, preds, count=SYNTHETIC_BATCHES, seed=0):
   """`count` random pretraining batches (numpy), every sequence full length."""
   rng = np.random.default_rng(seed)
   out = []
@@ -146,7 +147,8 @@ def jax_scan_run(model, batches):
 
 def build_step(cfg, batch, seq, preds, jit=True, seed=0, recompute_grad=False,
                attention_dropout=None, hidden_dropout=None, loop="fit"):
-  """(run(steps) -> last loss, trainable parameter count) for our step on this backend.
+  """(run(steps) -> last loss, trainable parameter count) for our step on this backend;
+  `run.model` is the model trained (its variables hold the weights after each call).
 
   attention_dropout / hidden_dropout: override the config's rates (the GPU bench's
   ablations: 0 on the probabilities lets attention run fused).
@@ -171,7 +173,9 @@ def build_step(cfg, batch, seq, preds, jit=True, seed=0, recompute_grad=False,
   batches = synthetic_batches(cfg, batch, seq, preds)
   params = int(sum(np.prod(v.shape) for v in model.trainable_weights))
   if loop == "scan":
-    return jax_scan_run(model, batches), params
+    run = jax_scan_run(model, batches)
+    run.model = model
+    return run, params
   if loop == "fit_device":
     batches = [{k: ops.convert_to_tensor(v) for k, v in b.items()} for b in batches]
 
@@ -188,6 +192,7 @@ def build_step(cfg, batch, seq, preds, jit=True, seed=0, recompute_grad=False,
     ops.convert_to_numpy(model.trainable_weights[0])
     return float(history.history["loss"][-1])
 
+  run.model = model
   return run, params
 
 
@@ -351,9 +356,11 @@ def main(repo):
     parser.error("--loop=scan is JAX's (--backend=jax)")
   if args.loop == "scan":
     for name in [c.strip() for c in args.configs.split(",") if c.strip()]:
-      if per_config(args.steps, name) % 4 or per_config(args.warmup, name) % 4:
-        parser.error(f"--loop=scan trains 4 steps per scan: --steps and --warmup must be "
-                     f"multiples of 4 (config {name}: {per_config(args.steps, name)}, "
+      if (per_config(args.steps, name) % SYNTHETIC_BATCHES
+          or per_config(args.warmup, name) % SYNTHETIC_BATCHES):
+        parser.error(f"--loop=scan trains {SYNTHETIC_BATCHES} steps per scan: --steps and "
+                     f"--warmup must be multiples of {SYNTHETIC_BATCHES} (config {name}: "
+                     f"{per_config(args.steps, name)}, "
                      f"{per_config(args.warmup, name)})")
   print(f"command : python {' '.join(sys.argv)}\n"
         f"date    : {datetime.datetime.now().isoformat(timespec='seconds')}\n"

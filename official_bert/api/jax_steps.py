@@ -29,7 +29,6 @@ def scanned_train_function(train_step, steps, token_features=()):
   padded back with zeros to their longest, as the preprocessor had padded them (attention
   masks the padding: the same losses, to float rounding)."""
   one_step = jax.jit(train_step, donate_argnums=0)
-  counts = {"scans": 0}  # how many executions ran as a scan (tests read it)
 
   def body(state, data):
     logs, state = train_step(state, data)
@@ -47,17 +46,18 @@ def scanned_train_function(train_step, steps, token_features=()):
         batches.append(next(iterator))
       except StopIteration:
         break
-    if len(batches) == steps and token_features:
-      batches = _padded_to_longest(batches, token_features)
-    if len(batches) == steps and _same_shapes(batches):
-      stacked = jax.tree.map(lambda *leaves: jax.numpy.stack(leaves), *batches)
-      counts["scans"] += 1
-      return scan(state, stacked)
+    if len(batches) == steps:
+      if token_features:
+        batches = _padded_to_longest(batches, token_features)
+      if _same_shapes(batches):
+        stacked = jax.tree.map(lambda *leaves: jax.numpy.stack(leaves), *batches)
+        function.scans += 1
+        return scan(state, stacked)
     for data in batches:
       logs, state = one_step(state, data)
     return logs, state
 
-  function.counts = counts
+  function.scans = 0  # how many executions ran as a scan (tests read it)
   return function
 
 

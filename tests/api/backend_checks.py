@@ -77,7 +77,7 @@ def steps_per_execution_weights(minilm):
     classifier.compile(learning_rate=1e-4, warmup_fraction=0.0, steps_per_execution=steps)
     classifier.fit(texts, labels, epochs=1, batch_size=4, seed=1, shuffle=False, verbose=0)
     weights.append([np.asarray(v.value) for v in classifier.trainable_variables])
-    scans = getattr(classifier.train_function, "counts", {"scans": 0})["scans"]
+    scans = getattr(classifier.train_function, "scans", 0)
   return max(float(np.abs(a - b).max()) for a, b in zip(*weights)), scans
 
 

@@ -114,16 +114,9 @@ weights = {}
 for loop in ("fit", "scan"):
   run, _ = p.build_step(cfg, 4, 32, 4, loop=loop)
   if loop == "fit":
-    model = [c.cell_contents for n, c in zip(run.__code__.co_freevars, run.__closure__)
-             if n == "model"][0]
-    start = [np.asarray(v.value) for v in model.trainable_variables]
+    start = [np.asarray(v.value) for v in run.model.trainable_variables]
   run(8)  # two scans of the 4 synthetic batches; fit: 8 steps over the same batches
-  weights[loop] = [np.asarray(v.value) for v in model.trainable_variables] if loop == "fit" \\
-      else None
-  if loop == "scan":
-    variables = [c.cell_contents for n, c in zip(run.__code__.co_freevars, run.__closure__)
-                 if n == "variables"][0]
-    weights[loop] = [np.asarray(v.value) for v in variables[0]]
+  weights[loop] = [np.asarray(v.value) for v in run.model.trainable_variables]
 moved = max(float(np.abs(a - b).max()) for a, b in zip(start, weights["fit"]))
 apart = max(float(np.abs(a - b).max()) for a, b in zip(weights["fit"], weights["scan"]))
 print("MOVED", moved, "APART", apart)
