@@ -17,11 +17,13 @@ other (one GPU), on random ids, bf16, seq 128 with 20 masked positions:
 A side may name variants and its own configs, SIDE[+OPTION...][:CONFIG/CONFIG]: ours-jax's
 options (the ablations of what a step costs) are attn0 (no dropout on the attention
 probabilities: attention runs fused through keras.ops.dot_product_attention), nodrop (no
-dropout at all), rbg (dropout masks from XLA's RngBitGenerator, not threefry), notriton
-(XLA_FLAGS --xla_gpu_enable_triton_gemm=false), nocmdbuf (no CUDA graphs: each kernel's HLO op
-is seen), devdata (fit on batches already on the GPU), scan (a jitted lax.scan of 4 steps per
-call over batches on the GPU: `pretraining_step_keras.jax_scan_run`) and profile (after the
-timing, the device time of 4 steps by kernel and by model scope).
+dropout at all), threefry (Keras' own dropout, masks from threefry, not our encoder's
+counter hash: `official_bert/modeling/layers/hashed_dropout.py`), rbg (Keras' dropout with
+masks from XLA's RngBitGenerator), notriton (XLA_FLAGS --xla_gpu_enable_triton_gemm=false),
+nocmdbuf (no CUDA graphs: each kernel's HLO op is seen), devdata (fit on batches
+already on the GPU), scan (a jitted lax.scan of 4 steps per call over batches on the GPU:
+`pretraining_step_keras.jax_scan_run`) and profile (after the timing, the device time of 4
+steps by kernel and by model scope). Every side takes bN: batch N.
 E.g. --sides=ours-jax+notriton+scan:base/large,hf-compile,ours-jax+profile+nocmdbuf:base.
 seq/s: batch x steps / wall seconds, median of --repeats timed calls after a warm-up call.
 MFU: model FLOPs (3 x forward matmuls, `pretraining_flops.train_flops_per_sequence`, the
@@ -32,6 +34,7 @@ A side that would start past --budget_s is skipped (printed).
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -47,7 +50,7 @@ from pretraining_flops import train_flops_per_sequence  # noqa: E402
 
 SIDES = ("ours-jax", "hf-eager", "hf-compile", "keras-hub", "ours-torch")
 OUR_OPTIONS = {"attn0", "nodrop", "rbg", "notriton", "nocmdbuf", "profile", "scan",
-               "devdata"}
+               "devdata", "threefry"}
 
 
 def load_config(name):
@@ -84,11 +87,17 @@ def timed_calls(run, warmup, steps, repeats):
 
 # ---- sides, each in its own process -----------------------------------------------------------
 
-def side_hf(args, name, compiled):
+def batch_of(args, name, options):
+  """The side's bN option, else --batch's for the config."""
+  sizes = [int(o[1:]) for o in options if re.fullmatch(r"b\d+", o)]
+  return sizes[0] if sizes else per_config(args.batch, name)
+
+
+def side_hf(args, name, compiled, options):
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
   cfg = load_config(name)
-  batch = per_config(args.batch, name)
+  batch = batch_of(args, name, options)
   hf_config = transformers.BertConfig(
       vocab_size=cfg["vocab_size"], hidden_size=cfg["hidden_size"],
       num_hidden_layers=cfg["num_hidden_layers"],
@@ -125,11 +134,11 @@ def side_hf(args, name, compiled):
   return params, batch, timed_calls(run, args.warmup, args.steps, args.repeats)
 
 
-def side_keras_hub(args, name):
+def side_keras_hub(args, name, options):
   import keras  # pylint: disable=g-import-not-at-top
   import keras_hub  # pylint: disable=g-import-not-at-top
   cfg = load_config(name)
-  batch = per_config(args.batch, name)
+  batch = batch_of(args, name, options)
   keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
   keras.utils.set_random_seed(0)
   backbone = keras_hub.models.BertBackbone(
@@ -169,8 +178,12 @@ def side_keras_hub(args, name):
 def side_ours(args, name, options):
   import keras  # pylint: disable=g-import-not-at-top
   import pretraining_step_keras  # pylint: disable=g-import-not-at-top
-  batch = per_config(args.batch, name)
+
+  from official_bert.modeling.layers import hashed_dropout  # pylint: disable=g-import-not-at-top
+  batch = batch_of(args, name, options)
   keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+  if options & {"threefry", "rbg"}:
+    hashed_dropout.HASHED_BACKENDS = ()  # the encoder's dropouts through Keras'
   if "rbg" in options:
     pretraining_step_keras.use_bit_generator_dropout()
   cfg = pretraining_step_keras.config(name, _REPO)
@@ -196,9 +209,10 @@ def parse_side(spec, configs):
   name, *options = spec.split("+")
   if name not in SIDES:
     raise SystemExit(f"--sides: unknown side {name!r} (one of {', '.join(SIDES)})")
-  unknown = set(options) - OUR_OPTIONS
-  if unknown or (options and name != "ours-jax"):
-    raise SystemExit(f"--sides: {spec!r}: options {sorted(OUR_OPTIONS)} are for ours-jax only")
+  ours = [o for o in options if not re.fullmatch(r"b\d+", o)]
+  if set(ours) - OUR_OPTIONS or (ours and name != "ours-jax"):
+    raise SystemExit(f"--sides: {spec!r}: options {sorted(OUR_OPTIONS)} are for ours-jax only"
+                     " (bN, batch N, for every side)")
   return name, set(options), own_configs.replace("/", ",") or configs
 
 
@@ -207,9 +221,9 @@ def run_side(args):
   side, options, _ = parse_side(args.side, args.configs)
   for name in args.configs.split(","):
     if side in ("hf-eager", "hf-compile"):
-      params, batch, result = side_hf(args, name, side == "hf-compile")
+      params, batch, result = side_hf(args, name, side == "hf-compile", options)
     elif side == "keras-hub":
-      params, batch, result = side_keras_hub(args, name)
+      params, batch, result = side_keras_hub(args, name, options)
     else:
       params, batch, result = side_ours(args, name, options)
     first, times, loss = result

@@ -60,6 +60,38 @@ def loss_and_gradients(recompute_grad):
                        for v in model.trainable_variables]
 
 
+def hashed_dropout_checks():
+  """JAX: the encoder's dropout (`modeling/layers/hashed_dropout`): its keep rate, scaling,
+  determinism for a seed, noise shape, and how many of a tiny encoder's dropouts use it."""
+  # pylint: disable=g-import-not-at-top
+  from official_bert.modeling.bert_config import BertConfig
+  from official_bert.modeling.encoder import BertEncoder
+  from official_bert.modeling.layers import hashed_dropout
+  ones = np.ones((64, 4, 64, 64), "float32")  # 1,048,576 elements
+  first = np.asarray(hashed_dropout.dropout(ones, 0.1, None, keras.random.SeedGenerator(7)))
+  again = np.asarray(hashed_dropout.dropout(ones, 0.1, None, keras.random.SeedGenerator(7)))
+  generator = keras.random.SeedGenerator(7)
+  draws = [np.asarray(hashed_dropout.dropout(ones, 0.1, None, generator)) > 0
+           for _ in range(2)]
+  broadcast = np.asarray(hashed_dropout.dropout(ones, 0.5, (64, 1, 64, 64),
+                                                keras.random.SeedGenerator(8)))
+  calls = []
+  original = hashed_dropout._hashed_dropout_jax  # pylint: disable=protected-access
+  hashed_dropout._hashed_dropout_jax = lambda *a: calls.append(1) or original(*a)  # pylint: disable=protected-access
+  config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=4, intermediate_size=64)
+  encoder = BertEncoder.from_bert_config(config)
+  encoder({k: v % 100 for k, v in ids_batch().items()}, training=True)
+  hashed_dropout._hashed_dropout_jax = original  # pylint: disable=protected-access
+  return {"keep_rate": float((first > 0).mean()),
+          "kept_values": sorted(set(np.unique(first).round(5).tolist())),
+          "same_seed_same_mask": bool((first == again).all()),
+          "next_draw_agreement": float((draws[0] == draws[1]).mean()),
+          "broadcast_along_axis_1": bool((broadcast == broadcast[:, :1]).all()),
+          "broadcast_keep_rate": float((broadcast > 0).mean()),
+          "encoder_hashed_dropouts": len(calls)}
+
+
 def steps_per_execution_weights(minilm):
   """JAX: a classifier fitted with steps_per_execution=4 (one jitted scan per 4 steps,
   `api/jax_steps`) and with 1, dropout off (its masks' shapes follow the batches' cut length):
@@ -126,6 +158,7 @@ def main(minilm, work):
 
   if keras.backend.backend() == "jax":
     results["scan_weight_max_diff"], results["scans"] = steps_per_execution_weights(minilm)
+    results["hashed_dropout"] = hashed_dropout_checks()
 
   with open(os.path.join(work, "results.json"), "w", encoding="utf-8") as f:
     json.dump(results, f)

@@ -86,6 +86,17 @@ def test_the_api_on_another_backend_matches_tensorflow_and_trains(backend,
   if backend == "jax":  # steps_per_execution=4 as one jitted scan: the same training
     assert results["scans"] == 1  # 4 batches of two lengths in one scan; the last alone
     assert results["scan_weight_max_diff"] < 1e-5
+    # The encoder's dropout on JAX: masks from a counter hash (hashed_dropout.py). Keep rate
+    # 0.9 over 2^20 elements (sd 0.0003), kept units scaled by 1 / 0.9; one mask per seed,
+    # and the generator's next draw another (agreement 0.82 = 0.9^2 + 0.1^2 if independent).
+    dropout = results["hashed_dropout"]
+    assert abs(dropout["keep_rate"] - 0.9) < 0.002
+    np.testing.assert_allclose(dropout["kept_values"], [0.0, 1 / 0.9], rtol=1e-5)
+    assert dropout["same_seed_same_mask"]
+    assert abs(dropout["next_draw_agreement"] - 0.82) < 0.003
+    assert dropout["broadcast_along_axis_1"] and abs(dropout["broadcast_keep_rate"] - 0.5) < 0.01
+    # Every dropout of the encoder: the embeddings' and 3 per layer (2 layers).
+    assert dropout["encoder_hashed_dropouts"] == 7
   # ... and a folder saved here is an ordinary model folder: TensorFlow reads it too.
   here = np.load(work / f"{backend}_probabilities.npy")
   there = ob.TextClassifier.from_preset(str(work / f"{backend}_folder")).predict(

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from official_bert.modeling.bert_config import LAYER_NORM_EPSILON
+from official_bert.modeling.layers import recomputation
 from official_bert.modeling.layers.config_layer import ConfigLayer
 from official_bert.modeling.layers.config_layer import truncated_normal
 
@@ -77,7 +78,7 @@ class BertEmbeddings(ConfigLayer):
     types = self.token_type_embeddings(input_type_ids)  # [batch, seq, hidden]
     x = words + positions[None, :, :] + types  # [batch, seq, hidden]
     x = self.layer_norm(x)
-    return self.dropout(x, training=training)
+    return recomputation.dropout(self.dropout, x, training, seed=None)
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape) + (self.hidden_size,)

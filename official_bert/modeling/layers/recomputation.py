@@ -12,6 +12,8 @@ with and without recomputation, hence the same loss and gradients.
 import keras
 from keras import ops
 
+from official_bert.modeling.layers import hashed_dropout
+
 
 class FixedSeed(keras.random.SeedGenerator):
   """A seed for `keras.random` ops that is a given [2] tensor, not a state variable.
@@ -45,10 +47,9 @@ def layer_seeds(dropouts, count):
 
 
 def dropout(layer, x, training, seed):
-  """`layer` (a keras Dropout) on `x`, drawing from `seed` (a FixedSeed), or from the
-  layer's own generator where `seed` is None (inference; every rate 0)."""
-  if seed is None:
-    return layer(x, training=training)
+  """`layer` (a keras Dropout: its rate and noise shape) on `x` through `hashed_dropout`,
+  drawing from `seed` (a FixedSeed), or from the layer's own generator where `seed` is None."""
   if not training or layer.rate == 0:
     return x
-  return keras.random.dropout(x, layer.rate, noise_shape=layer.noise_shape, seed=seed)
+  seed = layer.seed_generator if seed is None else seed
+  return hashed_dropout.dropout(x, layer.rate, layer.noise_shape, seed)
