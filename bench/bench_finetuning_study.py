@@ -29,6 +29,12 @@ Implementations (--impls):
                           entity_f1) except CoLA's, macro-F1 (own files score no Matthews
                           correlation). It is selected on the very dev set it is scored on, so
                           it reads optimistic; it trains 3 times.
+  ours_original_restarts_heldout
+                          the same restarts, chosen on a choice set apart from the scored
+                          one: --max_dev other examples of the task's train file (NER:
+                          train.txt's sentences), outside the training subset (the next ones
+                          of the same seeded permutation; `choice_files`). Its dev scores are
+                          then what restarts give on unseen data. Not for SST-2.
   transformers            PyTorch BertForSequenceClassification (num_labels=1 for STS-B: MSE)
                           or BertForTokenClassification, Hugging Face's recipe as in
                           bench_finetuning_parity.run_transformers: torch AdamW (eps 1e-6,
@@ -101,11 +107,12 @@ import machine  # noqa: E402  # bench/machine.py, beside this script
 
 BATCH, THREADS, PREDICT_BATCH = 32, 2, 64
 MAX_NUM_TRAIN = 2500
-IMPLS = ("ours_original", "ours_huggingface", "ours_original_restarts", "transformers",
-         "keras_hub")
+IMPLS = ("ours_original", "ours_huggingface", "ours_original_restarts",
+         "ours_original_restarts_heldout", "transformers", "keras_hub")
 OURS_FLAGS = {"ours_original": [], "ours_huggingface": ["--recipe=huggingface"],
               "ours_original_restarts": ["--num_restarts=3", "--do_eval",
                                          f"--eval_batch_size={PREDICT_BATCH}"]}
+OURS_FLAGS["ours_original_restarts_heldout"] = OURS_FLAGS["ours_original_restarts"]
 CONLL_TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
 # kind: single / pair (classification), regression (pair), tagging. metric: the table's.
 # best: the restarts' --best_metric, among the scores our own-files / NER evaluation writes
@@ -194,11 +201,54 @@ def _read_conll(path):
   return sentences
 
 
-def _subset(rows, n, seed=0):
+def _subset(rows, n, seed=0, skip=0):
+  """n rows of a seeded permutation, after its first `skip` (those of another subset)."""
   import numpy as np
-  if n >= len(rows):
+  if n >= len(rows) and not skip:
     return list(rows)
-  return [rows[i] for i in np.random.RandomState(seed).permutation(len(rows))[:n]]
+  return [rows[i] for i in np.random.RandomState(seed).permutation(len(rows))[skip:skip + n]]
+
+
+def _write_jsonl(path, rows):
+  with open(path, "w", encoding="utf-8") as f:
+    for a, b, label in rows:
+      record = {"text": a, "label": label}
+      if b is not None:
+        record["text_b"] = b
+      f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _write_conll(path, sentences):
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("".join("".join(f"{w} {t}\n" for w, t in zip(words, tags)) + "\n"
+                    for words, tags in sentences))
+
+
+def choice_files(args, data):
+  """`ours_original_restarts_heldout`'s choice set, written once beside the task's data:
+  --max_dev training examples after the training subset in the same permutation (disjoint
+  from it and from the dev set). Returns choice.jsonl, or for NER a CoNLL folder whose
+  valid.txt is the choice set and test.txt the dev subset."""
+  task = data["task"]
+  if task == "SST-2":
+    raise ValueError("ours_original_restarts_heldout: not for SST-2 (its slice is fixed)")
+  if task == "NER":
+    folder = os.path.join(data["dir"], "conll_choice")
+    if not os.path.exists(os.path.join(folder, "test.txt")):
+      train = _read_conll(os.path.join(args.data, "conll2003", "train.txt"))
+      choice = _subset(train, args.max_dev, skip=data["num_train"])
+      os.makedirs(folder, exist_ok=True)
+      for name, sentences in (("train.txt", [tuple(s) for s in data["train"]]),
+                              ("valid.txt", choice), ("test.txt", data["dev"])):
+        _write_conll(os.path.join(folder, name + ".tmp"), sentences)
+        os.replace(os.path.join(folder, name + ".tmp"), os.path.join(folder, name))
+    return folder
+  path = os.path.join(data["dir"], "choice.jsonl")
+  if not os.path.exists(path):
+    train = _glue_examples(args.data, task, "train")
+    _write_jsonl(path + ".tmp", _subset(train, args.max_dev, skip=data["num_train"]))
+    os.replace(path + ".tmp", path)
+  return path
 
 
 def _glue_examples(data_dir, task, split):
@@ -251,17 +301,10 @@ def prepare_task(args, task):
     conll_dir = os.path.join(folder, "conll")
     os.makedirs(conll_dir, exist_ok=True)
     for name, sentences in (("train.txt", train), ("valid.txt", dev), ("test.txt", dev)):
-      with open(os.path.join(conll_dir, name), "w", encoding="utf-8") as f:
-        f.write("".join("".join(f"{w} {t}\n" for w, t in zip(words, tags)) + "\n"
-                        for words, tags in sentences))
+      _write_conll(os.path.join(conll_dir, name), sentences)
   else:
     for name, rows in (("train", train), ("dev", dev)):
-      with open(os.path.join(folder, f"{name}.jsonl"), "w", encoding="utf-8") as f:
-        for a, b, label in rows:
-          record = {"text": a, "label": label}
-          if b is not None:
-            record["text_b"] = b
-          f.write(json.dumps(record, ensure_ascii=False) + "\n")
+      _write_jsonl(os.path.join(folder, f"{name}.jsonl"), rows)
   with open(data_file, "w", encoding="utf-8") as f:
     json.dump(data, f)
   with open(data_file, encoding="utf-8") as f:  # the same types (lists) as a later load
@@ -383,12 +426,15 @@ def run_ours(args, data, impl, seed, epochs, out):
             f"--learning_rate={args.learning_rate}", f"--num_train_epochs={epochs}",
             f"--random_seed={seed}", "--do_train", "--do_predict",
             f"--predict_batch_size={PREDICT_BATCH}", f"--output_dir={out}"]
+  heldout = impl == "ours_original_restarts_heldout"
   if task == "NER":
-    cmd = ["-m", "official_bert.run_ner", f"--data_dir={os.path.join(data['dir'], 'conll')}"]
+    conll = choice_files(args, data) if heldout else os.path.join(data["dir"], "conll")
+    cmd = ["-m", "official_bert.run_ner", f"--data_dir={conll}"]
   else:
     dev = os.path.join(data["dir"], "dev.jsonl")
+    choice = choice_files(args, data) if heldout else dev
     cmd = ["-m", "official_bert.run_classifier",
-           f"--train_file={os.path.join(data['dir'], 'train.jsonl')}", f"--dev_file={dev}",
+           f"--train_file={os.path.join(data['dir'], 'train.jsonl')}", f"--dev_file={choice}",
            f"--test_file={dev}", "--text_column=text", "--label_column=label"]
     if data["kind"] != "single":
       cmd.append("--text_b_column=text_b")
