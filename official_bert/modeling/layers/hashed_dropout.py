@@ -1,14 +1,14 @@
 """Dropout whose keep mask comes from a counter hash on JAX: the encoder's dropouts.
 
-Keras' JAX dropout draws its mask with threefry (`jax.random.bernoulli`): about a hundred
-integer operations per element, and BERT drops on every activation and attention
-probability. On a GPU that costs about 7% of a BERT-large pretraining step (H200,
-bench/RESULTS.md). Here each element's index, mixed with the call's seed, goes through two
-rounds of an integer hash (lowbias32, C. Wellons: a bijection of uint32 with full
-avalanche), a few times less integer work, which XLA fuses into the select that applies the mask.
-A mask is a function of (seed, index) alone, so a recomputed layer (`recomputation`) drops
-the same units; deterministic for a seed, like Keras' dropout, with other masks. TensorFlow
-and PyTorch keep Keras' dropout (their exports and parity tests rest on it).
+Keras' JAX dropout draws its mask with threefry (`jax.random.bernoulli`: 20 rounds of
+add-rotate-xor per pair of words), and BERT drops on every activation and attention
+probability. Here each element's index, mixed with the call's seed, goes through two rounds
+of an integer hash (lowbias32, C. Wellons: a bijection of uint32 with low-bias avalanche),
+a few times less integer work, which XLA fuses into the select that applies the mask (what
+it is worth on a GPU pretraining step: bench/RESULTS.md). A mask is a
+function of (seed, index) alone, so a recomputed layer (`recomputation`) drops the same
+units; deterministic for a seed, like Keras' dropout, with other masks. TensorFlow and
+PyTorch keep Keras' dropout (their exports and parity tests rest on it).
 """
 
 import keras
