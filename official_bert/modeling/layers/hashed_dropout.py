@@ -45,7 +45,9 @@ def keep_mask_jax(shape, keep_prob, seed):
   seed = jax.lax.convert_element_type(seed, "uint32")  # [2]
   key0 = _mix(seed[0] ^ _mix(seed[1] ^ _GOLDEN))  # scalar: both seed words reach every bit
   key1 = _mix(key0 + seed[1])
-  index = jnp.zeros(shape, "uint32")  # each element's row-major position
+  # Each element's row-major position, mod 2^32: masks would repeat only in a tensor of
+  # over 4 billion elements.
+  index = jnp.zeros(shape, "uint32")
   stride = 1
   for axis in reversed(range(len(shape))):
     index = index + jax.lax.broadcasted_iota("uint32", shape, axis) * np.uint32(stride)
