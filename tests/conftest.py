@@ -6,6 +6,7 @@ parity and statistics tests that need the real volume read ../shared/data (REAL_
 `corpus_slice`), and they skip, through `need`, where it is absent.
 """
 
+import contextlib
 import os
 
 import pytest
@@ -301,6 +302,32 @@ LONG_FILES_FIRST = (
     "serving/test_embeddings.py",
     "api/test_text_embedder.py",
 )
+
+
+def pytest_configure(config):
+  """In the processes that run tests (each xdist worker, or the one process without xdist),
+  TensorFlow's graph optimizer (grappler) is off. It rewrites every function graph before its
+  first run, which on the tests' tiny graphs costs more than running them (about a third of a
+  command's test), and it changes no result beyond float rounding of fused ops. The product
+  keeps it: every real process a test starts (`python -m`, the exports' fresh processes, the
+  killed-and-rerun trainings) runs with it on."""
+  if getattr(config, "workerinput", None) is None and config.pluginmanager.hasplugin("dsession"):
+    return  # the xdist controller runs no test: it need not import TensorFlow
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
+@contextlib.contextmanager
+def graph_optimizer_on():
+  """Grappler on, as in a real process, for an in-process run that a test compares bit for bit
+  with a real process's (it fuses ops, which rounds differently). TensorFlow reads the option
+  at each function call, so functions traced before still follow it."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+  try:
+    yield
+  finally:
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 
 
 def pytest_collection_modifyitems(items):

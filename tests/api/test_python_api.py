@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from conftest import TINY_CONFIG
+from conftest import graph_optimizer_on
 from conftest import tiny_model_folder
 import harness
 import keras
@@ -104,6 +105,8 @@ def test_classifier_fits_saves_and_exports(trained_classifier, tmp_path):
                        check=True, env=dict(os.environ, PYTHONPATH=REPO)).stdout
   labels, again = json.loads(out.strip().splitlines()[-1])
   assert labels == ["neg", "pos"]
+  with graph_optimizer_on():  # as in that process
+    probabilities = clf.predict(TEXTS)
   np.testing.assert_array_equal(np.float32(again), probabilities)
 
   clf.export(str(tmp_path / "export"))

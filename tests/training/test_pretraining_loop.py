@@ -19,6 +19,7 @@ import time
 from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import corpus_text
+from conftest import graph_optimizer_on
 from conftest import need
 from conftest import run_command
 import keras
@@ -151,7 +152,8 @@ def test_recompute_grad_trains_the_same_model(data, tmp_path):
 def test_killed_at_random_points_then_rerun_matches_an_uninterrupted_run(data, tmp_path):
   """Fault injection: -9, TERM and INT at random moments, then a rerun: bit-identical."""
   steps = dict(num_train_steps=12, save_checkpoints_steps=2, steps_per_loop=1)
-  _cli(_args(data, tmp_path / "straight", **steps), process=False)
+  with graph_optimizer_on():  # the killed runs are real processes
+    _cli(_args(data, tmp_path / "straight", **steps), process=False)
   crashed = tmp_path / "crashed"
   rng = random.Random(5)
   stopped = []
@@ -173,7 +175,8 @@ def test_killed_at_random_points_then_rerun_matches_an_uninterrupted_run(data, t
     assert proc.returncode in (0, -signal.SIGKILL, 128 + signum), err[-2000:]
     stopped.append(proc.returncode != 0)
   assert stopped[0], "the first run was not interrupted"
-  _cli(_args(data, crashed, **steps), process=False)  # resumes from what the stopped runs saved
+  with graph_optimizer_on():
+    _cli(_args(data, crashed, **steps), process=False)  # resumes from what the stopped runs saved
   a, b = _model_weights(tmp_path / "straight", 12), _model_weights(crashed, 12)
   assert all(np.array_equal(a[k], b[k]) for k in a), "resumed weights differ"
 
