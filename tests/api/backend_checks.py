@@ -1,5 +1,6 @@
 """The Python API on one Keras backend, run by `test_backends.py` as
-`KERAS_BACKEND=jax|torch python backend_checks.py MINILM WORK_DIR`.
+`KERAS_BACKEND=jax|torch python backend_checks.py MINILM WORK_DIR TINY_DIR` (TINY_DIR: a tiny
+random model folder, for the checks of a training mechanism).
 
 WORK_DIR holds what TensorFlow computed (`tensorflow_reference.npz`: the backbone's sequence
 output on `IDS`, a classifier's probabilities on `TEXTS`) and that classifier's `.keras` file.
@@ -92,7 +93,7 @@ def hashed_dropout_checks():
           "encoder_hashed_dropouts": len(calls)}
 
 
-def steps_per_execution_weights(minilm):
+def steps_per_execution_weights(model_dir):
   """JAX: a classifier fitted with steps_per_execution=4 (one jitted scan per 4 steps,
   `api/jax_steps`) and with 1, dropout off (its masks' shapes follow the batches' cut length):
   the largest weight difference, and how many scans fit ran."""
@@ -102,7 +103,7 @@ def steps_per_execution_weights(minilm):
   texts = [t for t in TEXTS for _ in range(4)] + ["fine", "bad"]
   labels = [label for label in LABELS for _ in range(4)] + [1, 0]
   for steps in (1, 4):
-    classifier = ob.TextClassifier.from_preset(minilm, num_classes=2, sequence_length=16)
+    classifier = ob.TextClassifier.from_preset(model_dir, num_classes=2, sequence_length=16)
     for layer in classifier._flatten_layers():  # pylint: disable=protected-access
       if isinstance(layer, keras.layers.Dropout):
         layer.rate = 0.0
@@ -113,7 +114,7 @@ def steps_per_execution_weights(minilm):
   return max(float(np.abs(a - b).max()) for a, b in zip(*weights)), scans
 
 
-def main(minilm, work):
+def main(minilm, work, tiny):
   reference = np.load(os.path.join(work, "tensorflow_reference.npz"))
   results = {"backend": keras.backend.backend()}
 
@@ -157,7 +158,7 @@ def main(minilm, work):
                                            for a, b in zip(plain, recomputed))
 
   if keras.backend.backend() == "jax":
-    results["scan_weight_max_diff"], results["scans"] = steps_per_execution_weights(minilm)
+    results["scan_weight_max_diff"], results["scans"] = steps_per_execution_weights(tiny)
     results["hashed_dropout"] = hashed_dropout_checks()
 
   with open(os.path.join(work, "results.json"), "w", encoding="utf-8") as f:
@@ -165,4 +166,4 @@ def main(minilm, work):
 
 
 if __name__ == "__main__":
-  main(sys.argv[1], sys.argv[2])
+  main(*sys.argv[1:4])

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from conftest import minilm_dir
+from conftest import tiny_model_folder
 import keras
 import numpy as np
 import pytest
@@ -39,10 +40,12 @@ def run_on(backend, *command, timeout=600):
 
 @pytest.fixture(scope="module")
 def tensorflow_reference(tmp_path_factory):
-  """A folder with TensorFlow's outputs and a classifier fitted and saved under TensorFlow."""
+  """A folder with TensorFlow's outputs and a classifier fitted and saved under TensorFlow,
+  and a tiny model folder (the checks of a training mechanism that need no real weights)."""
   assert keras.backend.backend() == "tensorflow"
   minilm = minilm_dir()
   work = tmp_path_factory.mktemp("tensorflow_reference")
+  tiny_model_folder(work / "tiny")
   backbone = ob.Backbone.from_preset(minilm)
   sequence = keras.ops.convert_to_numpy(backbone(backend_checks.ids_batch())["sequence_output"])
   classifier = ob.TextClassifier.from_preset(minilm, num_classes=2, sequence_length=16)
@@ -63,7 +66,8 @@ def test_the_api_on_another_backend_matches_tensorflow_and_trains(backend,
   work.mkdir()
   for name in ("tensorflow_reference.npz", "tensorflow_classifier.keras"):
     (work / name).write_bytes((reference / name).read_bytes())
-  run_on(backend, os.path.join(HERE, "backend_checks.py"), minilm, str(work))
+  run_on(backend, os.path.join(HERE, "backend_checks.py"), minilm, str(work),
+         str(reference / "tiny"))
   results = json.loads((work / "results.json").read_text())
 
   assert results["backend"] == backend
