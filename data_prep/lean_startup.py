@@ -1,0 +1,68 @@
+"""Our commands start without two optional packages that TensorFlow's import loads for them.
+
+`import tensorflow` imports keras' scikit-learn wrappers, which import scikit-learn where it is
+installed (about 0.9 s), and `tensorflow.lite` and keras' Orbax checkpoint callback, which
+import JAX where it is installed (about 0.5 s): a quarter of a command's start-up in an
+environment with both. No command uses these features. In a command's process (`python -m` with one of
+our command modules, or a `bert-*` script), those imports, and only when
+these modules make them, find the package absent, which each handles as optional: keras'
+scikit-learn wrappers then refuse to be built, `TFLiteConverter.experimental_from_jax` is
+unavailable, and the Orbax callback (JAX-only) skips a JAX version patch. Every
+other import of scikit-learn or JAX, from anywhere else and at any time, is unaffected; so is
+every process that is not one of our commands (the Python API, a user's program, the tests).
+"""
+
+import importlib.abc
+import os
+import sys
+
+# {package not to load: the modules (and their submodules) whose optional import of it is skipped}
+_SKIPPED = {
+    "sklearn": ("keras.src.wrappers",),
+    "jax": ("tensorflow.lite", "keras.src.callbacks.orbax_checkpoint"),
+}
+
+
+def is_command_process(argv=None):
+  """Whether this process runs one of our commands: `python -m` while it imports the
+  command's package (runpy sets argv[0] to "-m" until the module is found), or a bert-* script.
+  """
+  argv = sys.argv if argv is None else argv
+  first = argv[0] if argv else ""
+  return first == "-m" or os.path.basename(first).startswith("bert-")
+
+
+def _importer():
+  """The name of the module whose code runs the import being resolved now."""
+  frame = sys._getframe(2)  # pylint: disable=protected-access  (past find_spec and its caller)
+  while frame is not None:
+    name = frame.f_globals.get("__name__", "")
+    if not (name.startswith("importlib") or name.startswith("_frozen_importlib")):
+      return name
+    frame = frame.f_back
+  return ""
+
+
+class _SkipOptionalImports(importlib.abc.MetaPathFinder):
+  """Reports the `_SKIPPED` packages as absent to the modules that import them optionally."""
+
+  def find_spec(self, fullname, path=None, target=None):  # pylint: disable=unused-argument
+    importers = _SKIPPED.get(fullname.partition(".")[0])
+    if importers:
+      importer = _importer()
+      if any(importer == name or importer.startswith(name + ".") for name in importers):
+        raise ModuleNotFoundError(f"No module named {fullname!r} (not needed by this "
+                                  "command: data_prep/lean_startup.py)", name=fullname)
+    return None
+
+
+def skip_optional_imports(argv=None, meta_path=None):
+  """In a command's process and before TensorFlow is imported, installs the finder (once);
+  returns whether it is installed."""
+  meta_path = sys.meta_path if meta_path is None else meta_path
+  if any(isinstance(finder, _SkipOptionalImports) for finder in meta_path):
+    return True
+  if not is_command_process(argv) or "tensorflow" in sys.modules:
+    return False
+  meta_path.insert(0, _SkipOptionalImports())
+  return True

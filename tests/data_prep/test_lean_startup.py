@@ -1,0 +1,76 @@
+"""A command's process skips scikit-learn and JAX where only TensorFlow's import would load
+them (data_prep/lean_startup.py); every other process and import is left alone."""
+
+import subprocess
+import sys
+
+from conftest import REPO
+import pytest
+
+from data_prep import lean_startup
+
+
+@pytest.mark.parametrize("argv, expected", [(["-m"], True),
+                                            (["/venv/bin/bert-run-classifier", "--help"], True),
+                                            (["-c"], False), (["/venv/bin/pytest"], False),
+                                            (["train.py"], False), ([], False)])
+def test_command_processes_are_recognized(argv, expected):
+  assert lean_startup.is_command_process(argv) is expected
+
+
+def _find_spec_from(module_name, fullname):
+  """The finder's answer for `fullname` imported by code of the module `module_name`."""
+  code = compile("finder.find_spec(fullname)", f"<{module_name}>", "eval")
+  return eval(code, {"__name__": module_name, "finder": lean_startup._SkipOptionalImports(),  # pylint: disable=protected-access
+                     "fullname": fullname})
+
+
+def test_only_the_optional_imports_of_keras_and_tflite_are_skipped():
+  for importer, name in (("keras.src.wrappers.fixes", "sklearn"),
+                         ("keras.src.wrappers.sklearn_wrapper", "sklearn.base"),
+                         ("tensorflow.lite.python.util", "jax"),
+                         ("keras.src.callbacks.orbax_checkpoint", "jax")):
+    with pytest.raises(ModuleNotFoundError, match="not needed by this command"):
+      _find_spec_from(importer, name)
+  # Anyone else's import, and other packages, go on to the usual finders.
+  for importer, name in (("__main__", "sklearn"), ("my_project.features", "jax"),
+                         ("keras.src.backend.jax", "jax"), ("keras.src.wrappers", "numpy"),
+                         ("tensorflow.python.ops", "jax")):
+    assert _find_spec_from(importer, name) is None
+
+
+def test_not_installed_outside_a_command():
+  # This process (a test worker) is not a command, and TensorFlow may be loaded already.
+  meta_path = []
+  assert not lean_startup.skip_optional_imports(argv=["-c"], meta_path=meta_path)
+  assert not meta_path
+  assert not any(type(f).__name__ == "_SkipOptionalImports" for f in sys.meta_path)
+
+
+def test_a_command_process_imports_neither_and_its_user_code_can():
+  """A fresh process that starts as `python -m` does: TensorFlow's import loads neither
+  package; afterwards an import of either from elsewhere works (where it is installed)."""
+  code = """
+import sys
+sys.argv = ["-m"]  # as runpy has it while it imports the command's package
+import data_prep  # noqa
+import tensorflow
+print("LOADED", "sklearn" in sys.modules, "jax" in sys.modules)
+for name in ("sklearn", "jax"):
+  try:
+    __import__(name)
+    print("USER", name, "ok")
+  except ImportError:
+    print("USER", name, "absent")
+"""
+  out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                       check=True).stdout
+  assert "LOADED False False" in out
+  for name in ("sklearn", "jax"):  # installed here (requirements-dev.txt) or not: never refused
+    assert f"USER {name} ok" in out or (f"USER {name} absent" in out
+                                         and _not_installed(name)), out
+
+
+def _not_installed(name):
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  return importlib.util.find_spec(name) is None
