@@ -1,15 +1,15 @@
 """Our commands start without two optional packages that TensorFlow's import loads for them.
 
 `import tensorflow` imports keras' scikit-learn wrappers, which import scikit-learn where it is
-installed, and `tensorflow.lite` and keras' Orbax checkpoint callback, which
-import JAX where it is installed: a quarter of a command's start-up in an environment with
-both (docs/development.md). No command uses these features. In a command's process (`python -m` with one of
-our command modules, or a `bert-*` script), those imports, and only when
-these modules make them, find the package absent, which each handles as optional: keras'
-scikit-learn wrappers then refuse to be built, `TFLiteConverter.experimental_from_jax` is
-unavailable, and the Orbax callback (JAX-only) skips a JAX version patch. Every
-other import of scikit-learn or JAX, from anywhere else and at any time, is unaffected; so is
-every process that is not one of our commands (the Python API, a user's program, the tests).
+installed, and `tensorflow.lite` and keras' Orbax checkpoint callback, which import JAX where it
+is installed: a quarter of a command's start-up in an environment with both
+(docs/development.md). No command uses these features. In a command's process (`python -m` with
+one of our command modules, or a `bert-*` script), those imports, and only when these modules
+make them, find the package absent, which each handles as optional: keras' scikit-learn wrappers
+then refuse to be built, `TFLiteConverter.experimental_from_jax` is unavailable, and the Orbax
+callback (JAX-only) skips a JAX version patch. Every other import of scikit-learn or JAX, from
+anywhere else and at any time, is unaffected; so is every process that is not one of our
+commands (the Python API, a user's program, the tests).
 """
 
 import importlib.abc
