@@ -307,8 +307,8 @@ LONG_FILES_FIRST = (
 def pytest_configure(config):
   """In the processes that run tests (each xdist worker, or the one process without xdist),
   TensorFlow's graph optimizer (grappler) is off. It rewrites every function graph before its
-  first run, which on the tests' tiny graphs costs more than running them (about a third of a
-  command's test), and it changes no result beyond float rounding of fused ops. The product
+  first run, which on the tests' tiny graphs costs more than running them (docs/development.md),
+  and it changes no result beyond float rounding of fused ops. The product
   keeps it: every real process a test starts (`python -m`, the exports' fresh processes, the
   killed-and-rerun trainings) runs with it on."""
   if getattr(config, "workerinput", None) is None and config.pluginmanager.hasplugin("dsession"):
