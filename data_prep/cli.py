@@ -34,6 +34,8 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from data_prep import lean_startup
+
 
 def user_errors():
   """The exception types `launch` reports as a message, not a traceback."""
@@ -76,7 +78,7 @@ def missing_flags(names):
 
 # The packages whose flags are a command's own: a command's, or a shared flag module's
 # (`define_tokenizer_flags`, `official_bert.training.common_flags`).
-OUR_PACKAGES = ("data_prep", "official_bert")
+OUR_PACKAGES = lean_startup.OUR_PACKAGES
 # absl's modules whose flags --helpfull adds (absltest's are not the command's).
 _ABSL_MODULES = ("absl.logging", "absl.app")
 # --help, -help, --helpshort, -?, --helpfull (=true/=1 too); absl's syntax for booleans.

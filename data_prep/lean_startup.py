@@ -4,7 +4,7 @@
 installed, and `tensorflow.lite` and keras' Orbax checkpoint callback, which import JAX where it
 is installed: a quarter of a command's start-up in an environment with both
 (docs/development.md). No command uses these features. In a command's process (`python -m` with
-one of our command modules, or a `bert-*` script), those imports, and only when these modules
+one of our modules, or a `bert-*` script), those imports, and only when these modules
 make them, find the package absent, which each handles as optional: keras' scikit-learn wrappers
 then refuse to be built, `TFLiteConverter.experimental_from_jax` is unavailable, and the Orbax
 callback (JAX-only) skips a JAX version patch. Every other import of scikit-learn or JAX, from
@@ -23,13 +23,37 @@ _SKIPPED = {
 }
 
 
-def is_command_process(argv=None):
-  """Whether this process runs one of our commands: `python -m` while it imports the
-  command's package (runpy sets argv[0] to "-m" until the module is found), or a bert-* script.
-  """
+# Our packages, whose modules are our commands (`python -m official_bert.run_classifier`, ...).
+OUR_PACKAGES = ("data_prep", "official_bert")
+# Python's options that take their value as the next argument (`python -X importtime -m ...`).
+_OPTIONS_WITH_VALUE = ("-W", "-X", "--check-hash-based-pycs")
+
+
+def main_module(orig_argv):
+  """The module `python -m` runs, from the interpreter's own command line (`sys.orig_argv`);
+  "" for a script, `-c` code or the interactive interpreter."""
+  args, i = list(orig_argv[1:]), 0
+  while i < len(args):
+    arg = args[i]
+    if arg == "-m":
+      return args[i + 1] if i + 1 < len(args) else ""
+    if arg.startswith("-m"):  # -mpackage.module
+      return arg[2:]
+    if arg == "-c" or arg == "-" or not arg.startswith("-"):
+      return ""  # code, stdin or a script: what follows is its own argv
+    i += 2 if arg in _OPTIONS_WITH_VALUE else 1
+  return ""
+
+
+def is_command_process(argv=None, orig_argv=None):
+  """Whether this process runs one of our commands: `python -m` of a module of our packages,
+  or a bert-* script (pyproject.toml's entry points)."""
   argv = sys.argv if argv is None else argv
+  orig_argv = getattr(sys, "orig_argv", []) if orig_argv is None else orig_argv
+  if main_module(orig_argv).partition(".")[0] in OUR_PACKAGES:
+    return True
   first = argv[0] if argv else ""
-  return first == "-m" or os.path.basename(first).startswith("bert-")
+  return os.path.basename(first).startswith("bert-")
 
 
 def _importer():
@@ -56,13 +80,13 @@ class _SkipOptionalImports(importlib.abc.MetaPathFinder):
     return None
 
 
-def skip_optional_imports(argv=None, meta_path=None):
+def skip_optional_imports(argv=None, orig_argv=None, meta_path=None):
   """In a command's process and before TensorFlow is imported, installs the finder (once);
   returns whether it is installed."""
   meta_path = sys.meta_path if meta_path is None else meta_path
   if any(isinstance(finder, _SkipOptionalImports) for finder in meta_path):
     return True
-  if not is_command_process(argv) or "tensorflow" in sys.modules:
+  if not is_command_process(argv, orig_argv) or "tensorflow" in sys.modules:
     return False
   meta_path.insert(0, _SkipOptionalImports())
   return True

@@ -9,13 +9,22 @@ import pytest
 
 from data_prep import lean_startup
 
+PY = "/usr/bin/python3"
 
-@pytest.mark.parametrize("argv, expected", [(["-m"], True),
-                                            (["/venv/bin/bert-run-classifier", "--help"], True),
-                                            (["-c"], False), (["/venv/bin/pytest"], False),
-                                            (["train.py"], False), ([], False)])
-def test_command_processes_are_recognized(argv, expected):
-  assert lean_startup.is_command_process(argv) is expected
+
+@pytest.mark.parametrize("orig_argv, argv, expected", [
+    ([PY, "-m", "official_bert.run_classifier", "--help"], ["run_classifier.py"], True),
+    ([PY, "-X", "importtime", "-u", "-mdata_prep.create_pretraining_data"], ["x.py"], True),
+    ([PY, "/venv/bin/bert-run-classifier", "--help"], ["/venv/bin/bert-run-classifier"], True),
+    # A user's own module that imports ours, or ours named after -c or a script: not a command.
+    ([PY, "-m", "my_project.train"], ["-m"], False),
+    ([PY, "-m", "pytest", "tests"], ["pytest"], False),
+    ([PY, "-c", "import x", "-m", "official_bert.export"], ["-c"], False),
+    ([PY, "train.py", "-m", "official_bert.export"], ["train.py"], False),
+    ([PY, "-W", "ignore", "-m", "my_project"], ["-m"], False),
+    ([PY], [""], False), ([], [], False)])
+def test_command_processes_are_recognized(orig_argv, argv, expected):
+  assert lean_startup.is_command_process(argv, orig_argv) is expected
 
 
 def _find_spec_from(module_name, fullname):
@@ -42,7 +51,8 @@ def test_only_the_optional_imports_of_keras_and_tflite_are_skipped():
 def test_not_installed_outside_a_command():
   # This process (a test worker) is not a command, and TensorFlow may be loaded already.
   meta_path = []
-  assert not lean_startup.skip_optional_imports(argv=["-c"], meta_path=meta_path)
+  assert not lean_startup.skip_optional_imports(argv=["-m"], orig_argv=["python", "-m", "mine"],
+                                               meta_path=meta_path)
   assert not meta_path
   assert not any(type(f).__name__ == "_SkipOptionalImports" for f in sys.meta_path)
 
@@ -52,7 +62,7 @@ def test_a_command_process_imports_neither_and_its_user_code_can():
   package; afterwards an import of either from elsewhere works (where it is installed)."""
   code = """
 import sys
-sys.argv = ["-m"]  # as runpy has it while it imports the command's package
+sys.orig_argv = [sys.executable, "-m", "official_bert.run_classifier"]  # as `python -m` has it
 import data_prep  # noqa
 import tensorflow
 print("LOADED", "sklearn" in sys.modules, "jax" in sys.modules)
