@@ -8,6 +8,7 @@ tables once per process keeps the in-graph tokenizer's decisions identical to th
 """
 
 import functools
+import itertools
 import sys
 import unicodedata
 
@@ -16,6 +17,11 @@ CJK_RANGES = (
     (0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
     (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F),
 )
+
+
+# The Unicode categories a class member can have (besides ASCII and U+FFFD, added apart).
+_CANDIDATE_CATEGORIES = frozenset(
+    ["Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po"])
 
 
 def is_control(char):
@@ -38,20 +44,15 @@ def is_punctuation(char):
   return unicodedata.category(char).startswith("P")
 
 
-def _ranges(flags, bit):
-  """Sorted (lo, hi) code point ranges whose flag has `bit` set."""
+def _ranges(code_points):
+  """Sorted (lo, hi) ranges of consecutive code points, from sorted `code_points`."""
   out = []
-  start = None
-  for cp, f in enumerate(flags):
-    if f & bit:
-      if start is None:
-        start = cp
-    elif start is not None:
-      out.append((start, cp - 1))
-      start = None
-  if start is not None:
-    out.append((start, len(flags) - 1))
-  return tuple(out)
+  for cp in code_points:
+    if out and out[-1][1] == cp - 1:
+      out[-1][1] = cp
+    else:
+      out.append([cp, cp])
+  return tuple((lo, hi) for lo, hi in out)
 
 
 def re2_class_of(chars):
@@ -74,27 +75,27 @@ def classes():
   splits on: the original maps `\\s`/Zs to " " and later splits on `str.split()`, which also
   breaks at U+2028/U+2029.
   """
-  delete, space, punct, mark = 1, 2, 4, 8
-  flags = bytearray(sys.maxunicode + 1)
-  for cp in range(sys.maxunicode + 1):
-    if 0xD800 <= cp <= 0xDFFF:  # surrogates never occur in valid UTF-8
-      continue
+  # Only these categories (and ASCII's symbols, and U+FFFD) can be in a class: each class
+  # below is Cc/Cf, Zs or `str.isspace` (Cc, Zs, Zl, Zp), P* or ASCII, or Mn. Python's
+  # per-character decisions then run on a few thousand characters, not on all 1.1 million.
+  categories = map(unicodedata.category, map(chr, range(sys.maxunicode + 1)))
+  candidates = itertools.compress(range(sys.maxunicode + 1),
+                                  map(_CANDIDATE_CATEGORIES.__contains__, categories))
+  members = {"delete": [], "space": [], "punct": [], "mark": []}
+  for cp in sorted(set(candidates).union(range(128), [0xFFFD])):
     c = chr(cp)
-    cat = unicodedata.category(c)
-    if cat == "Cn":  # unassigned: none of the classes below (Cn is not Cc/Cf, P*, Zs, Mn)
-      continue
     if cp in (0, 0xFFFD) or is_control(c):
-      flags[cp] = delete
+      members["delete"].append(cp)
     elif is_whitespace(c) or c.isspace():
-      flags[cp] = space
+      members["space"].append(cp)
     elif is_punctuation(c):
-      flags[cp] = punct
-    elif cat == "Mn":
-      flags[cp] = mark
+      members["punct"].append(cp)
+    elif unicodedata.category(c) == "Mn":
+      members["mark"].append(cp)
   return {
-      "delete": _re2_class(_ranges(flags, delete)),
-      "space": _re2_class(_ranges(flags, space)),
-      "punct": _re2_class(_ranges(flags, punct)),
+      "delete": _re2_class(_ranges(members["delete"])),
+      "space": _re2_class(_ranges(members["space"])),
+      "punct": _re2_class(_ranges(members["punct"])),
       "cjk": _re2_class(CJK_RANGES),
-      "mark": _re2_class(_ranges(flags, mark)),
+      "mark": _re2_class(_ranges(members["mark"])),
   }

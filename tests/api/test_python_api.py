@@ -393,6 +393,8 @@ def test_saved_folder_serves_the_commands(trained_classifier, tmp_path):
 _TWO_REPLICAS = r'''
 import json, sys
 import tensorflow as tf
+# As in the test processes (conftest.pytest_configure): both runs compared here are in this one.
+tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras, numpy as np
