@@ -1,14 +1,16 @@
-"""Our commands start without two optional packages that TensorFlow's import loads for them.
+"""Our commands start without optional packages that TensorFlow's import loads for them.
 
-`import tensorflow` imports keras' scikit-learn wrappers, which import scikit-learn where it is
-installed, and `tensorflow.lite` and keras' Orbax checkpoint callback, which import JAX where it
-is installed: a quarter of a command's start-up in an environment with both
+`import tensorflow` imports keras, whose scikit-learn wrappers import scikit-learn, whose image
+gallery imports matplotlib, whose array slicing imports pandas and whose image utilities import
+Pillow, and `tensorflow.lite` and keras' Orbax checkpoint callback, which import JAX, each where
+installed: over a third of a command's start-up in an environment with them all
 (docs/development.md). No command uses these features. In a command's process (`python -m` with
-one of our modules, or a `bert-*` script), those imports, and only when these modules
-make them, find the package absent, which each handles as optional: keras' scikit-learn wrappers
-then refuse to be built, `TFLiteConverter.experimental_from_jax` is unavailable, and the Orbax
-callback (JAX-only) skips a JAX version patch. Every other import of scikit-learn or JAX, from
-anywhere else and at any time, is unaffected; so is every process that is not one of our
+one of our modules, or a `bert-*` script), those imports, and only when these modules make them,
+find the package absent, which each handles as optional: keras' scikit-learn wrappers then
+refuse to be built, `plot_image_gallery` asks for matplotlib, `fit` takes no pandas frames,
+keras' image loading asks for Pillow, `TFLiteConverter.experimental_from_jax` is unavailable, and
+the Orbax callback (JAX-only) skips a JAX version patch. Every other import of these packages,
+from anywhere else and at any time, is unaffected; so is every process that is not one of our
 commands (the Python API, a user's program, the tests).
 """
 
@@ -20,6 +22,10 @@ import sys
 _SKIPPED = {
     "sklearn": ("keras.src.wrappers",),
     "jax": ("tensorflow.lite", "keras.src.callbacks.orbax_checkpoint"),
+    "matplotlib": ("keras.src.visualization",),
+    "pandas": ("keras.src.trainers.data_adapters",),
+    "PIL": ("keras.src.utils.image_utils", "keras.src.utils.image_dataset_utils",
+            "keras.src.legacy.preprocessing"),
 }
 
 
