@@ -24,8 +24,7 @@ _SKIPPED = {
     "jax": ("tensorflow.lite", "keras.src.callbacks.orbax_checkpoint"),
     "matplotlib": ("keras.src.visualization",),
     "pandas": ("keras.src.trainers.data_adapters",),
-    "PIL": ("keras.src.utils.image_utils", "keras.src.utils.image_dataset_utils",
-            "keras.src.legacy.preprocessing"),
+    "PIL": ("keras.src.utils.image_utils", "keras.src.utils.image_dataset_utils"),
 }
 
 

@@ -41,7 +41,8 @@ def test_only_the_optional_imports_of_keras_and_tflite_are_skipped():
                          ("keras.src.callbacks.orbax_checkpoint", "jax"),
                          ("keras.src.visualization.plot_image_gallery", "matplotlib.pyplot"),
                          ("keras.src.trainers.data_adapters.array_slicing", "pandas"),
-                         ("keras.src.utils.image_utils", "PIL")):
+                         ("keras.src.utils.image_utils", "PIL"),
+                         ("keras.src.utils.image_dataset_utils", "PIL")):
     with pytest.raises(ModuleNotFoundError, match="not needed by this command"):
       _find_spec_from(importer, name)
   # Anyone else's import, and other packages, go on to the usual finders.
@@ -61,7 +62,7 @@ def test_not_installed_outside_a_command():
   assert not any(type(f).__name__ == "_SkipOptionalImports" for f in sys.meta_path)
 
 
-SKIPPED = ("sklearn", "jax", "matplotlib", "pandas", "PIL")
+SKIPPED = tuple(lean_startup._SKIPPED)  # pylint: disable=protected-access
 
 
 def test_a_command_process_imports_none_and_its_user_code_can():
