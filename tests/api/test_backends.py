@@ -24,6 +24,8 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import backend_checks  # noqa: E402  pylint: disable=wrong-import-position
 
+pytestmark = pytest.mark.large  # fits and compiles in fresh JAX / PyTorch processes (minutes)
+
 BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
     importlib.util.find_spec(module) is None, reason=f"{module} is not installed"))
             for name, module in (("jax", "jax"), ("torch", "torch"))]
