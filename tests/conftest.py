@@ -14,6 +14,15 @@ import pytest
 from official_bert.interop import packaged_weights
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# One thread in each of TensorFlow's pools, in the test processes and every process they start
+# (the variables are inherited; `cpu_threads.configure` leaves a pool the environment sized).
+# `make test` keeps both cores busy with its two workers, and often the processes a test
+# starts: more threads per process only take turns on the same cores, and an idle pool thread
+# spins before it sleeps, taking time from the process that has work. The tiny models' ops
+# gain nothing from a second thread. The thread count moves no result beyond float rounding,
+# which the comparisons allow (or both sides ran under this setting).
+for _pool in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+  os.environ.setdefault(_pool, "1")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
