@@ -67,6 +67,13 @@ class Preprocessor(keras.layers.Layer):
     self.tokenizer = tokenization.TextTokenizer(self.vocabulary, lower_case=self.lower_case)
     self.text_to_inputs = text_packing.TextToInputs(self.tokenizer, self.vocabulary,
                                                      self.sequence_length)
+    # The tokenizer's graph, traced once per layer: every tf.data pipeline (each fit, evaluate
+    # and predict builds one) and every eager call then calls it, not rebuilding its ops.
+    texts = tf.TensorSpec([None], tf.string)
+    self._traced = {1: tf.function(self.text_to_inputs, input_signature=[texts],
+                                   autograph=False),
+                    2: tf.function(self.text_to_inputs, input_signature=[texts, texts],
+                                   autograph=False)}
     self.built = True
 
   @classmethod
@@ -89,9 +96,12 @@ class Preprocessor(keras.layers.Layer):
   def call(self, inputs):
     if isinstance(inputs, (tuple, list)) and len(inputs) == 2 and not isinstance(
         inputs[0], (str, bytes)):
-      first, second = (as_string_tensor(t, f"x[{i}]") for i, t in enumerate(inputs))
-      return self.text_to_inputs(first, second)
-    return self.text_to_inputs(as_string_tensor(inputs))
+      texts = [as_string_tensor(t, f"x[{i}]") for i, t in enumerate(inputs)]
+    else:
+      texts = [as_string_tensor(inputs)]
+    if all(t.shape.rank == 1 for t in texts):  # [batch]: the traced graph
+      return self._traced[len(texts)](*texts)
+    return self.text_to_inputs(*texts)
 
   def compute_output_spec(self, inputs):
     # One KerasTensor per output: a functional graph tells outputs apart by object, so three
