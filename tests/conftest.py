@@ -324,6 +324,20 @@ def pytest_configure(config):
     return  # the xdist controller runs no test: it need not import TensorFlow
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+  _no_op_creation_stacks()
+
+
+def _no_op_creation_stacks():
+  """TensorFlow records the Python stack at every op it adds to a graph (for the "defined
+  at" lines of a graph error): a tenth of the time to trace a train step below a test's
+  deep pytest stack. The test processes skip it: an error from a graph still names its op
+  and function, and every real process (`python -m`, the exports) keeps the stacks."""
+  from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top
+  from tensorflow.python.util import tf_decorator  # pylint: disable=g-import-not-at-top
+  _, create_c_op = tf_decorator.unwrap(ops._create_c_op)  # pylint: disable=protected-access
+  names = create_c_op.__code__.co_varnames[:create_c_op.__code__.co_argcount]
+  if names[-1] == "extract_traceback":  # (graph, node_def, inputs, control_inputs, op_def, ...)
+    create_c_op.__defaults__ = create_c_op.__defaults__[:-1] + (False,)
 
 
 @contextlib.contextmanager
