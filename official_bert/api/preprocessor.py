@@ -69,11 +69,12 @@ class Preprocessor(keras.layers.Layer):
                                                      self.sequence_length)
     # The tokenizer's graph, traced once per layer: every tf.data pipeline (each fit, evaluate
     # and predict builds one) and every eager call then calls it, not rebuilding its ops.
+    # (Two attributes, not a dict: a SavedModel of the layer saves each as a function.)
     texts = tf.TensorSpec([None], tf.string)
-    self._traced = {1: tf.function(self.text_to_inputs, input_signature=[texts],
-                                   autograph=False),
-                    2: tf.function(self.text_to_inputs, input_signature=[texts, texts],
-                                   autograph=False)}
+    self._traced_single = tf.function(self.text_to_inputs, input_signature=[texts],
+                                     autograph=False)
+    self._traced_pair = tf.function(self.text_to_inputs, input_signature=[texts, texts],
+                                   autograph=False)
     self.built = True
 
   @classmethod
@@ -100,7 +101,7 @@ class Preprocessor(keras.layers.Layer):
     else:
       texts = [as_string_tensor(inputs)]
     if all(t.shape.rank == 1 for t in texts):  # [batch]: the traced graph
-      return self._traced[len(texts)](*texts)
+      return (self._traced_single if len(texts) == 1 else self._traced_pair)(*texts)
     return self.text_to_inputs(*texts)
 
   def compute_output_spec(self, inputs):

@@ -70,7 +70,7 @@ def test_import_is_cheap_and_names_resolve():
     _ = ob.NoSuchModel
 
 
-def test_preprocessor_matches_the_export_packing(tiny_dir):
+def test_preprocessor_matches_the_export_packing(tiny_dir, tmp_path):
   pre = ob.Preprocessor.from_preset(tiny_dir, sequence_length=12)
   single = pre(["Hello world", "a b"])
   pair = pre((["Hello world"], ["a [MASK] b"]))
@@ -82,6 +82,12 @@ def test_preprocessor_matches_the_export_packing(tiny_dir):
   assert pair["input_type_ids"].numpy()[0].tolist()[:9] == [0, 0, 0, 0, 1, 1, 1, 1, 0]
   with pytest.raises(ValueError, match=r"x\[1\] is int"):
     pre(["ok", 3])
+  # The layer saves as a SavedModel (its traced tokenizer graphs included) and packs the same.
+  tf.saved_model.save(pre, str(tmp_path / "preprocessor"))
+  loaded = tf.saved_model.load(str(tmp_path / "preprocessor"))
+  again = loaded._traced_pair(tf.constant(["Hello world"]), tf.constant(["a [MASK] b"]))  # noqa: SLF001
+  for name, value in pair.items():
+    np.testing.assert_array_equal(again[name].numpy(), value.numpy(), err_msg=name)
 
 
 def test_classifier_fits_saves_and_exports(trained_classifier, tmp_path):
