@@ -329,9 +329,10 @@ def pytest_configure(config):
 
 def _no_op_creation_stacks():
   """TensorFlow records the Python stack at every op it adds to a graph (for the "defined
-  at" lines of a graph error): a tenth of the time to trace a train step below a test's
-  deep pytest stack. The test processes skip it: an error from a graph still names its op
-  and function, and every real process (`python -m`, the exports) keeps the stacks."""
+  at" lines of a graph error): a tenth of the time to trace a tiny encoder's gradient 60
+  frames down, as a test's is (docs/development.md). The test processes skip it: an error
+  from a graph still names its op and function, and every real process (`python -m`, the
+  exports) keeps the stacks."""
   from tensorflow.python.framework import ops  # pylint: disable=g-import-not-at-top
   from tensorflow.python.util import tf_decorator  # pylint: disable=g-import-not-at-top
   _, create_c_op = tf_decorator.unwrap(ops._create_c_op)  # pylint: disable=protected-access
