@@ -2,6 +2,7 @@
 ../shared is present), bad input, and TFDS (mock data)."""
 
 import os
+import tempfile
 
 from conftest import GLUE_DATA
 from conftest import SHARED_DATA
@@ -112,8 +113,11 @@ def test_quotes_are_text_as_in_the_original(tmp_path):
     gp.get_processor("SST-2").get_examples(str(tmp_path), "dev")
 
 
-def test_tfds_mock_data():
+def test_tfds_mock_data(tmp_path, monkeypatch):
   tfds = pytest.importorskip("tensorflow_datasets")
+  # A builder without a prepared dataset_info.json (mock data) fetches it from GCS through a
+  # fresh temporary folder that TFDS leaves behind: here, under the test's own.
+  monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
   with tfds.testing.mock_data(num_examples=6, policy=tfds.testing.MockPolicy.USE_CODE):
     mrpc = gp.get_processor("MRPC")
     train = gp.load_examples(mrpc, "train", tfds_data_dir="/nonexistent/tfds")
