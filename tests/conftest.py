@@ -325,6 +325,20 @@ def pytest_configure(config):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
   _no_op_creation_stacks()
+  _two_logical_cpus()
+
+
+# The test processes' CPU, split in two logical devices before TensorFlow starts (as
+# `--cpu_devices=2` does in a command's process): the two-replica tests run in them, not in a
+# fresh process each. Ops go to the first device unless a strategy places them.
+TEST_CPU_DEVICES = 2
+
+
+def _two_logical_cpus():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.config.set_logical_device_configuration(
+      tf.config.list_physical_devices("CPU")[0],
+      [tf.config.LogicalDeviceConfiguration()] * TEST_CPU_DEVICES)
 
 
 def _no_op_creation_stacks():

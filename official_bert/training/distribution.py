@@ -12,10 +12,21 @@ from official_bert.training.settings import STRATEGIES
 
 def use_logical_cpus(count):
   """Splits the host CPU into `count` logical devices (before TF initializes them), so a
-  MirroredStrategy over CPUs can be tested without GPUs."""
-  cpus = tf.config.list_physical_devices("CPU")
-  tf.config.set_logical_device_configuration(
-      cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+  MirroredStrategy over CPUs can be tested without GPUs. A process whose CPU is already split
+  so (by an earlier run in it) keeps its devices; one split otherwise, or already initialized
+  whole, is refused by name: TensorFlow fixes its devices once per process."""
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  current = tf.config.get_logical_device_configuration(cpu)
+  if current is not None and len(current) == count:
+    return
+  try:
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+  except RuntimeError as e:
+    have = len(tf.config.list_logical_devices("CPU"))
+    raise ValueError(f"--cpu_devices={count}: this process's TensorFlow already runs on {have} "
+                     "logical CPU device(s), fixed when it started; run the command in a fresh "
+                     "process") from e
 
 
 def get_strategy(name="one_device",

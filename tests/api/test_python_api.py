@@ -396,28 +396,16 @@ def test_saved_folder_serves_the_commands(trained_classifier, tmp_path):
                                 clf.network.projection.output_weights.numpy())
 
 
-_TWO_REPLICAS = r'''
-import json, sys
-import tensorflow as tf
-# As in the test processes (conftest.pytest_configure): both runs compared here are in this one.
-tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-import keras, numpy as np
-import official_bert as ob
-from official_bert.api.backbone import Backbone
-from official_bert.modeling.bert_config import BertConfig
-vocab, texts = sys.argv[1], json.loads(sys.argv[2])
-config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                    intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                    attention_probs_dropout_prob=0.0)
-words = [t.split() for t in texts]
-tags = [["B-X"] + ["O"] * (len(w) - 1) for w in words]
-
-def run(kind, strategy, start=None):
+def _fit_on(kind, strategy, texts, start=None):
+  """A tiny classifier's or tagger's weights before and after `fit` under `strategy`."""
+  config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2,
+                      num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  words = [t.split() for t in texts]
+  tags = [["B-X"] + ["O"] * (len(w) - 1) for w in words]
   with strategy.scope():
-    backbone = Backbone.from_bert_config(config)
-    pre = ob.Preprocessor(vocab, True, 16)
+    backbone = ob.Backbone.from_bert_config(config)
+    pre = ob.Preprocessor(VOCAB, True, 16)
     model = (ob.TextClassifier(backbone, pre, num_classes=2) if kind == "classifier"
              else ob.TokenTagger(backbone, pre, labels=["O", "B-X"]))
     model.network.dropout.rate = 0.0
@@ -433,29 +421,19 @@ def run(kind, strategy, start=None):
   model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
   return start, [v.numpy() for v in model.network.weights]
 
-out = {}
-mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])  # one: collectives' keys
-for kind in ("classifier", "tagger"):
-  keras.utils.set_random_seed(0)
-  start, one = run(kind, tf.distribute.get_strategy())
-  _, two = run(kind, mirrored, start)
-  moved = max(float(np.abs(a - s).max()) for a, s in zip(one, start))
-  out[kind] = [moved, max(float(np.abs(a - b).max()) for a, b in zip(one, two))]
-print(json.dumps(out))
-'''
-
 
 def test_two_replicas_take_the_one_device_step():
-  """With 2 replicas (MirroredStrategy on 2 logical CPUs) `fit` takes the one-device step: the
-  loss normalizer is global (a tagger's labeled tokens differ per replica) and the summed
-  gradient is clipped, as in the commands' loop."""
+  """With 2 replicas (MirroredStrategy on the test process's 2 logical CPUs, conftest) `fit`
+  takes the one-device step: the loss normalizer is global (a tagger's labeled tokens differ
+  per replica) and the summed gradient is clipped, as in the commands' loop."""
   texts = TEXTS[:4] + ["a b c d e f g h i j", "x", "one two three", "the end of it all"]
-  proc = subprocess.run([sys.executable, "-c", _TWO_REPLICAS, VOCAB, json.dumps(texts)],
-                        cwd=REPO, capture_output=True, text=True, check=False,
-                        env=dict(os.environ, PYTHONPATH=REPO))
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  result = json.loads(proc.stdout.strip().splitlines()[-1])
-  for kind, (moved, difference) in result.items():
+  mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+  for kind in ("classifier", "tagger"):
+    keras.utils.set_random_seed(0)
+    start, one = _fit_on(kind, tf.distribute.get_strategy(), texts)
+    _, two = _fit_on(kind, mirrored, texts, start)
+    moved = max(float(np.abs(a - s).max()) for a, s in zip(one, start))
+    difference = max(float(np.abs(a - b).max()) for a, b in zip(one, two))
     assert moved > 1e-4, kind
     assert difference < 1e-3 * moved, (kind, moved, difference)
 

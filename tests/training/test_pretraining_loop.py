@@ -102,7 +102,9 @@ def _assert_close(a, b, atol):
 
 
 def test_mirrored_on_two_cpus_equals_one_device(data, tmp_path):
-  one = _cli(_args(data, tmp_path / "one", "nodrop", cpu_devices=2))
+  # One device in this process (its CPU split in two as --cpu_devices=2 does, conftest); two
+  # replicas in a fresh one, where --cpu_devices splits the CPU before TensorFlow starts.
+  one = _cli(_args(data, tmp_path / "one", "nodrop", cpu_devices=2), process=False)
   two = _cli(_args(data, tmp_path / "two", "nodrop", cpu_devices=2,
                    distribution_strategy="mirrored"))
   assert "MirroredStrategy with 2 replica(s)" in two.stderr
