@@ -4,6 +4,7 @@ import json
 import logging
 import math
 
+from conftest import ATTENTION_BLOCK_COUNTS
 import keras
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from official_bert.modeling.layers import MaskedLMHead
 from official_bert.modeling.layers import NextSentenceHead
 from official_bert.modeling.layers import TransformerBlock
 from official_bert.modeling.pretraining_model import BertPretrainingModel
+from official_bert.modeling.tensorflow_only import token_packing
 
 TINY = dict(vocab_size=40, hidden_size=16, num_hidden_layers=2,
             num_attention_heads=2, intermediate_size=24,
@@ -241,9 +243,11 @@ def test_encoder_ignores_padded_tokens():
                              atol=1e-6)
 
 
-def test_skip_padding_runs_the_real_tokens_only_with_the_padded_values():
-  # 19 sequences of uneven lengths: attention's 8 blocks of 3 (the last one empty), each
-  # sized to its longest. One mask has a hole (padding need not be a suffix).
+@pytest.mark.parametrize("blocks", ATTENTION_BLOCK_COUNTS)
+def test_skip_padding_runs_the_real_tokens_only_with_the_padded_values(blocks, monkeypatch):
+  # 19 sequences of uneven lengths: attention's 8 blocks of 3 (the last one empty), or 2 of
+  # 10 and 9, each sized to its longest. One mask has a hole (padding need not be a suffix).
+  monkeypatch.setattr(token_packing, "ATTENTION_BLOCKS", blocks)
   lengths = np.array([9, 2, 5, 1, 7, 3, 9, 4, 6, 1, 8, 2, 5, 5, 3, 7, 2, 6, 4])
   x = _inputs(batch=len(lengths), seq=9)
   x["input_mask"] = (np.arange(9)[None] < lengths[:, None]).astype(np.int32)

@@ -4,6 +4,7 @@ and the Python API use it exactly where `model_types.packs_training` says."""
 
 import dataclasses
 
+from conftest import ATTENTION_BLOCK_COUNTS
 from harness import TINY
 import keras
 import numpy as np
@@ -13,6 +14,7 @@ import tensorflow as tf
 from official_bert.modeling import model_types
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.sentence_embedding import SentenceEmbedder
+from official_bert.modeling.tensorflow_only import token_packing
 from official_bert.tasks.classification import ClassificationTask
 from official_bert.tasks.embedding import EmbeddingTask
 from official_bert.tasks.multiple_choice import MultipleChoiceTask
@@ -40,7 +42,7 @@ def _inputs(rng, shape):
 
 def _cases():
   rng = np.random.default_rng(0)
-  batch = 11  # more sequences than attention blocks, some blocks of one
+  batch = 11  # more sequences than attention blocks (8: some blocks of one)
   classifier = dict(_inputs(rng, (batch,)), label_ids=rng.integers(0, 3, batch),
                     is_real_example=np.ones(batch, np.float32))
   tagger_inputs = _inputs(rng, (batch,))
@@ -73,8 +75,10 @@ def _step(task, model, features, pack):
   }
 
 
+@pytest.mark.parametrize("blocks", ATTENTION_BLOCK_COUNTS)
 @pytest.mark.parametrize("name,task,features", _cases(), ids=[c[0] for c in _cases()])
-def test_packed_step_equals_the_padded_step(name, task, features):
+def test_packed_step_equals_the_padded_step(name, task, features, blocks, monkeypatch):
+  monkeypatch.setattr(token_packing, "ATTENTION_BLOCKS", blocks)
   keras.utils.set_random_seed(1)
   model = task.build_model()
   if hasattr(model, "dropout"):

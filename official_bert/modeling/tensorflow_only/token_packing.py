@@ -41,10 +41,11 @@ class TokenPacking:
   Args:
     mask: int or bool [batch, seq], 1 (True) for a real token.
     attention_blocks: how many groups of sequences attention runs in (some are empty when
-      the batch has fewer sequences).
+      the batch has fewer sequences); None: `ATTENTION_BLOCKS`.
   """
 
-  def __init__(self, mask, attention_blocks=ATTENTION_BLOCKS):
+  def __init__(self, mask, attention_blocks=None):
+    attention_blocks = attention_blocks or ATTENTION_BLOCKS
     mask = ops.cast(mask, "int32") > 0  # [batch, seq]
     flat = ops.reshape(mask, (-1,))  # [batch * seq]
     # The real positions in order, row by row.
