@@ -238,9 +238,29 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
       raise ValueError("amsgrad is not supported by BertAdamW")
     super().__init__(*args, **kwargs)
     self.adam_bias_correction = bool(adam_bias_correction)
+    self._this_step = None
 
   def _apply_weight_decay(self, variables):
     del variables  # Applied in `update_step`, with the variable's learning rate.
+
+  def _distributed_tf_update_step(self, distribution, grads_and_vars, learning_rate):
+    # The terms every variable's update shares (the bias powers of the step, the betas) are
+    # built once per step, not once per variable: about ten ops each, a tenth of a small
+    # model's training graph.
+    self._this_step = {}
+    try:
+      return super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
+    finally:
+      self._this_step = None
+
+  def _shared_terms(self, dtype):
+    """(beta_1^t, beta_2^t, epsilon', beta_1, beta_2) in `dtype`, once per step."""
+    if self._this_step is not None and dtype in self._this_step:
+      return self._this_step[dtype]
+    terms = self._bias_terms(dtype) + (tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype))
+    if self._this_step is not None:
+      self._this_step[dtype] = terms
+    return terms
 
   def _bias_terms(self, dtype):
     """(beta_1^t, beta_2^t, epsilon'): see the class doc."""
@@ -265,9 +285,7 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
     # Under a strategy these are per-device components inside `extended.update`.
     m = self._momentums[index]
     v = self._velocities[index]
-    beta_1_power, beta_2_power, epsilon = self._bias_terms(dtype)
-    beta_1 = tf.cast(self.beta_1, dtype)
-    beta_2 = tf.cast(self.beta_2, dtype)
+    beta_1_power, beta_2_power, epsilon, beta_1, beta_2 = self._shared_terms(dtype)
     if isinstance(gradient, tf.IndexedSlices) or not hasattr(variable, "handle"):
       gradient = tf.convert_to_tensor(gradient)
       m.assign(beta_1 * m + (1.0 - beta_1) * tf.cast(gradient, dtype))
