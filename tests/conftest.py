@@ -331,7 +331,9 @@ def pytest_configure(config):
 
 # The test processes' CPU, split in two logical devices before TensorFlow starts (as
 # `--cpu_devices=2` does in a command's process): the two-replica tests run in them, not in a
-# fresh process each. Ops go to the first device unless a strategy places them.
+# fresh process each. Ops go to the first device unless a strategy places them; a "mirrored"
+# strategy without --cpu_devices (or `num_cpus`) mirrors over both here, over one in a product
+# process without GPUs.
 TEST_CPU_DEVICES = 2
 
 
@@ -340,7 +342,8 @@ TEST_CPU_DEVICES = 2
 # values (float rounding aside) from a third of the ops in each traced attention, which are
 # most of a tiny model's graph (a tiny classifier's fit, predict and evaluate: 7.8 -> 5.1 s of
 # CPU, its export 3.6 -> 2.5 s, medians of 3). The parity tests of the padding-free paths run
-# at both counts (`ATTENTION_BLOCK_COUNTS`); every real process a test starts keeps 8.
+# at both counts (`ATTENTION_BLOCK_COUNTS`), the ONNX exports at 8 (ONNX Runtime meets empty
+# blocks there); every real process a test starts keeps 8.
 TEST_ATTENTION_BLOCKS = 2
 PRODUCT_ATTENTION_BLOCKS = 8
 ATTENTION_BLOCK_COUNTS = (PRODUCT_ATTENTION_BLOCKS, TEST_ATTENTION_BLOCKS)
@@ -381,14 +384,24 @@ def graph_optimizer_on():
   each function call, so functions traced before still follow it; the blocks count for the
   functions traced inside."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
-  from official_bert.modeling.tensorflow_only import token_packing  # pylint: disable=g-import-not-at-top
   tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+  try:
+    with product_attention_blocks():
+      yield
+  finally:
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+
+
+@contextlib.contextmanager
+def product_attention_blocks():
+  """The product's attention blocks (8) for the functions traced inside: for a comparison with
+  a real process, and where a runtime must meet empty blocks (a batch of fewer than 8
+  sequences), as ONNX Runtime in `test_onnx_export.py`."""
+  from official_bert.modeling.tensorflow_only import token_packing  # pylint: disable=g-import-not-at-top
   token_packing.ATTENTION_BLOCKS = PRODUCT_ATTENTION_BLOCKS
   try:
     yield
   finally:
-    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
     token_packing.ATTENTION_BLOCKS = TEST_ATTENTION_BLOCKS
 
 

@@ -211,6 +211,13 @@ class _ExcludeByPathMixin:
     return config
 
 
+class _StepTerms:
+  """`BertAdamW`'s terms of the step being applied (None between steps), in a plain object:
+  a dict attribute of the optimizer would become a tracked checkpoint dependency."""
+
+  terms = None
+
+
 @keras.saving.register_keras_serializable(package="official_bert")
 class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
   """AdamW as PyTorch (`adam_bias_correction=True`) or as the original BERT (`False`).
@@ -238,7 +245,7 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
       raise ValueError("amsgrad is not supported by BertAdamW")
     super().__init__(*args, **kwargs)
     self.adam_bias_correction = bool(adam_bias_correction)
-    self._this_step = None
+    self._this_step = _StepTerms()
 
   def _apply_weight_decay(self, variables):
     del variables  # Applied in `update_step`, with the variable's learning rate.
@@ -247,19 +254,21 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
     # The terms every variable's update shares (the bias powers of the step, the betas) are
     # built once per step, not once per variable: about ten ops each, a tenth of a small
     # model's training graph.
-    self._this_step = {}
+    self._this_step.terms = {}
     try:
       return super()._distributed_tf_update_step(distribution, grads_and_vars, learning_rate)
     finally:
-      self._this_step = None
+      self._this_step.terms = None
 
-  def _shared_terms(self, dtype):
-    """(beta_1^t, beta_2^t, epsilon', beta_1, beta_2) in `dtype`, once per step."""
-    if self._this_step is not None and dtype in self._this_step:
-      return self._this_step[dtype]
+  def _shared_terms(self, dtype, device):
+    """(beta_1^t, beta_2^t, epsilon', beta_1, beta_2) in `dtype`, once per step and device
+    (a strategy's replicas each update their own copy)."""
+    cache, key = self._this_step.terms, (dtype, device)
+    if cache is not None and key in cache:
+      return cache[key]
     terms = self._bias_terms(dtype) + (tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype))
-    if self._this_step is not None:
-      self._this_step[dtype] = terms
+    if cache is not None:
+      cache[key] = terms
     return terms
 
   def _bias_terms(self, dtype):
@@ -285,7 +294,8 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
     # Under a strategy these are per-device components inside `extended.update`.
     m = self._momentums[index]
     v = self._velocities[index]
-    beta_1_power, beta_2_power, epsilon, beta_1, beta_2 = self._shared_terms(dtype)
+    beta_1_power, beta_2_power, epsilon, beta_1, beta_2 = self._shared_terms(
+        dtype, getattr(variable, "device", None))
     if isinstance(gradient, tf.IndexedSlices) or not hasattr(variable, "handle"):
       gradient = tf.convert_to_tensor(gradient)
       m.assign(beta_1 * m + (1.0 - beta_1) * tf.cast(gradient, dtype))

@@ -112,6 +112,7 @@ def test_classifier_fits_saves_and_exports(trained_classifier, tmp_path):
   labels, again = json.loads(out.strip().splitlines()[-1])
   assert labels == ["neg", "pos"]
   with graph_optimizer_on():  # as in that process
+    clf.make_predict_function(force=True)  # traced inside, with that process's blocks
     probabilities = clf.predict(TEXTS)
   np.testing.assert_array_equal(np.float32(again), probabilities)
 

@@ -1,8 +1,9 @@
 """run_pretraining / Trainer: equivalences across strategies, resume, signals, errors.
 
-Runs that need a process of their own (logical CPUs, several workers, signals) are
-`python -m official_bert.run_pretraining`; the others, errors included, run the command in
-this process through its launcher (`conftest.run_command`)."""
+Runs that need a process of their own (several workers, signals, and one with --cpu_devices
+splitting a fresh process's CPU) are `python -m official_bert.run_pretraining`; the others,
+errors included, run the command in this process through its launcher
+(`conftest.run_command`), whose CPU conftest has already split in two."""
 
 import glob
 import json
@@ -386,6 +387,14 @@ def test_float16_and_bfloat16_train_finite(data):
       assert math.isfinite(metrics["loss"]) and metrics["loss"] > 5, (dtype, metrics)
     finally:
       distribution.set_precision("float32")
+
+
+def test_cpu_devices_keeps_a_cpu_split_so_and_names_another_count():
+  # This process's CPU is two logical devices from its start (conftest).
+  distribution.use_logical_cpus(2)
+  assert len(tf.config.list_logical_devices("CPU")) == 2
+  with pytest.raises(ValueError, match=r"--cpu_devices=3: .* already runs on 2 logical CPU"):
+    distribution.use_logical_cpus(3)
 
 
 def test_strategy_names_and_errors():

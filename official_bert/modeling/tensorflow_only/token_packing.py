@@ -45,7 +45,7 @@ class TokenPacking:
   """
 
   def __init__(self, mask, attention_blocks=None):
-    attention_blocks = attention_blocks or ATTENTION_BLOCKS
+    attention_blocks = ATTENTION_BLOCKS if attention_blocks is None else attention_blocks
     mask = ops.cast(mask, "int32") > 0  # [batch, seq]
     flat = ops.reshape(mask, (-1,))  # [batch * seq]
     # The real positions in order, row by row.
