@@ -330,10 +330,11 @@ def pytest_configure(config):
 
 
 # The test processes' CPU, split in two logical devices before TensorFlow starts (as
-# `--cpu_devices=2` does in a command's process): the two-replica tests run in them, not in a
-# fresh process each. Ops go to the first device unless a strategy places them; a "mirrored"
-# strategy without --cpu_devices (or `num_cpus`) mirrors over both here, over one in a product
-# process without GPUs.
+# `--cpu_devices=2` does in a command's process): the API's two-replica `fit` and the
+# mirrored optimizer update run in them (a command's mirrored run keeps its own process:
+# docs/development.md says why). Ops go to the first device unless a strategy places them;
+# a "mirrored" strategy without --cpu_devices (or `num_cpus`) mirrors over both here, over
+# one in a product process without GPUs.
 TEST_CPU_DEVICES = 2
 
 
