@@ -357,10 +357,8 @@ def _fewer_attention_blocks():
 
 
 def _two_logical_cpus():
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.config.set_logical_device_configuration(
-      tf.config.list_physical_devices("CPU")[0],
-      [tf.config.LogicalDeviceConfiguration()] * TEST_CPU_DEVICES)
+  from official_bert.training import distribution  # pylint: disable=g-import-not-at-top
+  distribution.use_logical_cpus(TEST_CPU_DEVICES)
 
 
 def _no_op_creation_stacks():

@@ -261,27 +261,25 @@ class BertAdamW(_ExcludeByPathMixin, keras.optimizers.AdamW):
       self._this_step.terms = None
 
   def _shared_terms(self, dtype, device):
-    """(beta_1^t, beta_2^t, epsilon', beta_1, beta_2) in `dtype`, once per step and device
-    (a strategy's replicas each update their own copy)."""
+    """(beta_1^t, beta_2^t, epsilon', beta_1, beta_2) in `dtype` (see the class doc), once per
+    step and device (a strategy's replicas each update their own copy)."""
     cache, key = self._this_step.terms, (dtype, device)
     if cache is not None and key in cache:
       return cache[key]
-    terms = self._bias_terms(dtype) + (tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype))
-    if cache is not None:
-      cache[key] = terms
-    return terms
-
-  def _bias_terms(self, dtype):
-    """(beta_1^t, beta_2^t, epsilon'): see the class doc."""
     beta_1 = tf.cast(self.beta_1, dtype)
     beta_2 = tf.cast(self.beta_2, dtype)
     epsilon = tf.cast(self.epsilon, dtype)
     if not self.adam_bias_correction:
       zero = tf.zeros([], dtype)
-      return zero, zero, epsilon
-    step = tf.cast(self.iterations + 1, dtype)
-    beta_2_power = tf.pow(beta_2, step)
-    return tf.pow(beta_1, step), beta_2_power, epsilon * tf.sqrt(1.0 - beta_2_power)
+      terms = (zero, zero, epsilon, beta_1, beta_2)
+    else:
+      step = tf.cast(self.iterations + 1, dtype)
+      beta_2_power = tf.pow(beta_2, step)
+      terms = (tf.pow(beta_1, step), beta_2_power, epsilon * tf.sqrt(1.0 - beta_2_power),
+               beta_1, beta_2)
+    if cache is not None:
+      cache[key] = terms
+    return terms
 
   def update_step(self, gradient, variable, learning_rate):
     dtype = variable.dtype
