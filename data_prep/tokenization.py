@@ -39,6 +39,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.python.ops import regex_split_ops
 
 from data_prep import tfrecord_io
 from data_prep import tokenization_compat as compat
@@ -147,8 +148,10 @@ class TextTokenizer(tf.Module):
     classes = unicode_classes.classes()
     self._delete = classes["delete"]
     self._mark = classes["mark"]
-    self._word_break = "(?:%s|%s|%s)" % (classes["space"], classes["punct"], classes["cjk"])
-    self._own_word = "(?:%s|%s)" % (classes["punct"], classes["cjk"])
+    # Each in a group, as `tf_text.regex_split` hands them to its op (`split_words`).
+    self._word_break = ("((?:%s|%s|%s))" % (classes["space"], classes["punct"], classes["cjk"])
+                        ).encode("utf-8")
+    self._own_word = ("((?:%s|%s))" % (classes["punct"], classes["cjk"])).encode("utf-8")
     self._lower_fix = None
     if self.lower_case:
       # A gap matters only if a vocab token holds the character or its lower case: otherwise
@@ -192,8 +195,13 @@ class TextTokenizer(tf.Module):
 
   def split_words(self, texts):
     """The original BasicTokenizer's output: [batch] string -> [batch, (words)] string."""
-    words = tf_text.regex_split(self.normalize(texts), self._word_break, self._own_word)
-    return words
+    # tensorflow-text's op as `tf_text.regex_split` runs it (each pattern in a group), less the
+    # wrapper's two ragged tensors of offsets and its checks of row splits the op made: a
+    # check is a cond, a function of its own in every traced graph, and these were a third of
+    # a traced tokenizer.
+    words, _, _, row_splits = regex_split_ops.gen_regex_split_ops.regex_split_with_offsets(
+        tf.reshape(self.normalize(texts), [-1]), self._word_break, self._own_word)
+    return tf.RaggedTensor.from_row_splits(words, row_splits, validate=False)
 
   def tokenize(self, texts):
     """[batch] string -> [batch, (tokens)] int64 WordPiece ids."""
@@ -202,7 +210,9 @@ class TextTokenizer(tf.Module):
     too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_input_chars_per_word
     flat = tf.where(too_long, UNK, flat)
     pieces = self._wordpiece.tokenize(flat)  # [words, (pieces)]
-    return words.with_flat_values(pieces).merge_dims(1, 2)
+    # Each text's pieces: `words.with_flat_values(pieces).merge_dims(1, 2)`, without its checks.
+    splits = tf.gather(pieces.row_splits, words.row_splits)  # [batch + 1]
+    return tf.RaggedTensor.from_row_splits(pieces.flat_values, splits, validate=False)
 
 
 class FullTokenizer:

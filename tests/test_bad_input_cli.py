@@ -2,8 +2,9 @@
 file, line or key, no traceback, nothing half-written and nothing good destroyed.
 
 The commands run in this process through their own launcher (`conftest.run_command`: the
-command's flags, `data_prep.cli.launch`, its exit status); one case runs as a real process
-(`python -m`), for the exit status and the stderr a shell sees."""
+command's flags, `data_prep.cli.launch`, its exit status); a few cases run as a real process
+(`python -m`), for the exit status and the stderr a shell sees: run_pretraining's, and
+run_swag's and run_ner's (their end-to-end runs are in-process)."""
 
 import json
 import os
@@ -109,7 +110,8 @@ def test_a_writer_whose_output_parent_is_a_file_names_it(tmp_path):
 def test_run_swag_negative_batch_size_stops_before_writing_features(tmp_path):
   proc = _run("official_bert.run_swag", f"--bert_config_file={_config(tmp_path)}",
               f"--vocab_file={UNCASED_VOCAB}", f"--data_dir={tmp_path}",
-              f"--output_dir={tmp_path / 'out'}", "--do_train", "--train_batch_size=-2")
+              f"--output_dir={tmp_path / 'out'}", "--do_train", "--train_batch_size=-2",
+              process=True)
   assert "--train_batch_size=-2: must be >= 1" in proc.stderr
   assert not (tmp_path / "out").exists()
 
@@ -122,7 +124,8 @@ def test_run_ner_on_non_utf8_names_file_line_and_column(tmp_path):
   (data / "eng.train").write_bytes(b"\n".join(text))
   proc = _run("official_bert.run_ner", f"--bert_config_file={_config(tmp_path)}",
               f"--vocab_file={UNCASED_VOCAB}", f"--data_dir={data}",
-              f"--output_dir={tmp_path / 'out'}", "--do_train", "--num_train_steps=1")
+              f"--output_dir={tmp_path / 'out'}", "--do_train", "--num_train_steps=1",
+              process=True)
   assert f"{data / 'eng.train'}:6:3: not valid UTF-8 (byte 0xff)" in proc.stderr
 
 

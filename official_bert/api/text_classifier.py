@@ -171,9 +171,7 @@ class TextClassifier(task_model.TaskModel):
       texts = (tuple(tf.concat([a, b], 0) for a, b in zip(texts, more)) if isinstance(
           texts, tuple) else tf.concat([texts, more], 0))
       labels = np.concatenate([labels, self._no_labels(num_unlabeled)], 0)
-    dataset = tf.data.Dataset.from_tensor_slices((texts, labels)).shuffle(
-        n + num_unlabeled, seed=seed, reshuffle_each_iteration=True).batch(batch_size)
-    return dataset, num_unlabeled
+    return task_model.batches((texts, labels), batch_size, True, seed), num_unlabeled
 
   def _no_labels(self, n):
     """The labels of `n` unlabeled examples: `UNLABELED` (NaN for a regression score)."""

@@ -20,7 +20,7 @@ def test_run_ner_trains_evaluates_and_predicts(tmp_path):
       (data / name).write_text("".join(f.readlines()[:lines]), encoding="utf-8")
   out = tmp_path / "out"
   run_script("official_bert.run_ner", tmp_path, f"--data_dir={data}", f"--output_dir={out}",
-             "--do_train", "--do_eval", "--do_predict", "--eval_every_steps=2", process=True)
+             "--do_train", "--do_eval", "--do_predict", "--eval_every_steps=2")
   results = read_results(out / "eval_results.txt")
   assert {"entity_f1", "entity_precision", "entity_recall", "token_accuracy",
           "tagging_loss"} <= set(results)

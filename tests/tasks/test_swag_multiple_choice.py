@@ -82,7 +82,7 @@ def test_run_swag_trains_evaluates_and_predicts(tmp_path):
   write_swag(data / "test.csv", 6, label=False)
   out = tmp_path / "out"
   run_script("official_bert.run_swag", tmp_path, f"--data_dir={data}", f"--output_dir={out}",
-             "--do_train", "--do_eval", "--do_predict", "--eval_every_steps=2", process=True)
+             "--do_train", "--do_eval", "--do_predict", "--eval_every_steps=2")
   results = read_results(out / "eval_results.txt")
   assert {"accuracy", "multiple_choice_loss", "loss"} <= set(results)
   state = json.loads((out / "best" / "state.json").read_text())  # evaluated at steps 2, 3
