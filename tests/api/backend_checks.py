@@ -16,6 +16,8 @@ import numpy as np
 
 import official_bert as ob
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 TEXTS = ["a good film", "a dreadful film", "wonderful acting and a fine plot",
          "boring, slow and far too long"]
 LABELS = [1, 0, 1, 0]
@@ -114,6 +116,25 @@ def steps_per_execution_weights(model_dir):
   return max(float(np.abs(a - b).max()) for a, b in zip(*weights)), scans
 
 
+def bench_scan_weights():
+  """JAX: `bench/pretraining_step_keras.jax_scan_run` (the GPU bench's loop without host work
+  between steps) against Keras' fit step, 8 steps each from the same seed: how far fit moved
+  the weights, and how far apart the two loops end."""
+  sys.path.insert(0, os.path.join(REPO, "bench"))
+  import pretraining_step_keras as p  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  cfg = p.config("tiny", REPO)
+  weights = {}
+  for loop in ("fit", "scan"):
+    run, _ = p.build_step(cfg, 4, 32, 4, loop=loop)
+    if loop == "fit":
+      start = [np.asarray(v.value) for v in run.model.trainable_variables]
+    run(8)  # two scans of the 4 synthetic batches; fit: 8 steps over the same batches
+    weights[loop] = [np.asarray(v.value) for v in run.model.trainable_variables]
+  moved = max(float(np.abs(a - b).max()) for a, b in zip(start, weights["fit"]))
+  apart = max(float(np.abs(a - b).max()) for a, b in zip(weights["fit"], weights["scan"]))
+  return moved, apart
+
+
 def main(minilm, work, tiny):
   reference = np.load(os.path.join(work, "tensorflow_reference.npz"))
   results = {"backend": keras.backend.backend()}
@@ -160,6 +181,7 @@ def main(minilm, work, tiny):
   if keras.backend.backend() == "jax":
     results["scan_weight_max_diff"], results["scans"] = steps_per_execution_weights(tiny)
     results["hashed_dropout"] = hashed_dropout_checks()
+    results["bench_fit_moved"], results["bench_scan_apart"] = bench_scan_weights()
 
   with open(os.path.join(work, "results.json"), "w", encoding="utf-8") as f:
     json.dump(results, f)
