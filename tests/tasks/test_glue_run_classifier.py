@@ -15,7 +15,8 @@ import pytest
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
-# One Transformer layer, as conftest's TINY_CONFIG; tests of what stacks layers take TWO_LAYERS.
+# One Transformer layer, as conftest's TINY_CONFIG; a test of what stacks layers passes
+# `num_hidden_layers=2` to `tiny_config` and `run_script`.
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
         "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
         "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64,
