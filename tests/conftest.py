@@ -47,14 +47,12 @@ REAL_CHINESE_VOCAB = os.path.join(SHARED_DATA, "vocab", "bert-base-chinese", "vo
 GUTENBERG = os.path.join(SHARED_DATA, "corpus", "gutenberg_books.txt")
 
 
-# The tiny model of the in-process tests: random weights, the fixture vocabulary's ids. One
-# Transformer layer: a second one adds a fifth to a test's traced ops (docs/development.md); a
-# test of what stacks layers (their selection, freezing, a student of fewer) asks for more.
-TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+# The tiny model of the in-process tests: random weights, the fixture vocabulary's ids.
+TINY_CONFIG = dict(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                    intermediate_size=64, max_position_embeddings=128)
 
 
-def tiny_model_folder(path, seed=0, num_hidden_layers=TINY_CONFIG["num_hidden_layers"]):
+def tiny_model_folder(path, seed=0):
   """A model folder like a pretrained one (random `TINY_CONFIG` encoder, bert_config.json,
   the fixture vocabulary) that `from_preset` and every `--init_checkpoint` read; returns it."""
   import keras  # pylint: disable=g-import-not-at-top  (conftest loads before TF is needed)
@@ -64,8 +62,7 @@ def tiny_model_folder(path, seed=0, num_hidden_layers=TINY_CONFIG["num_hidden_la
   from official_bert.modeling.bert_config import BertConfig  # pylint: disable=g-import-not-at-top
   from official_bert.modeling.encoder import BertEncoder  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(seed)
-  config = BertConfig(**dict(TINY_CONFIG, num_hidden_layers=num_hidden_layers))
-  encoder = BertEncoder.from_bert_config(config, name="encoder")
+  encoder = BertEncoder.from_bert_config(BertConfig(**TINY_CONFIG), name="encoder")
   encoder.build()
   presets.save(str(path), encoder, ob.Preprocessor(UNCASED_VOCAB))
   return str(path)

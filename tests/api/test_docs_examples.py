@@ -67,24 +67,14 @@ def _run(code, name, tmp_path, monkeypatch=None, model=None):
 ON_THE_PACKAGED_MODEL = ("docs/embeddings.md", 0)
 
 
-# docs/distillation.md's students take 2 of their teacher's layers: its teacher has 2.
-TWO_LAYER_DOCS = ("docs/distillation.md",)
-
-
 @pytest.fixture(scope="module", name="tiny_model")
 def fixture_tiny_model(tmp_path_factory):
   return tiny_model_folder(tmp_path_factory.mktemp("tiny") / "model")
 
 
-@pytest.fixture(scope="module", name="two_layer_model")
-def fixture_two_layer_model(tmp_path_factory):
-  return tiny_model_folder(tmp_path_factory.mktemp("tiny2") / "model", num_hidden_layers=2)
-
-
 @pytest.mark.parametrize("path,index", EXAMPLES, ids=[f"{p}#{i}" for p, i in EXAMPLES])
-def test_example_runs(path, index, tmp_path, capsys, monkeypatch, request):
-  model = (None if (path, index) == ON_THE_PACKAGED_MODEL else
-           request.getfixturevalue("two_layer_model" if path in TWO_LAYER_DOCS else "tiny_model"))
+def test_example_runs(path, index, tmp_path, capsys, monkeypatch, tiny_model):
+  model = None if (path, index) == ON_THE_PACKAGED_MODEL else tiny_model
   _run(python_blocks(path)[index], f"{path} example {index}", tmp_path, monkeypatch, model)
   assert capsys.readouterr().out.strip()  # every example prints what it shows
 

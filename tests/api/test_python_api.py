@@ -316,13 +316,10 @@ def _encoder_only(tmp_path):
   return path
 
 
-def test_own_model_on_backbone_and_lora(tmp_path):
-  # Two layers: LoRA's adapters in more than one (and on one layer, too few weights to learn
-  # the texts by the bound below).
-  folder = tiny_model_folder(tmp_path / "two_layers", num_hidden_layers=2)
+def test_own_model_on_backbone_and_lora(tiny_dir):
   keras.utils.set_random_seed(1)  # the new head's and the adapters' draws
-  pre = ob.Preprocessor.from_preset(folder, sequence_length=16)
-  backbone = ob.Backbone.from_preset(folder)
+  pre = ob.Preprocessor.from_preset(tiny_dir, sequence_length=16)
+  backbone = ob.Backbone.from_preset(tiny_dir)
   inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
             for name in ("input_word_ids", "input_mask", "input_type_ids")}
   logits = keras.layers.Dense(2)(backbone(inputs)["pooled_output"])

@@ -187,8 +187,7 @@ def test_hidden_and_attention_losses_equal_numpy():
   teacher_states = [rng.normal(size=(b, s, width)).astype(np.float32) for _ in range(5)]
   student_scores = [rng.normal(size=(b, heads, s, s)).astype(np.float32) for _ in range(2)]
   teacher_scores = [rng.normal(size=(b, heads, s, s)).astype(np.float32) * 4 for _ in range(2)]
-  config = dataclasses.replace(TINY, hidden_size=width, num_attention_heads=heads,
-                               num_hidden_layers=2)
+  config = dataclasses.replace(TINY, hidden_size=width, num_attention_heads=heads)
   teacher_config = dataclasses.replace(config, num_hidden_layers=4)
   task = distillation.DistillationTask(ClassificationTask(config, 2, s),
                                        ClassificationTask(teacher_config, 2, s),
@@ -248,8 +247,7 @@ def test_attention_scores_are_those_the_layers_attend_with(monkeypatch):
     return attend(self, q, k, v, key_bias, *args, **kwargs)
 
   monkeypatch.setattr(BertSelfAttention, "_attend", recording)
-  two_layers = dataclasses.replace(TINY, num_hidden_layers=2)
-  model = BertClassifier(BertEncoder.from_bert_config(two_layers), 2)
+  model = BertClassifier(BertEncoder.from_bert_config(TINY), 2)
   model.hidden_states_output = "always"
   model.attention_scores_layers = [2, 1]
   rng = np.random.default_rng(0)
@@ -260,7 +258,8 @@ def test_attention_scores_are_those_the_layers_attend_with(monkeypatch):
   }
   outputs = model(inputs, training=False)
   got = [np.asarray(x) for x in outputs["attention_scores"]]
-  assert len(seen) == 2 and got[0].shape == (2, TINY.num_attention_heads, 6, 6)
+  assert len(seen) == TINY.num_hidden_layers == 2 and got[0].shape == (2, TINY.num_attention_heads,
+                                                                       6, 6)
   np.testing.assert_allclose(got[0], seen[1], atol=1e-5)
   np.testing.assert_allclose(got[1], seen[0], atol=1e-5)
   model.hidden_states_output = None  # a plain model returns its logits only

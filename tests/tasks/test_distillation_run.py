@@ -25,12 +25,6 @@ from official_bert.interop import weights_io
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
-
-def _teacher_folder(path):
-  """The teachers' pretrained folder: 2 Transformer layers, for students of fewer."""
-  return tiny_model_folder(path, num_hidden_layers=2)
-
-
 POSITIVE, NEGATIVE = ["good", "great", "nice", "fine"], ["bad", "awful", "poor", "dull"]
 
 
@@ -74,7 +68,7 @@ def teacher(tmp_path_factory):
   (root / "unlabeled.txt").write_text("".join(t + "\n" for t, _ in _rows(400, 3)))
   files["unlabeled"] = str(root / "unlabeled.txt")
   out = root / "teacher"
-  _train("official_bert.run_classifier", f"--init_checkpoint={_teacher_folder(root / 'pre')}",
+  _train("official_bert.run_classifier", f"--init_checkpoint={tiny_model_folder(root / 'pre')}",
          f"--train_file={files['teacher_train']}", f"--dev_file={files['dev']}", "--do_eval",
          "--max_seq_length=16", "--num_train_epochs=4", f"--output_dir={out}")
   assert _accuracy(out) > 0.95
@@ -155,7 +149,7 @@ def test_tagger_student_with_unlabeled_sentences(tmp_path):
   teacher_dir = tmp_path / "ner_teacher"
   common = ["--max_seq_length=32", "--num_train_steps=4", "--train_batch_size=8"]
   proc = run_command("official_bert.run_ner",
-                     f"--init_checkpoint={_teacher_folder(tmp_path / 'pre')}",
+                     f"--init_checkpoint={tiny_model_folder(tmp_path / 'pre')}",
                      f"--data_dir={CONLL_DATA}", "--do_train", *common,
                      f"--output_dir={teacher_dir}")
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -186,7 +180,7 @@ def test_tagger_student_with_unlabeled_sentences(tmp_path):
 
 
 def test_bad_teacher_and_student_flags_are_named(tmp_path):
-  pretrained = _teacher_folder(tmp_path / "pre")
+  pretrained = tiny_model_folder(tmp_path / "pre")
   proc = run_command("official_bert.run_distillation", f"--teacher={pretrained}",
                      "--student_num_layers=1", "--do_train", f"--output_dir={tmp_path / 'o'}")
   assert proc.returncode == 1
@@ -266,7 +260,7 @@ def _tagged(n, seed):
 
 def test_python_api_distills_a_tagger(tmp_path):
   labels = ["O", "B-PER", "B-LOC"]
-  teacher = ob.TokenTagger.from_preset(_teacher_folder(tmp_path / "pre"),
+  teacher = ob.TokenTagger.from_preset(tiny_model_folder(tmp_path / "pre"),
                                        labels=labels,
                                        sequence_length=16)
   teacher.compile(learning_rate=1e-3)

@@ -2,13 +2,11 @@
 bit-identical to the initial checkpoint after training, the others moved."""
 
 
-import functools
-
 import numpy as np
 import pytest
 from test_glue_run_classifier import TINY
 from test_glue_run_classifier import _glue_slice
-from test_glue_run_classifier import run_script as run_tiny
+from test_glue_run_classifier import run_script
 
 from official_bert.interop import checkpointing
 from official_bert.interop import weights_io
@@ -16,13 +14,10 @@ from official_bert.modeling.encoder import BertEncoder
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
-LAYERS = 2  # layers to freeze below others, and to decay learning rates across
-run_script = functools.partial(run_tiny, num_hidden_layers=LAYERS)
-
 
 def init_checkpoint(tmp_path):
   """A tiny encoder's weights (random, seeded) under their canonical names."""
-  encoder = BertEncoder(**dict(TINY, num_hidden_layers=LAYERS))
+  encoder = BertEncoder(**TINY)
   encoder.build()
   return checkpointing.model_checkpoint(encoder).write(str(tmp_path / "init" / "ckpt"))
 

@@ -15,30 +15,24 @@ import pytest
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
-# One Transformer layer, as conftest's TINY_CONFIG; a test of what stacks layers passes
-# `num_hidden_layers=2` to `tiny_config` and `run_script`.
-TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
         "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
         "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 64,
         "type_vocab_size": 2, "initializer_range": 0.02}
 
 
-def tiny_config(tmp_path, num_hidden_layers=TINY["num_hidden_layers"]):
-  name = "bert_config.json" if num_hidden_layers == TINY["num_hidden_layers"] else (
-      f"bert_config_{num_hidden_layers}_layers.json")
-  path = tmp_path / name
-  path.write_text(json.dumps(dict(TINY, num_hidden_layers=num_hidden_layers)))
+def tiny_config(tmp_path):
+  path = tmp_path / "bert_config.json"
+  path.write_text(json.dumps(TINY))
   return str(path)
 
 
-def run_script(module, tmp_path, *args, check=True, process=False,
-               num_hidden_layers=TINY["num_hidden_layers"]):
+def run_script(module, tmp_path, *args, check=True, process=False):
   """Runs the command `module` with a tiny model; returns its exit status and output (a
   CompletedProcess or `conftest.CommandResult`). In this process through the command's own
   launcher (`conftest.run_command`), or with `process` as `python -m module` (one test per
   command: the exit status and stderr a shell sees)."""
-  config = tiny_config(tmp_path, num_hidden_layers)
-  args = [f"--vocab_file={need(UNCASED_VOCAB)}", f"--bert_config_file={config}",
+  args = [f"--vocab_file={need(UNCASED_VOCAB)}", f"--bert_config_file={tiny_config(tmp_path)}",
           "--max_seq_length=32", "--train_batch_size=8", "--eval_batch_size=8",
           "--predict_batch_size=8", "--num_train_steps=3", "--steps_per_loop=3"] + list(args)
   if process:

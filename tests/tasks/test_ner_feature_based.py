@@ -11,10 +11,9 @@ from conftest import need
 import numpy as np
 import pytest
 import tensorflow as tf
-from test_freezing_run import LAYERS  # the tiny model of 2 layers: some to combine
 from test_freezing_run import init_checkpoint
-from test_freezing_run import run_script
 from test_glue_run_classifier import read_results
+from test_glue_run_classifier import run_script
 from test_glue_run_classifier import tiny_config
 
 from data_prep.tagging import conll
@@ -65,10 +64,10 @@ def test_feature_based_ner_trains_predicts_and_exports(tmp_path):
   # Export: the SavedModel's serve_ids logits are the Keras model's.
   labels = list(conll.CONLL2003_LABELS)
   export_dir = str(tmp_path / "export")
-  folder = model_folder.read(str(out), tiny_config(tmp_path, LAYERS), need(UNCASED_VOCAB), True)
-  exporter.export(folder, export_dir, exporter.ExportOptions("feature_tagger", max_seq_length=16,
-                                                            label_names=labels))
-  config = model_files.read_config(tiny_config(tmp_path, LAYERS))
+  exporter.export(model_folder.read(str(out), tiny_config(tmp_path), need(UNCASED_VOCAB), True),
+                  export_dir, exporter.ExportOptions("feature_tagger", max_seq_length=16,
+                                                     label_names=labels))
+  config = model_files.read_config(tiny_config(tmp_path))
   head_config = model_files.read_head_config(str(out / model_files.HEAD_CONFIG_FILE))
   model = model_types.build_model("feature_tagger", config, len(labels), head_config)
   weights_io.load_weights(model, str(out))
