@@ -561,17 +561,5 @@ def batches(features, batch_size, shuffle, seed):
   if shuffle:
     n = int(dataset.cardinality())
     dataset = dataset.shuffle(max(n, 1), seed=seed, reshuffle_each_iteration=True)
-  return dataset.batch(batch_size).with_options(_IN_MEMORY)
+  return dataset.batch(batch_size)
 
-
-def _in_memory_options():
-  """Batches of arrays in memory, then preprocessed in parallel and prefetched as the tasks
-  write them (`map_batches`, `_dataset`): tf.data's default rewrites of a pipeline find nothing
-  to improve there, and each iterator (every epoch of `fit`, each `evaluate` and `predict`)
-  would pay for them and for the threads they add."""
-  options = tf.data.Options()
-  options.experimental_optimization.apply_default_optimizations = False
-  return options
-
-
-_IN_MEMORY = _in_memory_options()
