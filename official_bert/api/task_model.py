@@ -562,4 +562,3 @@ def batches(features, batch_size, shuffle, seed):
     n = int(dataset.cardinality())
     dataset = dataset.shuffle(max(n, 1), seed=seed, reshuffle_each_iteration=True)
   return dataset.batch(batch_size)
-
