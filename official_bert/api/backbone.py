@@ -42,11 +42,13 @@ class Backbone(BertEncoder):
   def from_preset(cls, path, load_weights=True, **kwargs):
     """The encoder of any model folder (`presets.load`), weights loaded."""
     preset = presets.load(path, read_weights=load_weights)
-    backbone = cls.from_bert_config(preset.config, name=kwargs.pop("name", "encoder"), **kwargs)
-    backbone.build()
-    if load_weights:
-      presets.assign(backbone, preset)
-    return backbone
+    name = kwargs.pop("name", "encoder")
+    build = lambda: cls.from_bert_config(preset.config, name=name, **kwargs)  # noqa: E731
+    if not load_weights:
+      backbone = build()
+      backbone.build()
+      return backbone
+    return presets.built_and_assigned(build, preset)[0]
 
   def enable_lora(self, rank, alpha=None):
     """Freezes every weight and adds trainable rank-`rank` adapters to each layer's query and

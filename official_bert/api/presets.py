@@ -21,6 +21,7 @@ from official_bert.interop import run_record
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
+from official_bert.modeling.layers import initialization
 
 # config: BertConfig; vocab_file; do_lower_case; weights: `weights_io.Weights` (read once);
 # record: the folder's `run_record.RunRecord` (empty for a pretrained model); labels: its
@@ -54,12 +55,15 @@ def trained_as(preset, model_type):
   return preset.record.values() if preset.record.model_type == model_type else {}
 
 
-def assign(model, preset, require_heads=False):
-  """Loads the preset's weights into `model`; a head absent from the file keeps its
-  initialization (a warm start) unless `require_heads`. Returns the names of the variables
-  left at their random initialization (a new head's; [] when the file had everything)."""
-  loaded = set(weights_io.assign_weights(model, preset.weights, require_heads=require_heads))
-  return [name for name, _ in weight_names.model_weight_pairs(model) if name not in loaded]
+def built_and_assigned(build, preset, network_of=lambda model: model, require_heads=False):
+  """(model, untrained): `build()`'s model with the preset's weights assigned into its
+  `network_of(model)` (`weights_io.built_and_assigned`: the weights the file holds are not
+  drawn first); `untrained`: the names of those it lacks (a new head's, at their random
+  initialization: a warm start, unless `require_heads`)."""
+  model, loaded = weights_io.built_and_assigned(build, preset.weights, require_heads,
+                                                network_of)
+  return model, [name for name, _ in weight_names.model_weight_pairs(network_of(model))
+                 if name not in loaded]
 
 
 def save(path, network, preprocessor, record=None, overwrite=False):
@@ -74,9 +78,11 @@ def save(path, network, preprocessor, record=None, overwrite=False):
   folder_writes.check_writable(path, overwrite, "overwrite=True")  # before any work
   encoder = network.encoder if hasattr(network, "encoder") else network
   tensors = weight_loading.export_canonical_weights(network)
-  plain = type(network).from_config(network.get_config())
-  plain.build()
+  with initialization.draws_deferred() as deferred:  # every weight is assigned next
+    plain = type(network).from_config(network.get_config())
+    plain.build()
   weight_loading.assign_canonical_weights(plain, tensors, "the model being saved")
+  deferred.draw(plain, plain.variables)
 
   def fill(building):
     manager = tf.train.CheckpointManager(checkpointing.model_checkpoint(plain), building,

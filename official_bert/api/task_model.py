@@ -68,8 +68,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
     backbone = Backbone.from_bert_config(preset.config, name="encoder")
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
     arguments, require_heads = cls.preset_arguments(path, preset, stored, dict(kwargs))
-    model = cls(backbone, preprocessor, **arguments)
-    untrained = presets.assign(model.network, preset, require_heads=bool(require_heads))
+    model, untrained = presets.built_and_assigned(
+        lambda: cls(backbone, preprocessor, **arguments), preset, lambda m: m.network,
+        require_heads=bool(require_heads))
     if require_heads is not None:  # None: no head of its own (an embedder)
       model.untrained_weights = untrained
     return model

@@ -88,11 +88,12 @@ def convert(input_path,
   num_labels = num_labels or weight_names.num_labels_in(weights.tensors, model_type)
   logging.info("Converting a %s model (%d layers, hidden %d, %s)", model_type,
                config.num_hidden_layers, config.hidden_size, config.hidden_act)
-  model = model_types.build_model(
-      model_type, config, num_labels,
-      next_sentence=not weight_names.is_masked_lm_only(weights.tensors))
   # Strict: every variable of the model must come from the input (no random head).
-  weights_io.assign_weights(model, weights, require_heads=True)
+  model, _ = weights_io.built_and_assigned(
+      lambda: model_types.build_model(
+          model_type, config, num_labels,
+          next_sentence=not weight_names.is_masked_lm_only(weights.tensors)),
+      weights, require_heads=True)
   if hf_prefix is None:
     hf_prefix = weights.hf_prefix if weights.hf_prefix is not None else (
         "bert." if model_type == "pretraining" else "")

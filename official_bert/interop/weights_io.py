@@ -24,6 +24,7 @@ from official_bert.interop import hf_weights
 from official_bert.interop import model_files
 from official_bert.interop import weight_loading
 from official_bert.interop import weight_names
+from official_bert.modeling.layers import initialization
 
 # What a checkpoint holds besides model weights: TF1 optimizer slots and step state
 # (google-research/bert saves Adam's `adam_m`/`adam_v`; other TF1 optimizers, loss scaling
@@ -187,6 +188,20 @@ def load_weights(model, path, require_heads=True, adaptation=None):
   weights = read_weights(path)
   assign_weights(model, weights, require_heads, adaptation)
   return weights.source
+
+
+def built_and_assigned(build, weights, require_heads=True, network_of=lambda model: model):
+  """(model, loaded names): `build()`'s model with `weights` assigned into `network_of(model)`
+  (`assign_weights`), its initial weights not drawn first (`initialization.draws_deferred`):
+  only the ones `weights` lacks (a new head's, unless `require_heads`) get random values."""
+  with initialization.draws_deferred() as deferred:
+    model = build()
+    network = network_of(model)
+    network.build()
+  loaded = set(assign_weights(network, weights, require_heads=require_heads))
+  deferred.draw(model, [variable for name, variable in weight_names.model_weight_pairs(network)
+                        if name in loaded])
+  return model, loaded
 
 
 def assign_weights(model, weights, require_heads=True, adaptation=None):

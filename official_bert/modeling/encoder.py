@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.modeling.layers.config_layer import truncated_normal
 from official_bert.modeling.layers.embeddings import BertEmbeddings
 from official_bert.modeling.layers.transformer_block import TransformerBlock
 
@@ -94,8 +95,7 @@ class BertEncoder(keras.Model):
     self.pooler_dense = keras.layers.Dense(
         c.hidden_size,
         activation="tanh",
-        kernel_initializer=keras.initializers.TruncatedNormal(
-            stddev=c.initializer_range),
+        kernel_initializer=truncated_normal(c.initializer_range),
         dtype=self.dtype_policy,
         name="pooler_dense")
 

@@ -292,9 +292,10 @@ def _build(folder, vocab, options, export_dir, head_config=None, calibration_tex
   # next-sentence head and outputs.
   next_sentence = not (model_type == "pretraining"
                        and weight_names.is_masked_lm_only(weights.tensors))
-  model = model_types.build_model(model_type, config, options.num_labels, head_config,
-                                  next_sentence)
-  weights_io.assign_weights(model, weights, require_heads=not options.allow_random_head)
+  model, _ = weights_io.built_and_assigned(
+      lambda: model_types.build_model(model_type, config, options.num_labels, head_config,
+                                      next_sentence),
+      weights, require_heads=not options.allow_random_head)
   # Each request's real tokens only, where `model_types.skips_padding` allows.
   encoder = model if model_type == "encoder" else model.encoder
   encoder.skip_padding = model_types.skips_padding(model_type,

@@ -7,10 +7,13 @@ which sets every argument as an attribute and makes `get_config` return them.
 
 import keras
 
+from official_bert.modeling.layers import initialization
+
 
 def truncated_normal(stddev):
-  """BERT's initializer: a normal with `stddev` (initializer_range), cut at 2 stddev."""
-  return keras.initializers.TruncatedNormal(stddev=stddev)
+  """BERT's initializer: a normal with `stddev` (initializer_range), cut at 2 stddev (its
+  draws deferrable: `initialization.draws_deferred`)."""
+  return initialization.TruncatedNormal(stddev=stddev)
 
 
 class ConfigLayer(keras.layers.Layer):
@@ -22,6 +25,15 @@ class ConfigLayer(keras.layers.Layer):
                     if name not in ("self", "kwargs", "__class__")}
     for name, value in self._config.items():
       setattr(self, name, value)
+
+  def add_weight(self, *args, **kwargs):
+    """Keras' `add_weight`, which also records the weight's initializer (for
+    `initialization.initializers_of`)."""
+    variable = super().add_weight(*args, **kwargs)
+    if not hasattr(self, "_weight_initializers"):
+      self._weight_initializers = {}
+    self._weight_initializers[id(variable)] = kwargs.get("initializer")
+    return variable
 
   def get_config(self):
     config = super().get_config()
