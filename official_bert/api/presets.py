@@ -81,8 +81,9 @@ def save(path, network, preprocessor, record=None, overwrite=False):
   with initialization.draws_deferred() as deferred:  # every weight is assigned next
     plain = type(network).from_config(network.get_config())
     plain.build()
-  weight_loading.assign_canonical_weights(plain, tensors, "the model being saved")
-  deferred.draw(plain, plain.variables)
+  assigned = set(weight_loading.assign_canonical_weights(plain, tensors, "the model being saved"))
+  deferred.draw(plain, [variable for name, variable in weight_names.model_weight_pairs(plain)
+                        if name in assigned])
 
   def fill(building):
     manager = tf.train.CheckpointManager(checkpointing.model_checkpoint(plain), building,

@@ -14,6 +14,7 @@ import pytest
 import official_bert as ob
 from official_bert.api import presets
 from official_bert.interop import weight_loading
+from official_bert.interop import weights_io
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.modeling.finetuning_models import BertClassifier
 from official_bert.modeling.layers import initialization
@@ -48,7 +49,7 @@ def test_deferred_weights_are_zeros_then_drawn_as_a_plain_build_draws_them():
   for path in skipped:
     assert not inside[path].any(), path
     assert plain[path].any(), path
-  assert sum(deferred.skipped.values()) == len(skipped)
+  assert len(deferred.skipped) == len(skipped)  # one initializer per weight
   # The caller assigned the encoder's weights; the heads' are drawn.
   for variable in model.encoder.variables:
     variable.assign(keras.ops.ones(variable.shape, variable.dtype))
@@ -68,10 +69,37 @@ def test_a_deferred_weight_missing_from_the_model_is_an_error():
     lost.build((None, 3))
     kept = keras.layers.Dense(4, kernel_initializer=truncated_normal(0.02))
     kept.build((None, 3))
-  with pytest.raises(RuntimeError, match="2 initial weights were deferred but 1 found"):
+  with pytest.raises(RuntimeError, match="1 of 2 deferred initial weights are not in the model"):
     deferred.draw(kept, [])
-  # Outside the context the initializer draws again.
+  # Outside the context the initializer draws again; a context is not nested, and one left
+  # by an error is over.
   assert keras.ops.convert_to_numpy(truncated_normal(0.02)((3, 4))).any()
+  with initialization.draws_deferred():
+    with pytest.raises(RuntimeError, match="already active"):
+      with initialization.draws_deferred():
+        pass
+  with pytest.raises(ValueError):
+    with initialization.draws_deferred():
+      raise ValueError("a bad file")
+  assert keras.ops.convert_to_numpy(truncated_normal(0.02)((3, 4))).any()
+
+
+def test_heads_a_file_lacks_are_drawn_as_a_plain_build_draws_them(tmp_path):
+  """An encoder's file into a pretraining model (export --allow_random_head): the encoder
+  loaded, both heads (deferred, then drawn) equal to a plain build's."""
+  folder = tiny_folder(tmp_path / "tiny")
+  weights = weights_io.read_weights(folder)
+  plain = _pretraining_model(9)
+  weights_io.assign_weights(plain, weights, require_heads=False)
+  model, loaded = weights_io.built_and_assigned(lambda: _pretraining_model(9), weights,
+                                                require_heads=False)
+  assert loaded and not any(name.startswith("cls/") for name in loaded)
+  expected, got = _values(plain), _values(model)
+  assert sorted(got) == sorted(expected)
+  for key in expected:
+    np.testing.assert_array_equal(got[key], expected[key], err_msg=key[1])
+  next_sentence = [k for k in got if k[1] == "output_weights"]  # drawn, not zeros
+  assert next_sentence and all(got[k].any() for k in next_sentence)
 
 
 def test_from_preset_and_save_give_the_weights_a_plain_build_and_assign_gives(tmp_path):

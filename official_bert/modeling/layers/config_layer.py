@@ -30,9 +30,10 @@ class ConfigLayer(keras.layers.Layer):
     """Keras' `add_weight`, which also records the weight's initializer (for
     `initialization.initializers_of`)."""
     variable = super().add_weight(*args, **kwargs)
+    initializer = kwargs.get("initializer", args[1] if len(args) > 1 else None)
     if not hasattr(self, "_weight_initializers"):
       self._weight_initializers = {}
-    self._weight_initializers[id(variable)] = kwargs.get("initializer")
+    self._weight_initializers[id(variable)] = initializer
     return variable
 
   def get_config(self):

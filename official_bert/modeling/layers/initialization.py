@@ -11,20 +11,24 @@ are stateless in that seed, so when it runs does not change what it gives.
 """
 
 import contextlib
+import contextvars
 
 import keras
 
-_ACTIVE = []  # the innermost `Deferred` last
+# The `Deferred` of the `draws_deferred()` this thread (or task) is in, if any.
+_ACTIVE = contextvars.ContextVar("official_bert_draws_deferred", default=None)
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
 class TruncatedNormal(keras.initializers.TruncatedNormal):
   """BERT's initializer: a normal with `stddev` (initializer_range), cut at 2 stddev; zeros
-  inside `draws_deferred()`, drawn later by `Deferred.draw`."""
+  inside `draws_deferred()`, drawn later by `Deferred.draw`. (Only with an int seed, the one
+  Keras draws when none is given: a `SeedGenerator` seed would advance with each draw.)"""
 
   def __call__(self, shape, dtype=None):
-    if _ACTIVE:
-      _ACTIVE[-1].skipped[id(self)] = _ACTIVE[-1].skipped.get(id(self), 0) + 1
+    deferred = _ACTIVE.get()
+    if deferred is not None and isinstance(self.seed, int):
+      deferred.skipped.add(id(self))
       return keras.ops.zeros(shape, dtype=dtype)
     return super().__call__(shape, dtype=dtype)
 
@@ -51,7 +55,7 @@ class Deferred:
   """The draws `TruncatedNormal` skipped inside one `draws_deferred()`."""
 
   def __init__(self):
-    self.skipped = {}  # id(initializer) -> how many weights it gave zeros
+    self.skipped = set()  # id() of each initializer that gave zeros
 
   def draw(self, model, assigned):
     """Gives each weight of `model` whose draw was skipped and that is not in `assigned` (the
@@ -59,26 +63,29 @@ class Deferred:
     skipped draw's weight is not found in `model`: it would stay zeros."""
     assigned = {id(v) for v in assigned}
     initializers = initializers_of(model)
-    counts = {}
+    found = set()
     for variable in model.variables:
       initializer = initializers.get(id(variable))
       if initializer is None or id(initializer) not in self.skipped:
         continue
-      counts[id(initializer)] = counts.get(id(initializer), 0) + 1
+      found.add(id(initializer))
       if id(variable) not in assigned:
         variable.assign(initializer(variable.shape, dtype=variable.dtype))
-    if counts != self.skipped:
-      raise RuntimeError(f"{sum(self.skipped.values())} initial weights were deferred but "
-                         f"{sum(counts.values())} found in the model: the rest would be zeros")
+    if found != self.skipped:
+      raise RuntimeError(f"{len(self.skipped - found)} of {len(self.skipped)} deferred initial "
+                         "weights are not in the model: they would stay zeros")
 
 
 @contextlib.contextmanager
 def draws_deferred():
   """Inside, `TruncatedNormal` gives zeros; call the yielded `Deferred`'s `draw` once the
-  model built inside is assigned."""
+  model built inside is assigned. Not nested: an inner model's zeros would be left to an
+  outer `draw` that does not know it."""
+  if _ACTIVE.get() is not None:
+    raise RuntimeError("draws_deferred() is already active")
   deferred = Deferred()
-  _ACTIVE.append(deferred)
+  token = _ACTIVE.set(deferred)
   try:
     yield deferred
   finally:
-    _ACTIVE.remove(deferred)
+    _ACTIVE.reset(token)
