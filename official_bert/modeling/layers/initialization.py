@@ -4,7 +4,7 @@ drawing them first.
 `from_preset` and `save` build a model and then assign every weight of its encoder from a
 file: drawing those weights first is wasted work (half of loading MiniLM on TensorFlow; on
 JAX a compilation per weight shape). Inside `draws_deferred()`, `TruncatedNormal` gives
-zeros instead and counts what it skipped; `Deferred.draw(model, assigned)` then gives every
+zeros instead and records that it did; `Deferred.draw(model, assigned)` then gives every
 weight that was not assigned the values its initializer would have drawn. Those are the same
 values: an initializer without a seed draws one when it is made (Keras' rule), and its draws
 are stateless in that seed, so when it runs does not change what it gives.
