@@ -19,9 +19,7 @@ from official_bert.interop import model_files
 from official_bert.interop import model_folder
 from official_bert.interop import run_record
 from official_bert.interop import weight_loading
-from official_bert.interop import weight_names
 from official_bert.interop import weights_io
-from official_bert.modeling.layers import initialization
 
 # config: BertConfig; vocab_file; do_lower_case; weights: `weights_io.Weights` (read once);
 # record: the folder's `run_record.RunRecord` (empty for a pretrained model); labels: its
@@ -60,10 +58,9 @@ def built_and_assigned(build, preset, network_of=lambda model: model, require_he
   `network_of(model)` (`weights_io.built_and_assigned`: the weights the file holds are not
   drawn first); `untrained`: the names of those it lacks (a new head's, at their random
   initialization: a warm start, unless `require_heads`)."""
-  model, loaded = weights_io.built_and_assigned(build, preset.weights, require_heads,
-                                                network_of)
-  return model, [name for name, _ in weight_names.model_weight_pairs(network_of(model))
-                 if name not in loaded]
+  return weights_io.built_and_assigned(
+      build, lambda network: weights_io.assign_weights(network, preset.weights, require_heads),
+      network_of)
 
 
 def save(path, network, preprocessor, record=None, overwrite=False):
@@ -78,12 +75,10 @@ def save(path, network, preprocessor, record=None, overwrite=False):
   folder_writes.check_writable(path, overwrite, "overwrite=True")  # before any work
   encoder = network.encoder if hasattr(network, "encoder") else network
   tensors = weight_loading.export_canonical_weights(network)
-  with initialization.draws_deferred() as deferred:  # every weight is assigned next
-    plain = type(network).from_config(network.get_config())
-    plain.build()
-  assigned = set(weight_loading.assign_canonical_weights(plain, tensors, "the model being saved"))
-  deferred.draw(plain, [variable for name, variable in weight_names.model_weight_pairs(plain)
-                        if name in assigned])
+  plain, _ = weights_io.built_and_assigned(
+      lambda: type(network).from_config(network.get_config()),
+      lambda model: weight_loading.assign_canonical_weights(model, tensors,
+                                                            "the model being saved"))
 
   def fill(building):
     manager = tf.train.CheckpointManager(checkpointing.model_checkpoint(plain), building,

@@ -93,7 +93,7 @@ def convert(input_path,
       lambda: model_types.build_model(
           model_type, config, num_labels,
           next_sentence=not weight_names.is_masked_lm_only(weights.tensors)),
-      weights, require_heads=True)
+      lambda model: weights_io.assign_weights(model, weights, require_heads=True))
   if hf_prefix is None:
     hf_prefix = weights.hf_prefix if weights.hf_prefix is not None else (
         "bert." if model_type == "pretraining" else "")

@@ -190,18 +190,19 @@ def load_weights(model, path, require_heads=True, adaptation=None):
   return weights.source
 
 
-def built_and_assigned(build, weights, require_heads=True, network_of=lambda model: model):
-  """(model, loaded names): `build()`'s model with `weights` assigned into `network_of(model)`
-  (`assign_weights`), its initial weights not drawn first (`initialization.draws_deferred`):
-  only the ones `weights` lacks (a new head's, unless `require_heads`) get random values."""
+def built_and_assigned(build, assign, network_of=lambda model: model):
+  """(model, untrained): `build()`'s model, its weights set by `assign(network_of(model))`
+  (e.g. `assign_weights`; it returns the canonical names it assigned) and not drawn first
+  (`initialization.draws_deferred`): only the ones `assign` left (a new head's) get their
+  random values. `untrained`: their names."""
   with initialization.draws_deferred() as deferred:
     model = build()
     network = network_of(model)
     network.build()
-  loaded = set(assign_weights(network, weights, require_heads=require_heads))
-  deferred.draw(model, [variable for name, variable in weight_names.model_weight_pairs(network)
-                        if name in loaded])
-  return model, loaded
+  assigned = set(assign(network))
+  pairs = weight_names.model_weight_pairs(network)
+  deferred.draw(model, [variable for name, variable in pairs if name in assigned])
+  return model, [name for name, _ in pairs if name not in assigned]
 
 
 def assign_weights(model, weights, require_heads=True, adaptation=None):

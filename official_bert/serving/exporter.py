@@ -295,7 +295,8 @@ def _build(folder, vocab, options, export_dir, head_config=None, calibration_tex
   model, _ = weights_io.built_and_assigned(
       lambda: model_types.build_model(model_type, config, options.num_labels, head_config,
                                       next_sentence),
-      weights, require_heads=not options.allow_random_head)
+      lambda model: weights_io.assign_weights(model, weights,
+                                              require_heads=not options.allow_random_head))
   # Each request's real tokens only, where `model_types.skips_padding` allows.
   encoder = model if model_type == "encoder" else model.encoder
   encoder.skip_padding = model_types.skips_padding(model_type,
