@@ -78,8 +78,11 @@ class Preprocessor(keras.layers.Layer):
     self.built = True
 
   @classmethod
-  def from_preset(cls, path, sequence_length=128, **kwargs):
+  def from_preset(cls, path, sequence_length=None, **kwargs):
+    """`sequence_length`: 128, or the model's max_position_embeddings where that is fewer."""
     preset = presets.load(path, read_weights=False)
+    if sequence_length is None:
+      sequence_length = min(128, preset.config.max_position_embeddings)
     return cls(preset.vocab_file, preset.do_lower_case, sequence_length, **kwargs)
 
   @property

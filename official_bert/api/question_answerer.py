@@ -61,6 +61,7 @@ class QuestionAnswerer(task_model.TaskModel):
   (`DEFAULT_OPTIONS`' keys, as run_squad's flags)."""
 
   model_type = "squad"
+  reads_files = True  # fit / evaluate take SQuAD JSON file(s)
 
   def __init__(self, backbone, preprocessor, version_2_with_negative=False, **options):
     kwargs = {k: options.pop(k) for k in ("name", "trainable", "dtype") if k in options}
@@ -165,7 +166,8 @@ class QuestionAnswerer(task_model.TaskModel):
     contexts = as_string_tensor(context, "context")
     if questions.shape[0] != contexts.shape[0]:
       raise ValueError(f"{questions.shape[0]} questions but {contexts.shape[0]} contexts")
-    result = self._answerer(questions, contexts)
+    with task_model.outputs_for_tensorflow_ops():
+      result = self._answerer(questions, contexts)
     out = [{"text": result["answer_text"][i].numpy().decode("utf-8"),
             "start": int(result["answer_start"][i]), "end": int(result["answer_end"][i]),
             "score": float(result["score"][i])} for i in range(int(questions.shape[0]))]

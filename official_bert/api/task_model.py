@@ -43,6 +43,21 @@ AUTOTUNE = tf.data.AUTOTUNE
 ON_TENSORFLOW = keras.backend.backend() == "tensorflow"
 
 
+@contextlib.contextmanager
+def outputs_for_tensorflow_ops():
+  """For a direct call of the network whose outputs TensorFlow ops then read (`answer`'s
+  n-best, `fill_mask`'s top-k: the exports' own code). PyTorch records every op for a backward
+  pass unless told not to, and a tensor that records them cannot be read as an array; Keras'
+  `predict` turns recording off the same way. JAX's and TensorFlow's tensors are read as they
+  are."""
+  if keras.backend.backend() != "torch":
+    yield
+    return
+  import torch  # pylint: disable=g-import-not-at-top  (the torch backend only)
+  with torch.no_grad():
+    yield
+
+
 class TaskModel(BackboneModelConfig, keras.Model):
   """Subclasses set `model_type` and implement `make_dataset` and `loss_features`.
 
@@ -63,8 +78,10 @@ class TaskModel(BackboneModelConfig, keras.Model):
     `kwargs`: the class's arguments (`preset_arguments`), which win over the folder's."""
     preset = presets.load(path)
     stored = presets.trained_as(preset, cls.model_type)
-    sequence_length = (sequence_length or stored.get("max_seq_length")
-                       or cls.default_sequence_length)
+    # The class's default only where the model takes that many positions (a small model's
+    # folder needs no argument).
+    sequence_length = (sequence_length or stored.get("max_seq_length") or min(
+        cls.default_sequence_length, preset.config.max_position_embeddings))
     backbone = Backbone.from_bert_config(preset.config, name="encoder")
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
     arguments, require_heads = cls.preset_arguments(path, preset, stored, dict(kwargs))
@@ -73,6 +90,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
         require_heads=bool(require_heads))
     if require_heads is not None:  # None: no head of its own (an embedder)
       model.untrained_weights = untrained
+    model.built = True  # its network is (and `save` would warn of a model with no weights)
     return model
 
   @classmethod
@@ -103,6 +121,20 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def build(self, input_shape=None):
     self.network.build()
     self.built = True
+
+  # `from_preset` builds the network, head included, without calling the model, so Keras
+  # records no build shapes; a `.keras` file would then say nothing to build, and loading it
+  # would skip the head's weights and draw new ones. The file says whether the network was.
+  def get_build_config(self):
+    if self.network.built:
+      return {"network_built": True}
+    return super().get_build_config()
+
+  def build_from_config(self, config):
+    if config.get("network_built"):
+      self.build()
+    else:
+      super().build_from_config(config)
 
   # --- what subclasses define -------------------------------------------------------------
 

@@ -50,9 +50,12 @@ def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_cas
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
   except ValueError as e:
     raise ValueError(f"{str(e).split(' If this error')[0]} ({_OVERRIDE})") from None
-  if config_lower_case is not None and bool(config_lower_case) != bool(do_lower_case):
-    raise ValueError(f"{flag} but {config_source} says do_lower_case={bool(config_lower_case)}: "
-                     f"pass --do_lower_case={bool(config_lower_case)} ({_OVERRIDE})")
+  if config_lower_case is not None:
+    if bool(config_lower_case) != bool(do_lower_case):
+      raise ValueError(f"{flag} but {config_source} says do_lower_case="
+                       f"{bool(config_lower_case)}: pass --do_lower_case="
+                       f"{bool(config_lower_case)} ({_OVERRIDE})")
+    return  # the model's own file says so: it outranks what its vocabulary suggests
   if vocab_file:
     cased = vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
     if cased and do_lower_case:

@@ -135,8 +135,7 @@ def write(output_dir, config, vocab_file, do_lower_case, record):
   if do_lower_case is None:  # nothing tells the case: the files do not claim one
     paths.remove(tokenizer_path)
   else:
-    tfrecord_io.write_text(tokenizer_path,
-                           json.dumps({"do_lower_case": bool(do_lower_case)}, indent=2) + "\n")
+    write_tokenizer_config(output_dir, do_lower_case)
     record = dataclasses.replace(record, do_lower_case=bool(do_lower_case))
   tfrecord_io.write_text(settings_path, record.to_json())
   return paths
@@ -164,6 +163,12 @@ def write_hf_config(directory, hf_config):
   """`directory`/config.json: an HF config dict (`hf_weights.hf_config_dict`), atomically."""
   tfrecord_io.write_text(os.path.join(directory, HF_CONFIG_FILE),
                          json.dumps(hf_config, indent=2, sort_keys=True))
+
+
+def write_tokenizer_config(directory, do_lower_case):
+  """`directory`/tokenizer_config.json: the case, as Hugging Face's tokenizers write it."""
+  tfrecord_io.write_text(os.path.join(directory, TOKENIZER_CONFIG_FILE),
+                         json.dumps({"do_lower_case": bool(do_lower_case)}, indent=2) + "\n")
 
 
 def copy_vocab(vocab_file, directory):

@@ -77,9 +77,17 @@ def folder_case(files, record, vocab_file):
   """(do_lower_case, where it came from) by the module's policy, for the files beside a
   model (`model_files.beside`), its record and its vocabulary."""
   declared, source = declared_case(files, record)
-  if declared is not None:
-    return declared, source
-  return vocabulary_case(vocab_file)
+  if declared is None:
+    return vocabulary_case(vocab_file)
+  cased = (case_check.vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
+           if vocab_file else None)
+  if cased is not None and cased == declared:  # lower-casing a cased vocabulary, or the reverse
+    logging.warning(
+        "%s says do_lower_case=%s but the vocabulary %s is %s: following %s. If the "
+        "vocabulary is right, correct the file (or pass a command --do_lower_case=%s "
+        "--allow_case_mismatch)", source, declared, vocab_file,
+        "cased" if cased else "uncased", source, not declared)
+  return declared, source
 
 
 def vocabulary_case(vocab_file):

@@ -91,10 +91,20 @@ def _resolve(path):
     if tf.io.gfile.exists(hf_file):
       return "hf", hf_file
     latest = tf.train.latest_checkpoint(path)
-    if latest is None:
-      raise FileNotFoundError(f"no checkpoint in directory {path} (no `checkpoint` file "
-                              f"naming one, no {model_files.HF_WEIGHTS_FILE})")
-    return "checkpoint", latest
+    if latest is not None:
+      return "checkpoint", latest
+    # google-research's released folders (uncased_L-12_H-768_A-12/) have no `checkpoint`
+    # file: their one checkpoint is bert_model.ckpt.
+    prefixes = sorted(name[:-len(".index")] for name in tf.io.gfile.listdir(path)
+                      if name.endswith(".index"))
+    if len(prefixes) == 1:
+      return "checkpoint", os.path.join(path, prefixes[0])
+    if prefixes:
+      raise ValueError(f"{path} holds {len(prefixes)} checkpoints ({', '.join(prefixes)}) and "
+                       f"no `checkpoint` file naming the latest: give the prefix of one, "
+                       f"e.g. {os.path.join(path, prefixes[-1])}")
+    raise FileNotFoundError(f"no checkpoint in directory {path} (no `checkpoint` file "
+                            f"naming one, no PREFIX.index, no {model_files.HF_WEIGHTS_FILE})")
   # One file of a checkpoint given for the checkpoint: its prefix.
   prefix = _CHECKPOINT_FILE_SUFFIX.sub("", path)
   if prefix != path and tf.io.gfile.exists(prefix + ".index"):

@@ -1,6 +1,7 @@
 """The Python API on one Keras backend, run by `test_backends.py` as
 `KERAS_BACKEND=jax|torch python backend_checks.py MINILM WORK_DIR TINY_DIR` (TINY_DIR: a tiny
-random model folder, for the checks of a training mechanism).
+random model folder, for the checks of a training mechanism; beside it, a folder of each task
+model, `TASK_FOLDERS`).
 
 WORK_DIR holds what TensorFlow computed (`tensorflow_reference.npz`: the backbone's sequence
 output on `IDS`, a classifier's probabilities on `TEXTS`) and that classifier's `.keras` file.
@@ -21,6 +22,37 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TEXTS = ["a good film", "a dreadful film", "wonderful acting and a fine plot",
          "boring, slow and far too long"]
 LABELS = [1, 0, 1, 0]
+
+
+# The task models' inference routes (`task_outputs`), each model from a folder with its head,
+# written under TensorFlow with weights large enough that no answer or top token is a near-tie.
+TAGGER_LABELS = ["O", "B-X", "I-X"]
+MASKED_TEXTS = ["a [MASK] film", "[MASK] acting and a [MASK] plot"]
+TASK_FOLDERS = ("tagger", "question_answerer", "masked_lm", "embedder")
+
+
+def task_outputs(folders):
+  """Each task model's own inference (`predict`, `answer`, `fill_mask`, `encode`, the tags of
+  `predict_entities`) from `folders` [name -> model folder]: {name: list}, JSON's types."""
+  tagger = ob.TokenTagger.from_preset(folders["tagger"])
+  answerer = ob.QuestionAnswerer.from_preset(folders["question_answerer"])
+  masked_lm = ob.MaskedLM.from_preset(folders["masked_lm"])
+  embedder = ob.TextEmbedder.from_preset(folders["embedder"])
+  answers = answerer.answer(["what was it like"] * 2, TEXTS[2:])
+  filled = [pair for text in masked_lm.fill_mask(MASKED_TEXTS, top_k=3) for mask in text
+            for pair in mask]
+  # At the real pieces: TensorFlow skips the padding, whose rows are then not the model's.
+  real = np.asarray(tagger.preprocessor(TEXTS)["input_mask"]).astype(bool)
+  return {
+      "tagger_probabilities": np.asarray(tagger.predict([t.split() for t in TEXTS]))[real]
+                              .tolist(),
+      "entities": tagger.predict_entities(TEXTS),
+      "answer_texts": [a["text"] for a in answers],
+      "answer_scores": [a["score"] for a in answers],
+      "filled_tokens": [token for token, _ in filled],
+      "filled_probabilities": [p for _, p in filled],
+      "embeddings": np.asarray(embedder.encode(TEXTS)).tolist(),
+  }
 
 
 def ids_batch():
@@ -178,6 +210,9 @@ def main(minilm, work, tiny):
   results["recompute_loss_diff"] = abs(plain_loss - recomputed_loss)
   results["recompute_grad_max_diff"] = max(float(np.abs(a - b).max())
                                            for a, b in zip(plain, recomputed))
+
+  results["task_outputs"] = task_outputs(
+      {name: os.path.join(os.path.dirname(tiny), name) for name in TASK_FOLDERS})
 
   if keras.backend.backend() == "jax":
     results["scan_weight_max_diff"], results["scans"] = steps_per_execution_weights(tiny)

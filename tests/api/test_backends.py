@@ -13,6 +13,7 @@ import sys
 
 from conftest import minilm_dir
 from conftest import tiny_model_folder
+from conftest import tiny_pretraining_folder
 import keras
 import numpy as np
 import pytest
@@ -67,7 +68,28 @@ def tensorflow_reference(tmp_path_factory):
   classifier.save(str(work / "tensorflow_classifier.keras"))
   np.savez(work / "tensorflow_reference.npz", sequence_output=sequence,
            probabilities=classifier.predict(backend_checks.TEXTS))
+  _task_folders(work)
+  (work / "task_outputs.json").write_text(json.dumps(backend_checks.task_outputs(
+      {name: str(work / name) for name in backend_checks.TASK_FOLDERS})))
   return minilm, work
+
+
+def _task_folders(work):
+  """A folder of each other task model on the tiny encoder, every weight N(0, 0.2): larger
+  than the init's, so that answers, tags and top tokens stand apart (a near-tie would flip on
+  one backend's rounding)."""
+  pretraining = tiny_pretraining_folder(work / "pretraining")
+  rng = np.random.default_rng(3)
+  for name, model in (
+      ("tagger", ob.TokenTagger.from_preset(str(work / "tiny"), labels=backend_checks.TAGGER_LABELS,
+                                            sequence_length=16)),
+      ("question_answerer", ob.QuestionAnswerer.from_preset(str(work / "tiny"),
+                                                            sequence_length=96)),
+      ("masked_lm", ob.MaskedLM.from_preset(pretraining, sequence_length=16)),
+      ("embedder", ob.TextEmbedder.from_preset(str(work / "tiny"), sequence_length=16))):
+    for variable in model.weights:
+      variable.assign(rng.normal(scale=0.2, size=variable.shape).astype("float32"))
+    model.save(str(work / name))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -119,6 +141,9 @@ def test_the_api_on_another_backend_matches_tensorflow_and_trains(backend,
     # weights.
     assert results["bench_fit_moved"] > 0
     assert results["bench_scan_apart"] <= 1e-6 * results["bench_fit_moved"]
+  # Every task model's inference from the same folder: TensorFlow's outputs.
+  _assert_same_task_outputs(results["task_outputs"],
+                            json.loads((reference / "task_outputs.json").read_text()))
   # ... and a folder saved here is an ordinary model folder: TensorFlow reads it too.
   here = np.load(work / f"{backend}_probabilities.npy")
   there = ob.TextClassifier.from_preset(str(work / f"{backend}_folder")).predict(
@@ -135,3 +160,12 @@ def test_bench_pretraining_step_runs_on_jax(backend):
   row = next(line.split() for line in out.splitlines() if line.startswith("tiny "))
   seq_per_s, mfu = float(row[2]), float(row[4].rstrip("%"))
   assert seq_per_s > 0 and 0 < mfu < 100
+
+
+def _assert_same_task_outputs(here, tensorflow):
+  assert here.keys() == tensorflow.keys()
+  for name, value in tensorflow.items():
+    if name in ("entities", "answer_texts", "filled_tokens"):
+      assert here[name] == value, name
+    else:
+      np.testing.assert_allclose(here[name], value, atol=1e-4, err_msg=name)

@@ -22,6 +22,7 @@ import tensorflow_text  # noqa: F401  # registers the exported tokenizer's ops
 
 import official_bert as ob
 from official_bert.api import presets
+from official_bert.api import question_answerer
 from official_bert.api import token_tagger
 from official_bert.interop import run_record
 from official_bert.modeling.bert_config import BertConfig
@@ -271,7 +272,12 @@ def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path, monkeypa
 
   # The n-best ranks padded positions' logits too: squad's steps never pack the real tokens.
   monkeypatch.setattr(token_packing, "TokenPacking", None)
-  assert "loss" in qa.evaluate(examples[:4], batch_size=2, return_dict=True, verbose=0)
+  from_dicts = qa.evaluate(examples[:4], batch_size=2, return_dict=True, verbose=0)
+  # ... or a SQuAD JSON file, as the docs' `qa.fit("train-v1.1.json")`.
+  squad_file = str(tmp_path / "train.json")
+  question_answerer.examples_to_squad_json(examples[:4], squad_file)
+  from_file = qa.evaluate(squad_file, batch_size=2, return_dict=True, verbose=0)
+  assert from_file["loss"] == pytest.approx(from_dicts["loss"], rel=1e-6)
   monkeypatch.undo()
   saved = harness.run_save_load_test(qa, tmp_path,
                                      lambda m: m.answer("Where is Normandy?", context))
@@ -457,3 +463,24 @@ def test_preprocessor_and_backbone_compose_in_a_functional_model_on_strings(tiny
   inputs = preprocessor(texts)
   expected = model.layers[-1](backbone(inputs)["pooled_output"])
   np.testing.assert_allclose(model.predict(texts, verbose=0), expected.numpy(), atol=1e-5)
+
+
+def test_a_loaded_model_saved_as_keras_keeps_every_weight(tiny_dir, tmp_path):
+  """`from_preset` builds the network without calling the model; its `.keras` file must still
+  rebuild the head before loading, not draw a new one (as it did: a folder's trained head was
+  lost between `from_preset` and `keras.saving.load_model`)."""
+  from conftest import tiny_pretraining_folder  # pylint: disable=g-import-not-at-top
+  pretraining = tiny_pretraining_folder(tmp_path / "pretraining")
+  for cls, folder, kwargs in ((ob.TextClassifier, tiny_dir, {"num_classes": 3}),
+                              (ob.TokenTagger, tiny_dir, {"labels": ["O", "B-X", "I-X"]}),
+                              (ob.QuestionAnswerer, tiny_dir, {"sequence_length": 96}),
+                              (ob.TextEmbedder, tiny_dir, {}),
+                              (ob.MaskedLM, pretraining, {})):
+    model = cls.from_preset(folder, **kwargs)
+    path = str(tmp_path / f"{cls.__name__}.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert loaded.built and len(loaded.weights) == len(model.weights), cls.__name__
+    for before, after in zip(model.weights, loaded.weights):
+      np.testing.assert_array_equal(keras.ops.convert_to_numpy(after),
+                                    keras.ops.convert_to_numpy(before), err_msg=before.path)

@@ -23,6 +23,7 @@ from data_prep import tokenization
 from official_bert.interop import checkpointing
 from official_bert.interop import conversion
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
@@ -178,6 +179,25 @@ def test_ours_to_tf1_to_ours_is_exact(tmp_path):
                    "cls/seq_relationship/output_weights"):
         np.testing.assert_array_equal(session.run(variables[name]), expected[name])
   assert model_files.read_config(str(tmp_path / "tf1" / "bert_config.json")) == TINY
+
+
+def test_the_case_the_input_states_travels_with_it(tmp_path):
+  """A folder whose tokenizer_config.json keeps the case of a vocabulary too small to tell
+  (read by the vocabulary alone, it would be lower-cased): every output says the same."""
+  model = model_types.build_model("encoder", TINY)
+  source = tmp_path / "hf"
+  conversion.write_output(model, "encoder", TINY, str(source), "hf")
+  (source / "vocab.txt").write_text("\n".join(
+      ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Hello", "hello"] +
+      [f"w{i}" for i in range(TINY.vocab_size - 7)]) + "\n")
+  model_files.write_tokenizer_config(str(source), False)
+  for fmt in ("tf1", "ours", "hf"):
+    conversion.convert(str(source), "hf", str(tmp_path / fmt) + "/", fmt)
+    assert model_folder.read(str(tmp_path / fmt)).do_lower_case is False, fmt
+  # Nothing stated, nothing written: the output is read as the input was.
+  os.remove(source / model_files.TOKENIZER_CONFIG_FILE)
+  conversion.convert(str(source), "hf", str(tmp_path / "plain") + "/", "ours")
+  assert not (tmp_path / "plain" / model_files.TOKENIZER_CONFIG_FILE).exists()
 
 
 def test_original_tf1_checkpoint_matches_numpy_reference(tmp_path):

@@ -8,7 +8,9 @@ tokenizer_config.json, as `save_pretrained` of a bare BertModel writes), google-
 """
 
 import json
+import logging
 import os
+import shutil
 
 from conftest import TINY_CONFIG
 from conftest import run_command
@@ -58,8 +60,9 @@ def make_folder(root, kind, case):
   if kind in ("hf", "tf1"):
     conversion.write_output(encoder, "encoder", CONFIG, path + ("" if kind == "hf" else "/"),
                             kind)
-    if kind == "tf1":
+    if kind == "tf1":  # as google-research's released folders: no `checkpoint` file
       model_files.write_config(path, CONFIG)
+      os.remove(os.path.join(path, "checkpoint"))
     tf.io.gfile.copy(vocab, os.path.join(path, "vocab.txt"))
   elif kind == "output_dir":  # what a run_* command leaves: a checkpoint and the model files
     os.makedirs(path)
@@ -104,6 +107,34 @@ def test_a_flag_that_contradicts_the_folder_is_refused_unless_allowed(folders):
                                                 output_file="y", do_lower_case=True)
   with pytest.raises(ValueError, match="is cased"):
     feature_extraction.embedder_settings(settings, given={"do_lower_case"})
+
+
+def test_a_tokenizer_config_outranks_its_vocabulary_with_a_warning(folders, tmp_path, caplog):
+  """A folder whose tokenizer_config.json says to lower-case a cased vocabulary: the file is
+  followed (the policy's order), a warning names both, and a flag that agrees with the file
+  is taken; one that agrees with the vocabulary needs --allow_case_mismatch."""
+  path = tmp_path / "declared_lower"
+  shutil.copytree(folders["hf", "cased"], path)
+  (path / model_files.TOKENIZER_CONFIG_FILE).write_text(json.dumps({"do_lower_case": True}))
+  with caplog.at_level(logging.WARNING):
+    assert model_folder.read(str(path)).do_lower_case is True
+  assert "says do_lower_case=True but the vocabulary" in caplog.text and "is cased" in caplog.text
+  assert model_folder.read(str(path), do_lower_case=True).do_lower_case is True
+  with pytest.raises(ValueError, match="says do_lower_case=True"):
+    model_folder.read(str(path), do_lower_case=False)
+  assert ob.Preprocessor.from_preset(str(path)).lower_case is True
+
+
+def test_the_default_sequence_length_fits_a_small_model(folders):
+  """128 (384 for a question answerer) by default, but never more positions than the model
+  has: a folder of a 32-position model loads with no argument."""
+  path = folders["hf", "uncased"]
+  assert CONFIG.max_position_embeddings == 32
+  assert ob.Preprocessor.from_preset(path).sequence_length == 32
+  embedder = ob.TextEmbedder.from_preset(path)
+  assert embedder.preprocessor.sequence_length == 32
+  assert np.asarray(embedder.encode(["a sentence longer than thirty-two pieces " * 8])).shape \
+      == (1, CONFIG.hidden_size)
 
 
 @pytest.mark.parametrize("case", ["cased", "uncased"])

@@ -68,6 +68,23 @@ def test_each_format_loads_the_same_weights(written, fmt):
     np.testing.assert_array_equal(value, expected[name], err_msg=f"{fmt}: {name}")
 
 
+def test_a_folder_without_a_checkpoint_file_reads_its_one_checkpoint(written, tmp_path):
+  """google-research's released folders have bert_model.ckpt.* and no `checkpoint` file."""
+  _, dirs = written
+  release = tmp_path / "uncased_L-1_H-8_A-2"
+  release.mkdir()
+  for name in os.listdir(dirs["tf1"]):
+    if name.startswith("bert_model.ckpt-7."):
+      tf.io.gfile.copy(os.path.join(dirs["tf1"], name),
+                       str(release / name.replace("bert_model.ckpt-7", "bert_model.ckpt")))
+  weights = weights_io.read_weights(str(release))
+  assert weights.source == str(release / "bert_model.ckpt") and weights.format == "tf1"
+  for name in os.listdir(release):  # a second checkpoint: which one is not guessed
+    tf.io.gfile.copy(str(release / name), str(release / name.replace(".ckpt", ".ckpt-2")))
+  with pytest.raises(ValueError, match="2 checkpoints .* no `checkpoint` file"):
+    weights_io.read_weights(str(release))
+
+
 def test_a_prefix_a_file_of_it_and_the_safetensors_file_also_work(written):
   _, dirs = written
   prefix = os.path.join(dirs["tf1"], "bert_model.ckpt-7")
