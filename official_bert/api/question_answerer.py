@@ -158,6 +158,12 @@ class QuestionAnswerer(task_model.TaskModel):
   def loss_features(self, x, y, sample_weight):
     return {"start_positions": y[0], "end_positions": y[1]}
 
+  def predict(self, x=None, *args, **kwargs):
+    """Not Keras' `predict` on raw input: a question needs its context (`answer`)."""
+    raise ValueError("QuestionAnswerer.predict: ask with answer(question, context), strings "
+                     "or equal-length lists of them, which gives each answer's text, start, "
+                     "end and score")
+
   def answer(self, question, context):
     """The best answer to `question` in `context` (strings, or equal-length lists of them):
     {"text", "start", "end", "score"}, or a list of them for lists."""

@@ -185,6 +185,11 @@ class TextEmbedder(task_model.TaskModel):
       return np.zeros([0, self.backbone.hidden_size], np.float32)
     return np.asarray(self.predict_logits(texts, batch_size), np.float32)
 
+  def predict(self, x, batch_size=32, verbose=None):
+    """`encode`: what an embedder predicts is its texts' embeddings [n, hidden]."""
+    del verbose  # Keras' argument: nothing to show
+    return self.encode(x, batch_size)
+
   def evaluate_similarity(self, x, y, batch_size=32):
     """STS: Pearson and Spearman correlation of the pairs' cosine similarity with `y`."""
     first, second = self._pair_texts(x)

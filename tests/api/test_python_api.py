@@ -268,6 +268,8 @@ def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path, monkeypa
   assert 0.0 <= history.history["span_accuracy"][-1] <= 1.0  # run_squad's training metrics
   answer = qa.answer("Where is Normandy?", context)
   assert answer["text"] == context[answer["start"]:answer["end"]]
+  with pytest.raises(ValueError, match=r"answer\(question, context\)"):
+    qa.predict(["Where is Normandy?"])
   assert set(answer) == {"text", "start", "end", "score"}
 
   # The n-best ranks padded positions' logits too: squad's steps never pack the real tokens.
@@ -295,6 +297,7 @@ def test_text_embedder_equals_the_encoder_export(tiny_dir, tmp_path):
   embedder = ob.TextEmbedder.from_preset(tiny_dir, sequence_length=16)
   vectors = embedder.encode(TEXTS, batch_size=3)
   assert vectors.shape == (8, 32)
+  np.testing.assert_array_equal(embedder.predict(TEXTS, batch_size=3), vectors)
   np.testing.assert_allclose(np.linalg.norm(vectors, axis=-1), 1.0, rtol=1e-5)
   saved = harness.run_save_load_test(embedder, tmp_path, lambda m: m.encode(TEXTS))
   served = harness.run_export_test(saved, tmp_path / "export", "serving_default",
