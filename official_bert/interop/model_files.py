@@ -103,18 +103,21 @@ def model_entries(directory):
   """The entries of `directory` that belong to the model there (what a save over it with
   overwrite replaces): the model files, the checkpoints its `checkpoint` file lists, and a
   Hugging Face folder's weights and config (read before ours, so they must not stay behind).
-  A run's records, logs, scores, best/ and every other file are not the model's."""
-  names = set(MODEL_FILES) | {"checkpoint", HF_WEIGHTS_FILE, HF_CONFIG_FILE}
+  A run's records, logs, scores, best/ and every other file are not the model's; nor is any
+  file of a folder that holds no weights (a user's config.json or labels.txt there is theirs).
+  """
+  listing = [name.rstrip("/") for name in tf.io.gfile.listdir(directory)]
   state = tf.train.get_checkpoint_state(directory)
+  if state is None and not any(name == HF_WEIGHTS_FILE or name.endswith(".index")
+                               for name in listing):
+    return []  # no model here
+  names = set(MODEL_FILES) | {"checkpoint", HF_WEIGHTS_FILE, HF_CONFIG_FILE}
   prefixes = set()
   if state is not None:
     prefixes = {os.path.basename(p) for p in
                 list(state.all_model_checkpoint_paths) + [state.model_checkpoint_path]}
-  for name in tf.io.gfile.listdir(directory):
-    name = name.rstrip("/")
-    if name in names or any(name.startswith(prefix + ".") for prefix in prefixes):
-      names.add(name)
-  return sorted(names)
+  return sorted(name for name in listing
+                if name in names or any(name.startswith(prefix + ".") for prefix in prefixes))
 
 
 def model_file_paths(directory):

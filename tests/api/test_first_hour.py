@@ -90,6 +90,20 @@ def test_save_over_a_hugging_face_folder_replaces_its_weights(classifier, tmp_pa
                              classifier.predict(TEXTS), atol=1e-6)
 
 
+def test_save_over_a_folder_without_a_model_keeps_files_named_like_model_files(
+    classifier, tmp_path):
+  """No weights there: a config.json or labels.txt is the user's, not a previous model's."""
+  folder = tmp_path / "app"
+  folder.mkdir()
+  (folder / "config.json").write_text('{"app_port": 8080}')
+  (folder / "labels.txt").write_text("mine\n")
+  classifier.save(str(folder), overwrite=True)
+  assert (folder / "config.json").read_text() == '{"app_port": 8080}'
+  assert (folder / "labels.txt").read_text() == "mine\n"
+  np.testing.assert_allclose(ob.TextClassifier.from_preset(str(folder)).predict(TEXTS),
+                             classifier.predict(TEXTS), atol=1e-6)
+
+
 def test_save_into_the_working_directory(classifier, tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
   classifier.save(".")  # empty: no overwrite needed
