@@ -78,7 +78,8 @@ class QuestionAnswerer(task_model.TaskModel):
     self.version_2_with_negative = bool(version_2_with_negative)
     self.options = dict(DEFAULT_OPTIONS, **options)
     self._answerer = squad_answers.SquadAnswerer(
-        self.network, preprocessor.tokenizer, preprocessor.vocabulary,
+        self.network if task_model.ON_TENSORFLOW else self._host_outputs,
+        preprocessor.tokenizer, preprocessor.vocabulary,
         preprocessor.sequence_length, version_2_with_negative=self.version_2_with_negative,
         **self.options)
 
@@ -157,6 +158,12 @@ class QuestionAnswerer(task_model.TaskModel):
 
   def loss_features(self, x, y, sample_weight):
     return {"start_positions": y[0], "end_positions": y[1]}
+
+  def _host_outputs(self, inputs, training=False):
+    """The network's logits as numpy for the n-best's TensorFlow ops (JAX, PyTorch: a GPU's
+    tensors are not arrays TensorFlow can read)."""
+    return {k: keras.ops.convert_to_numpy(v)
+            for k, v in self.network(inputs, training=training).items()}
 
   def predict(self, x=None, *args, **kwargs):
     """Not Keras' `predict` on raw input: a question needs its context (`answer`)."""

@@ -10,6 +10,8 @@ witnesses are checked, any of which settles it:
 `--allow_case_mismatch` overrides all three.
 """
 
+import os
+
 from data_prep import tokenization
 
 # A vocabulary is cased when over this share of its entries with letters that have a case
@@ -38,12 +40,14 @@ def vocabulary_is_cased(tokens):
 
 
 def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_case=None,
-          config_source=None):
+          config_source=None, config_vocab_file=None):
   """Raises ValueError when --do_lower_case contradicts a witness (see the module doc).
 
   Args:
     config_lower_case: do_lower_case of a tokenizer_config.json (None: no such file).
     config_source: the file it came from, for the message.
+    config_vocab_file: the vocabulary beside that file. A flag that agrees with the file is
+      taken whatever that vocabulary suggests; another vocabulary (--vocab_file) is checked.
   """
   flag = f"--do_lower_case={do_lower_case}"
   try:
@@ -55,7 +59,9 @@ def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_cas
       raise ValueError(f"{flag} but {config_source} says do_lower_case="
                        f"{bool(config_lower_case)}: pass --do_lower_case="
                        f"{bool(config_lower_case)} ({_OVERRIDE})")
-    return  # the model's own file says so: it outranks what its vocabulary suggests
+    if not vocab_file or (config_vocab_file and os.path.abspath(vocab_file)
+                          == os.path.abspath(config_vocab_file)):
+      return  # the model's own file says so: it outranks what its vocabulary suggests
   if vocab_file:
     cased = vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
     if cased and do_lower_case:

@@ -105,7 +105,9 @@ def convert(input_path,
   model_files.copy_vocab(model_files.beside(weights.source).vocab, directory)
   # The case the input's own files state travels with it: without the file, the output would
   # be read by its vocabulary alone, which may say otherwise (or too little to tell).
+  # An output folder's own tokenizer_config.json (converting in place) is kept, as its vocab.
   declared, _ = model_folder.declared_case(model_files.beside(weights.source), folder.record)
-  if declared is not None:
+  if declared is not None and not tf.io.gfile.exists(
+      os.path.join(directory, model_files.TOKENIZER_CONFIG_FILE)):
     model_files.write_tokenizer_config(directory, declared)
   return model_type, written

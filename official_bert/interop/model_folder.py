@@ -77,17 +77,21 @@ def folder_case(files, record, vocab_file):
   """(do_lower_case, where it came from) by the module's policy, for the files beside a
   model (`model_files.beside`), its record and its vocabulary."""
   declared, source = declared_case(files, record)
-  if declared is None:
-    return vocabulary_case(vocab_file)
-  cased = (case_check.vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
-           if vocab_file else None)
-  if cased is not None and cased == declared:  # lower-casing a cased vocabulary, or the reverse
+  if declared is not None:
+    return declared, source
+  return vocabulary_case(vocab_file)
+
+
+def _warn_if_the_vocabulary_disagrees(do_lower_case, source, vocab_file):
+  """The folder's file decides the case (`folder_case`); a vocabulary that says otherwise
+  is worth a warning (lower-casing a cased vocabulary, or the reverse)."""
+  cased = case_check.vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
+  if cased is not None and cased == do_lower_case:
     logging.warning(
         "%s says do_lower_case=%s but the vocabulary %s is %s: following %s. If the "
         "vocabulary is right, correct the file (or pass a command --do_lower_case=%s "
-        "--allow_case_mismatch)", source, declared, vocab_file,
-        "cased" if cased else "uncased", source, not declared)
-  return declared, source
+        "--allow_case_mismatch)", source, do_lower_case, vocab_file,
+        "cased" if cased else "uncased", source, not do_lower_case)
 
 
 def vocabulary_case(vocab_file):
@@ -128,9 +132,12 @@ def read(path, config_file=None, vocab_file=None, do_lower_case=None,
     raise ValueError(f"{names.vocab} is required: {names.path}={path} has no "
                      f"{model_files.VOCAB_FILE} beside it")
   case, source = folder_case(files, record, vocab_file)
+  if do_lower_case is None and vocab_file and declared_case(files, record)[0] is not None:
+    _warn_if_the_vocabulary_disagrees(case, source, vocab_file)
   if do_lower_case is not None:
     if not allow_case_mismatch:
-      case_check.check(bool(do_lower_case), path, vocab_file, *declared_case(files, record))
+      case_check.check(bool(do_lower_case), path, vocab_file, *declared_case(files, record),
+                       files.vocab)
     case, source = bool(do_lower_case), names.case
   labels = record.labels or model_files.labels_beside(files.directory or path)
   folder = ModelFolder(path, files.directory, config, config_file, vocab_file, case, source,

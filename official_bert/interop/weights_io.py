@@ -93,6 +93,10 @@ def _resolve(path):
     latest = tf.train.latest_checkpoint(path)
     if latest is not None:
       return "checkpoint", latest
+    state_file = os.path.join(path, "checkpoint")
+    if tf.io.gfile.exists(state_file):  # naming a checkpoint that is gone: not another one
+      raise FileNotFoundError(f"{state_file} names a checkpoint that is not in {path}: give "
+                              f"the prefix of the one to read")
     # google-research's released folders (uncased_L-12_H-768_A-12/) have no `checkpoint`
     # file: their one checkpoint is bert_model.ckpt.
     prefixes = sorted(name[:-len(".index")] for name in tf.io.gfile.listdir(path)

@@ -144,12 +144,13 @@ def check_case(settings):
   if settings.allow_case_mismatch:
     return
   folder = next((f for f in (_own_folder(settings), _init_folder(settings)) if f), None)
-  witness, source = None, None
+  witness, source, folder_vocab = None, None, None
   if folder is not None:
-    witness, source = model_folder.declared_case(model_files.beside(folder.path),
-                                                 folder.record)
+    beside = model_files.beside(folder.path)
+    witness, source = model_folder.declared_case(beside, folder.record)
+    folder_vocab = beside.vocab
   case_check.check(settings.do_lower_case, settings.init_checkpoint, vocab_file(settings),
-                   witness, source)
+                   witness, source, folder_vocab)
 
 
 def prepare_splits(settings, write, eval_splits=("dev",), predict_splits=("test",)):

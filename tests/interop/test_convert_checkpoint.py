@@ -194,6 +194,11 @@ def test_the_case_the_input_states_travels_with_it(tmp_path):
   for fmt in ("tf1", "ours", "hf"):
     conversion.convert(str(source), "hf", str(tmp_path / fmt) + "/", fmt)
     assert model_folder.read(str(tmp_path / fmt)).do_lower_case is False, fmt
+  # An output folder's own tokenizer_config.json is kept whole (here: converted in place).
+  own = {"do_lower_case": False, "model_max_length": 512}
+  (source / model_files.TOKENIZER_CONFIG_FILE).write_text(json.dumps(own))
+  conversion.convert(str(source), "hf", str(source) + "/", "hf")
+  assert json.loads((source / model_files.TOKENIZER_CONFIG_FILE).read_text()) == own
   # Nothing stated, nothing written: the output is read as the input was.
   os.remove(source / model_files.TOKENIZER_CONFIG_FILE)
   conversion.convert(str(source), "hf", str(tmp_path / "plain") + "/", "ours")

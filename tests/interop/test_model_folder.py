@@ -119,10 +119,18 @@ def test_a_tokenizer_config_outranks_its_vocabulary_with_a_warning(folders, tmp_
   with caplog.at_level(logging.WARNING):
     assert model_folder.read(str(path)).do_lower_case is True
   assert "says do_lower_case=True but the vocabulary" in caplog.text and "is cased" in caplog.text
-  assert model_folder.read(str(path), do_lower_case=True).do_lower_case is True
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    assert model_folder.read(str(path), do_lower_case=True).do_lower_case is True
+  assert "says do_lower_case" not in caplog.text  # an explicit case: nothing to warn of
   with pytest.raises(ValueError, match="says do_lower_case=True"):
     model_folder.read(str(path), do_lower_case=False)
   assert ob.Preprocessor.from_preset(str(path)).lower_case is True
+  # The file outranks its own vocabulary only: another one given is checked.
+  other = tmp_path / "cased_vocab.txt"
+  shutil.copy(VOCABS["cased"], other)
+  with pytest.raises(ValueError, match="is cased"):
+    model_folder.read(str(path), vocab_file=str(other), do_lower_case=True)
 
 
 def test_the_default_sequence_length_fits_a_small_model(folders):

@@ -83,6 +83,13 @@ def test_a_folder_without_a_checkpoint_file_reads_its_one_checkpoint(written, tm
     tf.io.gfile.copy(str(release / name), str(release / name.replace(".ckpt", ".ckpt-2")))
   with pytest.raises(ValueError, match="2 checkpoints .* no `checkpoint` file"):
     weights_io.read_weights(str(release))
+  # A `checkpoint` file naming one that is gone: an error, not the other one.
+  for name in os.listdir(release):
+    if name.startswith("bert_model.ckpt-2."):
+      os.remove(release / name)
+  (release / "checkpoint").write_text('model_checkpoint_path: "bert_model.ckpt-2"\n')
+  with pytest.raises(FileNotFoundError, match="names a checkpoint that is not"):
+    weights_io.read_weights(str(release))
 
 
 def test_a_prefix_a_file_of_it_and_the_safetensors_file_also_work(written):
