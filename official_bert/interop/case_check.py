@@ -10,7 +10,10 @@ witnesses are checked, any of which settles it:
 `--allow_case_mismatch` overrides all three.
 """
 
+import functools
 import os
+
+import tensorflow as tf
 
 from data_prep import tokenization
 
@@ -39,6 +42,20 @@ def vocabulary_is_cased(tokens):
   return upper > CASED_SHARE * with_case
 
 
+def vocabulary_file_is_cased(vocab_file):
+  """`vocabulary_is_cased` of a vocab.txt. Every read of a model folder asks (the case policy,
+  the guard, the warning of a file that contradicts it), so each version of a file (its path,
+  size and modification time) is read and scanned once per process."""
+  stat = tf.io.gfile.stat(vocab_file)
+  return _file_is_cased(os.path.abspath(vocab_file) if "://" not in vocab_file else vocab_file,
+                        stat.length, stat.mtime_nsec)
+
+
+@functools.lru_cache(maxsize=16)
+def _file_is_cased(path, length, mtime_nsec):  # pylint: disable=unused-argument  (the key)
+  return vocabulary_is_cased(tokenization.load_vocab_tokens(path))
+
+
 def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_case=None,
           config_source=None, config_vocab_file=None):
   """Raises ValueError when --do_lower_case contradicts a witness (see the module doc).
@@ -63,7 +80,7 @@ def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_cas
                           == os.path.abspath(config_vocab_file)):
       return  # the model's own file says so: it outranks what its vocabulary suggests
   if vocab_file:
-    cased = vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
+    cased = vocabulary_file_is_cased(vocab_file)
     if cased and do_lower_case:
       raise ValueError(f"{flag} but the vocabulary {vocab_file} is cased (it has upper-case "
                        "entries, which lower-cased input never matches): pass "

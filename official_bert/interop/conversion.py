@@ -31,15 +31,14 @@ _FORMAT_NAMES = {
 
 
 def read_input(path, input_format, bert_config_file=None):
-  """Returns (weights_io.Weights, model_folder.ModelFolder): what --input holds, checked
-  against its format."""
+  """Returns (weights_io.Weights, BertConfig): what --input holds, checked against its format."""
   weights = weights_io.read_weights(path)
   if weights.format != input_format:
     raise ValueError(f"{weights.source} is {_FORMAT_NAMES[weights.format]}, but "
                      f"--input_format={input_format}")
   folder = model_folder.read(weights.source, config_file=bert_config_file,
                              names=model_folder.Names(path="--input"), require_vocab=False)
-  return weights, folder
+  return weights, folder.config
 
 
 def hf_config_dict(bert_config, model_type):
@@ -84,8 +83,7 @@ def convert(input_path,
             num_labels=None,
             hf_prefix=None):
   """The whole conversion; returns (model_type, path written)."""
-  weights, folder = read_input(input_path, input_format, bert_config_file)
-  config = folder.config
+  weights, config = read_input(input_path, input_format, bert_config_file)
   model_type = model_type or weight_names.infer_model_type(weights.tensors)
   num_labels = num_labels or weight_names.num_labels_in(weights.tensors, model_type)
   logging.info("Converting a %s model (%d layers, hidden %d, %s)", model_type,
@@ -102,11 +100,12 @@ def convert(input_path,
   written, directory = write_output(model, model_type, config, output_path, output_format,
                                     hf_prefix)
   model_files.write_config(directory, config)
-  model_files.copy_vocab(model_files.beside(weights.source).vocab, directory)
+  beside = model_files.beside(weights.source)
+  model_files.copy_vocab(beside.vocab, directory)
   # The case the input's own files state travels with it: without the file, the output would
   # be read by its vocabulary alone, which may say otherwise (or too little to tell).
   # An output folder's own tokenizer_config.json (converting in place) is kept, as its vocab.
-  declared, _ = model_folder.declared_case(model_files.beside(weights.source), folder.record)
+  declared, _ = model_folder.declared_case(beside, beside.record)
   if declared is not None and not tf.io.gfile.exists(
       os.path.join(directory, model_files.TOKENIZER_CONFIG_FILE)):
     model_files.write_tokenizer_config(directory, declared)

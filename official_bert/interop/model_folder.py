@@ -24,7 +24,6 @@ from typing import Optional
 
 from absl import logging
 
-from data_prep import tokenization
 from official_bert.interop import case_check
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
@@ -85,7 +84,7 @@ def folder_case(files, record, vocab_file):
 def _warn_if_the_vocabulary_disagrees(do_lower_case, source, vocab_file):
   """The folder's file decides the case (`folder_case`); a vocabulary that says otherwise
   is worth a warning (lower-casing a cased vocabulary, or the reverse)."""
-  cased = case_check.vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
+  cased = case_check.vocabulary_file_is_cased(vocab_file)
   if cased is not None and cased == do_lower_case:
     logging.warning(
         "%s says do_lower_case=%s but the vocabulary %s is %s: following %s. If the "
@@ -97,7 +96,7 @@ def _warn_if_the_vocabulary_disagrees(do_lower_case, source, vocab_file):
 def vocabulary_case(vocab_file):
   """(do_lower_case, where it came from) by the vocabulary alone (steps 3 and 4 above)."""
   if vocab_file:
-    cased = case_check.vocabulary_is_cased(tokenization.load_vocab_tokens(vocab_file))
+    cased = case_check.vocabulary_file_is_cased(vocab_file)
     if cased is not None:
       return not cased, f"the vocabulary {vocab_file}"
   return True, "the default (nothing in the folder says)"
@@ -131,13 +130,13 @@ def read(path, config_file=None, vocab_file=None, do_lower_case=None,
   if not vocab_file and require_vocab:
     raise ValueError(f"{names.vocab} is required: {names.path}={path} has no "
                      f"{model_files.VOCAB_FILE} beside it")
+  declared = declared_case(files, record)
   case, source = folder_case(files, record, vocab_file)
-  if do_lower_case is None and vocab_file and declared_case(files, record)[0] is not None:
+  if do_lower_case is None and vocab_file and declared[0] is not None:
     _warn_if_the_vocabulary_disagrees(case, source, vocab_file)
   if do_lower_case is not None:
     if not allow_case_mismatch:
-      case_check.check(bool(do_lower_case), path, vocab_file, *declared_case(files, record),
-                       files.vocab)
+      case_check.check(bool(do_lower_case), path, vocab_file, *declared, files.vocab)
     case, source = bool(do_lower_case), names.case
   labels = record.labels or model_files.labels_beside(files.directory or path)
   folder = ModelFolder(path, files.directory, config, config_file, vocab_file, case, source,
