@@ -489,8 +489,12 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def predict_logits(self, x, batch_size=32, **kwargs):
     """The network's raw outputs over raw inputs (numpy)."""
     self.warn_if_untrained("predict")
-    outputs = super().predict(self._dataset(x, None, batch_size),
-                              verbose=kwargs.pop("verbose", 0), **kwargs)
+    return self.predict_features(self._dataset(x, None, batch_size), **kwargs)
+
+  def predict_features(self, dataset, **kwargs):
+    """The network's raw outputs (numpy) over a dataset of preprocessed `(features,)`
+    batches."""
+    outputs = super().predict(dataset, verbose=kwargs.pop("verbose", 0), **kwargs)
     # float32 whatever the compute dtype (mixed precision computes logits in float16).
     return tf.nest.map_structure(lambda a: a.astype("float32"), outputs)
 

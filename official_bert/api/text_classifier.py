@@ -8,6 +8,13 @@
 Problem types as `run_classifier --problem_type`: single_label (softmax), multi_label (one
 sigmoid per label; `y` lists of labels), regression (`y` floats; `predict` -> [n] scores).
 `x` is a list / array / pandas Series of strings, or a `(first, second)` pair of them.
+
+Long texts as `run_classifier --doc_stride` (`doc_stride=N`; a run_classifier folder trained
+with it brings its own): a first text longer than the sequence is cut into windows starting
+every N pieces (the second text kept whole in each). `fit` and `evaluate` take each window as
+an example with its text's label (evaluate's metrics count windows); `predict` averages each
+text's windows, as the export and `--do_predict` do: the mean of the windows' probabilities
+(scores for regression), and `predict_logits` the mean of their logits.
 """
 
 import keras
@@ -32,7 +39,7 @@ class TextClassifier(task_model.TaskModel):
 
   def __init__(self, backbone, preprocessor, num_classes=None, labels=None,
                problem_type="single_label", multi_label_threshold=0.5, text_pairs=None,
-               **kwargs):
+               doc_stride=0, **kwargs):
     if problem_type not in classifier_outputs.PROBLEM_TYPES:
       raise ValueError(f"problem_type={problem_type!r} must be one of "
                        f"{', '.join(classifier_outputs.PROBLEM_TYPES)}")
@@ -53,6 +60,8 @@ class TextClassifier(task_model.TaskModel):
       num_classes = 1
     if not num_classes:
       raise ValueError("TextClassifier needs num_classes or labels")
+    if doc_stride is None or int(doc_stride) < 0:
+      raise ValueError(f"doc_stride={doc_stride} must be >= 0 (0: a long text is truncated)")
     network = BertClassifier(backbone, num_classes, name="classifier")
     task = ClassificationTask(backbone.bert_config, num_classes,
                               preprocessor.sequence_length, problem_type=problem_type)
@@ -64,6 +73,7 @@ class TextClassifier(task_model.TaskModel):
     self.multi_label_threshold = float(multi_label_threshold)
     # Whether the model was trained on (first, second) pairs; None until known.
     self.text_pairs = text_pairs
+    self.doc_stride = int(doc_stride)  # 0: long texts truncated, else windows (module doc)
     # How often each class was predicted in the current evaluation (not a reported metric):
     # all in one class is a model that has not learned, which `evaluate` says.
     self.predicted_classes = ClassCounts(num_classes, name="predicted_classes")
@@ -87,6 +97,7 @@ class TextClassifier(task_model.TaskModel):
           stored.get("problem_type"), num_classes, labels)
       kwargs.setdefault("multi_label_threshold", stored.get("multi_label_threshold") or 0.5)
       kwargs.setdefault("text_pairs", stored.get("text_pairs"))
+      kwargs.setdefault("doc_stride", stored.get("doc_stride") or 0)
     return dict(kwargs, num_classes=num_classes, labels=labels,
                 problem_type=problem_type or "single_label"), fine_tuned
 
@@ -149,6 +160,27 @@ class TextClassifier(task_model.TaskModel):
     if not 0 <= label < self.num_classes:
       raise ValueError(f"y[{index}]: label id {label} is not in [0, {self.num_classes})")
     return label
+
+  def windows(self, texts):
+    """Texts (a string tensor [n], or a (first, second) pair) -> (features of every window,
+    int32 [windows, sequence_length] each; owner int64 [windows], each window's text), cut as
+    run_classifier's --doc_stride and the export cut them."""
+    pre = self.preprocessor.text_to_inputs
+    first, second = texts if isinstance(texts, tuple) else (texts, None)
+    return classifier_outputs.window_inputs(
+        pre.tokenize(first), None if second is None else pre.tokenize(second), pre.seq_length,
+        self.doc_stride, pre.pack)
+
+  def map_batches(self, dataset):
+    """With doc_stride, every window of a batch's texts is an example, with its text's label
+    (and weight), as run_classifier trains."""
+    if not self.doc_stride:
+      return super().map_batches(dataset)
+
+    def windowed(x, *rest):
+      features, owner = self.windows(x)
+      return (self.trimmed(features),) + tuple(tf.gather(r, owner) for r in rest)
+    return dataset.map(windowed, num_parallel_calls=tf.data.AUTOTUNE)
 
   def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
     texts = self._texts(x)
@@ -220,8 +252,35 @@ class TextClassifier(task_model.TaskModel):
             keras.ops.cast(sample_weight, "float32")}
 
   def predict(self, x, batch_size=32, **kwargs):
-    """Probabilities [n, num_classes] (softmax; sigmoid for multi_label), or [n] scores."""
-    logits = self.predict_logits(x, batch_size, **kwargs)
+    """Probabilities [n, num_classes] (softmax; sigmoid for multi_label), or [n] scores;
+    with doc_stride each text's windows' mean (module doc)."""
+    if self.doc_stride:
+      logits, owner, n = self._window_logits(x, batch_size, **kwargs)
+      return _mean_per_text(self._probabilities(logits), owner, n)
+    return self._probabilities(self.predict_logits(x, batch_size, **kwargs))
+
+  def predict_logits(self, x, batch_size=32, **kwargs):
+    """Logits [n, num_classes]; with doc_stride the mean of each text's windows'."""
+    if not self.doc_stride:
+      return super().predict_logits(x, batch_size, **kwargs)
+    return _mean_per_text(*self._window_logits(x, batch_size, **kwargs))
+
+  def _window_logits(self, x, batch_size, **kwargs):
+    """(logits [windows, num_classes] of every window of x's texts, owner [windows], n)."""
+    if isinstance(x, tf.data.Dataset):
+      raise ValueError("predict with doc_stride takes the texts (a list, array or Series, or "
+                       "a (first, second) pair), not a tf.data.Dataset: each text's windows "
+                       "are averaged")
+    self._check_inputs(x, None, "predict")
+    self.warn_if_untrained("predict")
+    texts = self._texts(x)
+    features, owner = self.windows(texts)
+    dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size).map(
+        lambda f: (self.trimmed(f),), num_parallel_calls=tf.data.AUTOTUNE)
+    n = int((texts[0] if isinstance(texts, tuple) else texts).shape[0])
+    return self.predict_features(dataset.prefetch(tf.data.AUTOTUNE), **kwargs), owner.numpy(), n
+
+  def _probabilities(self, logits):
     if self.problem_type == "regression":
       return logits[:, 0]
     if self.problem_type == "multi_label":
@@ -245,13 +304,14 @@ class TextClassifier(task_model.TaskModel):
   def get_config(self):
     return dict(super().get_config(), num_classes=self.num_classes, labels=self.label_values,
                 problem_type=self.problem_type,
-                multi_label_threshold=self.multi_label_threshold, text_pairs=self.text_pairs)
+                multi_label_threshold=self.multi_label_threshold, text_pairs=self.text_pairs,
+                doc_stride=self.doc_stride)
 
   def run_settings(self):
     settings = dict(super().run_settings(), problem_type=self.problem_type,
                     num_labels=self.num_classes,
                     multi_label_threshold=self.multi_label_threshold,
-                    text_pairs=self.text_pairs)
+                    text_pairs=self.text_pairs, doc_stride=self.doc_stride)
     if self.labels:
       settings["labels"] = self.labels
       if self.label_values != self.labels:  # e.g. ints: from_preset gives them back as such
@@ -261,9 +321,17 @@ class TextClassifier(task_model.TaskModel):
   def export_arguments(self, options):
     options = dict(options)
     options.setdefault("classifier_options", classifier_outputs.Options(
-        self.problem_type, self.multi_label_threshold, ",", 0))
+        self.problem_type, self.multi_label_threshold, ",", self.doc_stride))
     return dict(super().export_arguments(options), num_labels=self.num_classes,
                 label_names=self.labels)
+
+
+def _mean_per_text(values, owner, n):
+  """[windows, ...] -> [n, ...]: each text's windows' mean (every text has one or more)."""
+  sums = np.zeros((n,) + values.shape[1:], np.float64)
+  np.add.at(sums, owner, values)
+  counts = np.bincount(owner, minlength=n).reshape((n,) + (1,) * (values.ndim - 1))
+  return (sums / counts).astype(values.dtype)
 
 
 class ClassCounts(keras.metrics.Metric):

@@ -28,6 +28,11 @@ from official_bert.training.settings import option
 class ClassifierSettings(file_splits.DelimitedFilesSettings):
   """GLUE (--task_name, --data_dir) or own .tsv/.csv/.jsonl files (columns by header name)."""
 
+  # How the model's outputs are read, from OUTPUT_DIR's run record when not given (with
+  # INHERITED_FLAGS): a later --do_predict scores as the model was trained, not as a
+  # single-label classifier of truncated texts.
+  RECORDED_FLAGS = ("problem_type", "multi_label_threshold", "label_separator", "doc_stride")
+
   task_name: Optional[str] = option(
       None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI.")
   data_dir: Optional[str] = option(None, "The glue_data/<TASK> folder (or a TFDS data dir).")

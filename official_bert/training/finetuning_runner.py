@@ -327,8 +327,9 @@ def inherit_run_settings(settings, flag_values):
   when not given, from the model folder (`model_folder`'s one case policy: a cased folder
   trains cased without a flag)."""
   stored = model_files.read_run_settings(settings.output_dir).values()
-  inherited = {name: stored[name] for name in INHERITED_FLAGS
-               if name in stored and not flag_values[name].present
+  names = INHERITED_FLAGS + getattr(settings, "RECORDED_FLAGS", ())
+  inherited = {name: stored[name] for name in names
+               if _recorded(stored.get(name), name) and not flag_values[name].present
                and getattr(settings, name) != stored[name]}
   if inherited:
     logging.info("From %s: %s", os.path.join(settings.output_dir, model_files.RUN_SETTINGS_FILE),
@@ -340,6 +341,11 @@ def inherit_run_settings(settings, flag_values):
       logging.info("--do_lower_case=%s: from %s", case[0], case[1])
       settings = dataclasses.replace(settings, do_lower_case=case[0])
   return settings
+
+
+def _recorded(value, name):
+  """Whether a run record holds a value for the flag `name` (a doc_stride of 0: none)."""
+  return value is not None and not (name == "doc_stride" and value == 0)
 
 
 def evaluate_splits(settings, job, task, trainer, eval_files, summaries=True):

@@ -184,6 +184,26 @@ def test_classifier_pairs_multi_label_and_regression(tiny_dir):
   assert regression.predict(TEXTS).shape == (8,)
 
 
+def test_classifier_long_texts_in_windows(tiny_dir, tmp_path):
+  """doc_stride (run_classifier's --doc_stride): at sequence_length 6 a window holds 4 pieces;
+  a 6-piece text is two windows, starting at pieces 0 and 2. fit trains each window with its
+  text's label; predict gives each text's mean; the setting survives save and `.keras`."""
+  clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=6,
+                                      doc_stride=2)
+  long, short = "i loved every minute of it", "dull film"
+  features, labels = next(iter(clf.make_dataset([long, short], ["pos", "neg"], 2)))
+  assert labels.numpy().tolist() == [1, 1, 0] and features["input_word_ids"].shape[0] == 3
+  clf.fit(TEXTS, LABELS, batch_size=4, verbose=0)
+  got, logits = clf.predict([long, short]), clf.predict_logits([long, short])
+  clf.doc_stride = 0  # the same weights on each window's text
+  windows = ["i loved every minute", "every minute of it", short]
+  parts, part_logits = clf.predict(windows), clf.predict_logits(windows)
+  clf.doc_stride = 2
+  np.testing.assert_allclose(got, [parts[:2].mean(0), parts[2]], atol=1e-6)
+  np.testing.assert_allclose(logits, [part_logits[:2].mean(0), part_logits[2]], atol=1e-6)
+  harness.run_save_load_test(clf, tmp_path, lambda m: (m.doc_stride, m.predict([long, short])))
+
+
 def test_compile_with_keras_arguments_and_a_dataset(tiny_dir):
   clf = ob.TextClassifier.from_preset(tiny_dir, num_classes=2, sequence_length=16)
   clf.compile(optimizer=keras.optimizers.SGD(0.1),
