@@ -148,9 +148,9 @@ class MaskedLM(task_model.TaskModel):
     for start in range(0, int(texts.shape[0]), batch_size):
       inputs = self.preprocessor(texts[start:start + batch_size])
       with task_model.outputs_for_tensorflow_ops():
-        out = signatures.model_outputs(self.network, "pretraining", inputs,
-                                       self.preprocessor.text_to_inputs.mask_id, self._vocab,
-                                       top_k)
+        out = signatures.model_outputs(task_model.HostOutputs(self.network), "pretraining",
+                                       inputs, self.preprocessor.text_to_inputs.mask_id,
+                                       self._vocab, top_k)
       positions = out["masked_lm_positions"].numpy()
       tokens = out["masked_lm_top_tokens"].numpy()
       probabilities = out["masked_lm_top_probabilities"].numpy()

@@ -17,6 +17,7 @@ import os
 import shutil
 import tempfile
 
+from absl import logging
 import keras
 import tensorflow as tf
 
@@ -38,15 +39,46 @@ DEFAULT_OPTIONS = {
                 "null_score_diff_threshold")}
 
 
+EXAMPLE_KEYS = ("id", "question", "context", "answers", "is_impossible")
+
+
+def _answers(ex, i):
+  """An example's answers as SQuAD's [{"text", "answer_start"}]: SQuAD's own list, or the
+  Hugging Face datasets' {"text": [...], "answer_start": [...]}."""
+  answers = ex.get("answers", [])
+  if isinstance(answers, dict):
+    if set(answers) != {"text", "answer_start"} or len(answers["text"]) != len(
+        answers["answer_start"]):
+      raise ValueError(f"example {i}: answers {answers!r} must be a list of {{'text', "
+                       f"'answer_start'}} dicts, or {{'text': [...], 'answer_start': [...]}} "
+                       f"lists of one length")
+    answers = [{"text": t, "answer_start": int(a)}
+               for t, a in zip(answers["text"], answers["answer_start"])]
+  answers = list(answers)
+  for answer in answers:
+    if not isinstance(answer, dict) or not {"text", "answer_start"} <= set(answer):
+      raise ValueError(f"example {i}: answer {answer!r} needs 'text' and 'answer_start' (the "
+                       f"answer's first character in the context)")
+  return answers
+
+
 def examples_to_squad_json(examples, path, version_2_with_negative=False):
   """Writes a list of example dicts as a SQuAD JSON file (one paragraph per example)."""
   paragraphs = []
   for i, ex in enumerate(examples):
+    if not isinstance(ex, dict):
+      raise ValueError(f"example {i} is a {type(ex).__name__}, not a dict with "
+                       f"'question', 'context' and 'answers'")
     missing = [k for k in ("question", "context") if k not in ex]
     if missing:
       raise ValueError(f"example {i} lacks {missing}")
+    unknown = sorted(set(ex) - set(EXAMPLE_KEYS))
+    if unknown:
+      raise ValueError(f"example {i} has key(s) {unknown} that a question answerer does not "
+                       f"read; its keys are {list(EXAMPLE_KEYS)}, the answers as "
+                       f"'answers': [{{'text': ..., 'answer_start': ...}}]")
     qa = {"id": str(ex.get("id", i)), "question": ex["question"],
-          "answers": list(ex.get("answers", []))}
+          "answers": _answers(ex, i)}
     if version_2_with_negative:
       qa["is_impossible"] = bool(ex.get("is_impossible", False))
     paragraphs.append({"context": ex["context"], "qas": [qa]})
@@ -77,13 +109,29 @@ class QuestionAnswerer(task_model.TaskModel):
     backbone.pooler_dense.trainable = False
     self.version_2_with_negative = bool(version_2_with_negative)
     self.options = dict(DEFAULT_OPTIONS, **options)
+    self._fit_query_length(preprocessor.sequence_length, "max_query_length" in options)
     self._answerer = squad_answers.SquadAnswerer(
-        self.network if task_model.ON_TENSORFLOW else self._host_outputs,
+        task_model.HostOutputs(self.network),
         preprocessor.tokenizer, preprocessor.vocabulary,
         preprocessor.sequence_length, version_2_with_negative=self.version_2_with_negative,
         **self.options)
 
   default_sequence_length = 384
+
+  def _fit_query_length(self, sequence_length, given):
+    """A sequence with room for the question (max_query_length pieces) and some context: a
+    short model (max_position_embeddings 64, say) gets half its sequence for the question
+    unless max_query_length is given."""
+    query = self.options["max_query_length"]
+    if sequence_length > query + 3:
+      return
+    if given:
+      raise ValueError(f"sequence_length={sequence_length} must be more than "
+                       f"max_query_length={query} + 3: the room for the context")
+    self.options["max_query_length"] = max(1, sequence_length // 2)
+    logging.info("QuestionAnswerer: max_query_length=%d (half of sequence_length=%d; the "
+                 "default %d leaves no room for the context)",
+                 self.options["max_query_length"], sequence_length, query)
 
   @classmethod
   def preset_arguments(cls, path, preset, stored, kwargs):
@@ -125,7 +173,7 @@ class QuestionAnswerer(task_model.TaskModel):
           version_2_with_negative=self.version_2_with_negative, is_training=True,
           num_workers=1))
     num_windows = sum(tfrecord_io.count_records(r) for r in records)
-    if num_windows < batch_size:
+    if shuffle and num_windows < batch_size:
       raise ValueError(f"{num_windows} training windows, fewer than batch_size={batch_size}")
     # The training schema (answer positions) whether shuffled (fit) or not (evaluate).
     dataset = input_pipeline.dataset(",".join(records), self.task.record_features(True),
@@ -134,6 +182,11 @@ class QuestionAnswerer(task_model.TaskModel):
                                      (f["start_positions"], f["end_positions"])))
     batches = num_windows // batch_size if shuffle else -(-num_windows // batch_size)
     return dataset.take(batches).apply(tf.data.experimental.assert_cardinality(batches))
+
+  def validation_x_y(self, data):
+    """fit's validation_data is as x: SQuAD JSON file(s) or example dicts (the answers in
+    them)."""
+    return data, None
 
   def map_batches(self, dataset):
     raise ValueError("QuestionAnswerer.fit takes SQuAD JSON file(s) or example dicts")
@@ -158,12 +211,6 @@ class QuestionAnswerer(task_model.TaskModel):
 
   def loss_features(self, x, y, sample_weight):
     return {"start_positions": y[0], "end_positions": y[1]}
-
-  def _host_outputs(self, inputs, training=False):
-    """The network's logits as numpy for the n-best's TensorFlow ops (JAX, PyTorch: a GPU's
-    tensors are not arrays TensorFlow can read)."""
-    return {k: keras.ops.convert_to_numpy(v)
-            for k, v in self.network(inputs, training=training).items()}
 
   def predict(self, x=None, *args, **kwargs):
     """Not Keras' `predict` on raw input: a question needs its context (`answer`)."""

@@ -58,6 +58,26 @@ def outputs_for_tensorflow_ops():
     yield
 
 
+class HostOutputs:
+  """A network (or layer) whose calls give numpy arrays, and whose sub-layers do too, for
+  TensorFlow ops that read its outputs (`answer`'s n-best, `fill_mask`'s top-k): a JAX or
+  PyTorch tensor on a GPU is not an array TensorFlow can read. On TensorFlow: the network."""
+
+  def __new__(cls, layer):
+    if ON_TENSORFLOW or not isinstance(layer, keras.layers.Layer):
+      return layer
+    return super().__new__(cls)
+
+  def __init__(self, layer):
+    self._layer = layer
+
+  def __call__(self, *args, **kwargs):
+    return tf.nest.map_structure(keras.ops.convert_to_numpy, self._layer(*args, **kwargs))
+
+  def __getattr__(self, name):
+    return HostOutputs(getattr(self._layer, name))
+
+
 class TaskModel(BackboneModelConfig, keras.Model):
   """Subclasses set `model_type` and implement `make_dataset` and `loss_features`.
 
@@ -432,12 +452,20 @@ class TaskModel(BackboneModelConfig, keras.Model):
       # A fresh optimizer whose schedule spans exactly this fit's steps.
       self._compile(self._scheduled_optimizer(steps * epochs))
     if validation_data is not None:
-      validation_data = self._dataset(*_x_y(validation_data), batch_size)
+      validation_data = self._dataset(*self.validation_x_y(validation_data), batch_size)
     self._build_optimizer()
     history = super().fit(dataset, epochs=epochs, validation_data=validation_data,
                           steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)
     self.untrained_weights = []
     return history
+
+  def validation_x_y(self, data):
+    """fit's validation_data -> (x, y): (x, y) or a Dataset of raw (x, y) batches."""
+    if isinstance(data, tf.data.Dataset):
+      return data, None
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+      return data[0], data[1]
+    raise ValueError("validation_data must be (x, y) or a tf.data.Dataset of (x, y) batches")
 
   def _reseed(self, seed):
     """Dropout's random state and an untrained head's initial weights from `seed`."""
@@ -581,15 +609,6 @@ def _length(x):
     return len(x)
   except TypeError:
     return int(x.shape[0]) if getattr(x, "shape", None) is not None and x.shape else -1
-
-
-def _x_y(data):
-  """validation_data: (x, y) or a Dataset of raw (x, y) batches."""
-  if isinstance(data, tf.data.Dataset):
-    return data, None
-  if isinstance(data, (tuple, list)) and len(data) == 2:
-    return data[0], data[1]
-  raise ValueError("validation_data must be (x, y) or a tf.data.Dataset of (x, y) batches")
 
 
 def batches(features, batch_size, shuffle, seed):

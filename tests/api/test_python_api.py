@@ -283,8 +283,10 @@ def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path, monkeypa
   qa = ob.QuestionAnswerer.from_preset(tiny_dir, sequence_length=48, doc_stride=16,
                                        max_query_length=12)
   qa.compile(learning_rate=1e-3, warmup_fraction=0.0)
-  history = qa.fit(examples, batch_size=4, epochs=3, verbose=0)
+  # validation_data as x: example dicts (two: not an (x, y) pair) or SQuAD JSON file(s).
+  history = qa.fit(examples, batch_size=4, epochs=3, verbose=0, validation_data=examples[:2])
   assert history.history["loss"][-1] < history.history["loss"][0]
+  assert len(history.history["val_loss"]) == 3
   assert 0.0 <= history.history["span_accuracy"][-1] <= 1.0  # run_squad's training metrics
   answer = qa.answer("Where is Normandy?", context)
   assert answer["text"] == context[answer["start"]:answer["end"]]
@@ -311,6 +313,37 @@ def test_question_answerer_fits_answers_and_exports(tiny_dir, tmp_path, monkeypa
   assert served["answer_text"].numpy()[0].decode() == answer["text"]
   assert int(served["answer_start"][0]) == answer["start"]
   np.testing.assert_allclose(float(served["score"][0]), answer["score"], atol=1e-4)
+
+
+def test_question_answerer_on_a_short_model_and_its_example_dicts(tmp_path):
+  """A model of 64 positions answers with the defaults (the question gets half the sequence,
+  not the original's 64 pieces, which leave no room for context); example dicts take SQuAD's
+  answers or Hugging Face datasets' and name a key they do not read."""
+  encoder = BertEncoder.from_bert_config(
+      BertConfig(**dict(TINY_CONFIG, max_position_embeddings=64)), name="encoder")
+  encoder.build()
+  folder = str(tmp_path / "short")
+  presets.save(folder, encoder, ob.Preprocessor(VOCAB))
+  qa = ob.QuestionAnswerer.from_preset(folder)
+  assert qa.preprocessor.sequence_length == 64 and qa.options["max_query_length"] == 32
+  context = "The Normans gave their name to Normandy, a region in France. " * 8
+  answer = qa.answer("Where is Normandy?", context)
+  assert answer["text"] == context[answer["start"]:answer["end"]] and answer["text"]
+  with pytest.raises(ValueError, match=r"sequence_length=64 must be more than "
+                     r"max_query_length=64"):
+    ob.QuestionAnswerer.from_preset(folder, max_query_length=64)
+
+  path = str(tmp_path / "examples.json")
+  question_answerer.examples_to_squad_json(
+      [{"question": "Where?", "context": context,
+        "answers": {"text": ["France"], "answer_start": [context.index("France")]}}], path)
+  with open(path, encoding="utf-8") as f:
+    qas = json.load(f)["data"][0]["paragraphs"][0]["qas"]
+  assert qas[0]["answers"] == [{"text": "France", "answer_start": context.index("France")}]
+  with pytest.raises(ValueError, match=r"example 0 has key\(s\) \['answer_start', "
+                     r"'answer_text'\]"):
+    qa.fit([{"question": "Where?", "context": context, "answer_text": "France",
+             "answer_start": 51}])
 
 
 def test_text_embedder_equals_the_encoder_export(tiny_dir, tmp_path):
