@@ -39,10 +39,10 @@ CLASSIFIER_KINDS = {
     "single": ([], lambda a, b: a, lambda a, b: {"text": a}),
     "pair": (["--text_b_column=text_b"], lambda a, b: (a, b),
              lambda a, b: {"text": a, "text_b": b}),
-    "multi_label": (["--problem_type=multi_label"], lambda a, b: a, lambda a, b: {"text": a}),
-    # Texts of up to 6 pieces in windows of 4, every 2: the record's doc_stride travels.
-    "windows": (["--doc_stride=2", "--max_seq_length=6"], lambda a, b: a,
-                lambda a, b: {"text": a}),
+    # Texts of up to 6 pieces in windows of 4, every 2: the record's problem type and
+    # doc_stride travel (to the API, the export and a later --do_predict).
+    "multi_label": (["--problem_type=multi_label", "--doc_stride=2", "--max_seq_length=6"],
+                    lambda a, b: a, lambda a, b: {"text": a}),
 }
 
 
@@ -68,7 +68,7 @@ def test_classifier_folders_load_export_and_serve_alike(kind, tmp_path):
   served = harness.serve(out, tmp_path / "export_cli")[signature](
       **{k: tf.constant(v) for k, v in served_input(first[:6], second[:6]).items()})
   np.testing.assert_allclose(served["probabilities"].numpy(), expected, atol=1e-5)
-  if kind == "windows":
+  if kind == "multi_label":
     assert clf.doc_stride == 2 and served["num_windows"].numpy().max() == 2
     _predict_without_the_window_flags(tmp_path, out, first[:6], expected)
 
@@ -79,8 +79,9 @@ def test_classifier_folders_load_export_and_serve_alike(kind, tmp_path):
 
 
 def _predict_without_the_window_flags(tmp_path, out, texts, expected):
-  """A later `--do_predict` into the same OUTPUT_DIR, no --doc_stride: the run record's windows
-  (the probabilities of test_predictions.tsv, written to 6 places, are predict's)."""
+  """A later `--do_predict` into the same OUTPUT_DIR, no --problem_type or --doc_stride: the
+  run record's (the probabilities of test_predictions.tsv, written to 6 places, are
+  predict's: sigmoids, each text's windows' mean)."""
   test = _write_tsv(tmp_path / "test.tsv", ["text"], [[t] for t in texts])
   run_script("official_bert.run_classifier", tmp_path, f"--test_file={test}",
              f"--output_dir={out}", "--do_predict", "--max_seq_length=6")
