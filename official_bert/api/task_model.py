@@ -75,6 +75,8 @@ class HostOutputs:
     return tf.nest.map_structure(keras.ops.convert_to_numpy, self._layer(*args, **kwargs))
 
   def __getattr__(self, name):
+    if name == "_layer":  # not set yet (a copy being made): not the layer's
+      raise AttributeError(name)
     return HostOutputs(getattr(self._layer, name))
 
 

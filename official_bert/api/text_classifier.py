@@ -60,8 +60,9 @@ class TextClassifier(task_model.TaskModel):
       num_classes = 1
     if not num_classes:
       raise ValueError("TextClassifier needs num_classes or labels")
-    if doc_stride is None or int(doc_stride) < 0:
-      raise ValueError(f"doc_stride={doc_stride} must be >= 0 (0: a long text is truncated)")
+    if int(doc_stride or 0) < 0:
+      raise ValueError(f"doc_stride={doc_stride} must be >= 0 (0 or None: a long text is "
+                       f"truncated)")
     network = BertClassifier(backbone, num_classes, name="classifier")
     task = ClassificationTask(backbone.bert_config, num_classes,
                               preprocessor.sequence_length, problem_type=problem_type)
@@ -73,7 +74,7 @@ class TextClassifier(task_model.TaskModel):
     self.multi_label_threshold = float(multi_label_threshold)
     # Whether the model was trained on (first, second) pairs; None until known.
     self.text_pairs = text_pairs
-    self.doc_stride = int(doc_stride)  # 0: long texts truncated, else windows (module doc)
+    self.doc_stride = int(doc_stride or 0)  # 0: long texts truncated, else windows (module doc)
     # How often each class was predicted in the current evaluation (not a reported metric):
     # all in one class is a model that has not learned, which `evaluate` says.
     self.predicted_classes = ClassCounts(num_classes, name="predicted_classes")
