@@ -39,7 +39,8 @@ DEFAULT_OPTIONS = {
                 "null_score_diff_threshold")}
 
 
-EXAMPLE_KEYS = ("id", "question", "context", "answers", "is_impossible")
+# An example's keys: SQuAD's, and the Hugging Face `squad` / `squad_v2` datasets' (`title`).
+EXAMPLE_KEYS = ("id", "title", "question", "context", "answers", "is_impossible")
 
 
 def _answers(ex, i):
@@ -79,8 +80,8 @@ def examples_to_squad_json(examples, path, version_2_with_negative=False):
                        f"'answers': [{{'text': ..., 'answer_start': ...}}]")
     qa = {"id": str(ex.get("id", i)), "question": ex["question"],
           "answers": _answers(ex, i)}
-    if version_2_with_negative:
-      qa["is_impossible"] = bool(ex.get("is_impossible", False))
+    if version_2_with_negative:  # Hugging Face's squad_v2: no answers is unanswerable
+      qa["is_impossible"] = bool(ex.get("is_impossible", not qa["answers"]))
     paragraphs.append({"context": ex["context"], "qas": [qa]})
   version = "v2.0" if version_2_with_negative else "v1.1"
   tfrecord_io.write_text(path, json.dumps({"version": version, "data": [
@@ -128,6 +129,9 @@ class QuestionAnswerer(task_model.TaskModel):
     if given:
       raise ValueError(f"sequence_length={sequence_length} must be more than "
                        f"max_query_length={query} + 3: the room for the context")
+    if sequence_length // 2 + 3 >= sequence_length:
+      raise ValueError(f"sequence_length={sequence_length} leaves no room for a question and "
+                       f"its context")
     self.options["max_query_length"] = max(1, sequence_length // 2)
     logging.info("QuestionAnswerer: max_query_length=%d (half of sequence_length=%d; the "
                  "default %d leaves no room for the context)",

@@ -11,8 +11,9 @@ sigmoid per label; `y` lists of labels), regression (`y` floats; `predict` -> [n
 
 Long texts as `run_classifier --doc_stride` (`doc_stride=N`; a run_classifier folder trained
 with it brings its own): a first text longer than the sequence is cut into windows starting
-every N pieces (the second text kept whole in each). `fit` and `evaluate` take each window as
-an example with its text's label (evaluate's metrics count windows); `predict` averages each
+every N pieces (a second text kept in each, cut to half the sequence if both do not fit).
+`fit` and `evaluate` take each window as an example with its text's label, `batch_size`
+windows a batch (evaluate's metrics count windows); `predict` averages each
 text's windows, as the export and `--do_predict` do: the mean of the windows' probabilities
 (scores for regression), and `predict_logits` the mean of their logits.
 """
@@ -172,9 +173,22 @@ class TextClassifier(task_model.TaskModel):
         pre.tokenize(first), None if second is None else pre.tokenize(second), pre.seq_length,
         self.doc_stride, pre.pack)
 
+  def _window_batches(self, texts, labels, batch_size, shuffle, seed):
+    """(batches of `batch_size` windows, each with its text's label when `labels` is given,
+    as run_classifier batches its window records; owner [windows], each window's text)."""
+    features, owner = self.windows(texts)
+    owner = owner.numpy()
+    if labels is None:
+      dataset = task_model.batches(features, batch_size, False, None)
+      return dataset.map(lambda f: (self.trimmed(f),), num_parallel_calls=tf.data.AUTOTUNE), owner
+    dataset = task_model.batches((features, labels[owner]), batch_size, shuffle, seed)
+    return dataset.map(lambda f, y: (self.trimmed(f), y),
+                       num_parallel_calls=tf.data.AUTOTUNE), owner
+
   def map_batches(self, dataset):
     """With doc_stride, every window of a batch's texts is an example, with its text's label
-    (and weight), as run_classifier trains."""
+    (and weight): a tf.data.Dataset of raw batches (and distillation's) gives batches of each
+    batch's windows."""
     if not self.doc_stride:
       return super().map_batches(dataset)
 
@@ -186,6 +200,9 @@ class TextClassifier(task_model.TaskModel):
   def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
     texts = self._texts(x)
     n = int((texts[0] if isinstance(texts, tuple) else texts).shape[0])
+    if self.doc_stride:
+      labels = None if y is None else self.encode_labels(y, n)
+      return self._window_batches(texts, labels, batch_size, shuffle, seed)[0]
     if y is None:
       return self.map_batches(task_model.batches((texts,), batch_size, False, None))
     return self.map_batches(task_model.batches((texts, self.encode_labels(y, n)), batch_size,
@@ -275,11 +292,9 @@ class TextClassifier(task_model.TaskModel):
     self._check_inputs(x, None, "predict")
     self.warn_if_untrained("predict")
     texts = self._texts(x)
-    features, owner = self.windows(texts)
-    dataset = tf.data.Dataset.from_tensor_slices(features).batch(batch_size).map(
-        lambda f: (self.trimmed(f),), num_parallel_calls=tf.data.AUTOTUNE)
+    dataset, owner = self._window_batches(texts, None, batch_size, False, None)
     n = int((texts[0] if isinstance(texts, tuple) else texts).shape[0])
-    return self.predict_features(dataset.prefetch(tf.data.AUTOTUNE), **kwargs), owner.numpy(), n
+    return self.predict_features(dataset.prefetch(tf.data.AUTOTUNE), **kwargs), owner, n
 
   def _probabilities(self, logits):
     if self.problem_type == "regression":

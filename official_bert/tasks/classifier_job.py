@@ -28,10 +28,11 @@ from official_bert.training.settings import option
 class ClassifierSettings(file_splits.DelimitedFilesSettings):
   """GLUE (--task_name, --data_dir) or own .tsv/.csv/.jsonl files (columns by header name)."""
 
-  # How the model's outputs are read, from OUTPUT_DIR's run record when not given (with
-  # INHERITED_FLAGS): a later --do_predict scores as the model was trained, not as a
-  # single-label classifier of truncated texts.
+  # How the model's outputs are read, from OUTPUT_DIR's run record (a classifier's) when not
+  # given (with INHERITED_FLAGS): a later --do_predict scores as the model was trained, not as
+  # a single-label classifier of truncated texts.
   RECORDED_FLAGS = ("problem_type", "multi_label_threshold", "label_separator", "doc_stride")
+  RECORDED_MODEL_TYPE = "classifier"
 
   task_name: Optional[str] = option(
       None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI.")
@@ -54,7 +55,8 @@ class ClassifierSettings(file_splits.DelimitedFilesSettings):
       "file) or one number per label, in label order.")
   doc_stride: Optional[int] = option(
       None, "Own files: classify a text longer than --max_seq_length as overlapping windows "
-      "starting every N tokens, averaging their probabilities (default: truncate).", minimum=1)
+      "starting every N tokens, averaging their probabilities (default: truncate, or the "
+      "trained model's N on a later run in its --output_dir; 0: truncate).", minimum=0)
 
 
 class ClassifierJob:

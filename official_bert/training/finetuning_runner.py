@@ -326,8 +326,11 @@ def inherit_run_settings(settings, flag_values):
   --do_eval/--do_predict/resumed run must tokenize as training did); then --do_lower_case,
   when not given, from the model folder (`model_folder`'s one case policy: a cased folder
   trains cased without a flag)."""
-  stored = model_files.read_run_settings(settings.output_dir).values()
-  names = INHERITED_FLAGS + getattr(settings, "RECORDED_FLAGS", ())
+  record = model_files.read_run_settings(settings.output_dir)
+  stored = record.values()
+  names = INHERITED_FLAGS
+  if record.model_type and record.model_type == getattr(settings, "RECORDED_MODEL_TYPE", None):
+    names += settings.RECORDED_FLAGS  # the task's own, from a record of the same kind
   inherited = {name: stored[name] for name in names
                if _recorded(stored.get(name), name) and not flag_values[name].present
                and getattr(settings, name) != stored[name]}

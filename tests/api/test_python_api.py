@@ -191,8 +191,11 @@ def test_classifier_long_texts_in_windows(tiny_dir, tmp_path):
   clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=6,
                                       doc_stride=2)
   long, short = "i loved every minute of it", "dull film"
-  features, labels = next(iter(clf.make_dataset([long, short], ["pos", "neg"], 2)))
+  features, labels = next(iter(clf.make_dataset([long, short], ["pos", "neg"], 3)))
   assert labels.numpy().tolist() == [1, 1, 0] and features["input_word_ids"].shape[0] == 3
+  # batch_size counts windows, as run_classifier's batches of window records
+  assert [int(y.shape[0]) for _, y in clf.make_dataset([long, short], ["pos", "neg"], 2)] == [
+      2, 1]
   clf.fit(TEXTS, LABELS, batch_size=4, verbose=0)
   got, logits = clf.predict([long, short]), clf.predict_logits([long, short])
   clf.doc_stride = 0  # the same weights on each window's text
@@ -340,6 +343,13 @@ def test_question_answerer_on_a_short_model_and_its_example_dicts(tmp_path):
   with open(path, encoding="utf-8") as f:
     qas = json.load(f)["data"][0]["paragraphs"][0]["qas"]
   assert qas[0]["answers"] == [{"text": "France", "answer_start": context.index("France")}]
+  # Hugging Face squad_v2's rows: a title, and no answers for an unanswerable question.
+  question_answerer.examples_to_squad_json(
+      [{"id": "q", "title": "Normans", "question": "Who?", "context": context,
+        "answers": {"text": [], "answer_start": []}}], path, version_2_with_negative=True)
+  with open(path, encoding="utf-8") as f:
+    qas = json.load(f)["data"][0]["paragraphs"][0]["qas"]
+  assert qas[0]["is_impossible"] is True and qas[0]["answers"] == []
   with pytest.raises(ValueError, match=r"example 0 has key\(s\) \['answer_start', "
                      r"'answer_text'\]"):
     qa.fit([{"question": "Where?", "context": context, "answer_text": "France",
