@@ -50,12 +50,13 @@ def windowed_columns(examples, columns, max_seq_length, doc_stride, tokenizer):
 
 
 def average_windows(values, owner):
-  """[windows, k] -> [examples, k]: the mean over each example's windows (owner as above)."""
+  """[windows, ...] -> [examples, ...]: the mean over each example's windows (owner as
+  above), in float64."""
   owner = np.asarray(owner)
   n = int(owner.max()) + 1 if owner.size else 0
   sums = np.zeros((n,) + values.shape[1:], np.float64)
   np.add.at(sums, owner, values)
-  return sums / np.bincount(owner, minlength=n)[:, None]
+  return sums / np.bincount(owner, minlength=n).reshape((n,) + (1,) * (values.ndim - 1))
 
 
 def first_windows(owner):

@@ -22,6 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from data_prep.classification import windows as text_windows
 from official_bert.api import task_model
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.modeling.finetuning_models import BertClassifier
@@ -273,18 +274,19 @@ class TextClassifier(task_model.TaskModel):
     """Probabilities [n, num_classes] (softmax; sigmoid for multi_label), or [n] scores;
     with doc_stride each text's windows' mean (module doc)."""
     if self.doc_stride:
-      logits, owner, n = self._window_logits(x, batch_size, **kwargs)
-      return _mean_per_text(self._probabilities(logits), owner, n)
+      logits, owner = self._window_logits(x, batch_size, **kwargs)
+      return text_windows.average_windows(self._probabilities(logits), owner).astype(logits.dtype)
     return self._probabilities(self.predict_logits(x, batch_size, **kwargs))
 
   def predict_logits(self, x, batch_size=32, **kwargs):
     """Logits [n, num_classes]; with doc_stride the mean of each text's windows'."""
     if not self.doc_stride:
       return super().predict_logits(x, batch_size, **kwargs)
-    return _mean_per_text(*self._window_logits(x, batch_size, **kwargs))
+    logits, owner = self._window_logits(x, batch_size, **kwargs)
+    return text_windows.average_windows(logits, owner).astype(logits.dtype)
 
   def _window_logits(self, x, batch_size, **kwargs):
-    """(logits [windows, num_classes] of every window of x's texts, owner [windows], n)."""
+    """(logits [windows, num_classes] of every window of x's texts, owner [windows])."""
     if isinstance(x, tf.data.Dataset):
       raise ValueError("predict with doc_stride takes the texts (a list, array or Series, or "
                        "a (first, second) pair), not a tf.data.Dataset: each text's windows "
@@ -293,8 +295,7 @@ class TextClassifier(task_model.TaskModel):
     self.warn_if_untrained("predict")
     texts = self._texts(x)
     dataset, owner = self._window_batches(texts, None, batch_size, False, None)
-    n = int((texts[0] if isinstance(texts, tuple) else texts).shape[0])
-    return self.predict_features(dataset.prefetch(tf.data.AUTOTUNE), **kwargs), owner, n
+    return self.predict_features(dataset.prefetch(tf.data.AUTOTUNE), **kwargs), owner
 
   def _probabilities(self, logits):
     if self.problem_type == "regression":
@@ -340,14 +341,6 @@ class TextClassifier(task_model.TaskModel):
         self.problem_type, self.multi_label_threshold, ",", self.doc_stride))
     return dict(super().export_arguments(options), num_labels=self.num_classes,
                 label_names=self.labels)
-
-
-def _mean_per_text(values, owner, n):
-  """[windows, ...] -> [n, ...]: each text's windows' mean (every text has one or more)."""
-  sums = np.zeros((n,) + values.shape[1:], np.float64)
-  np.add.at(sums, owner, values)
-  counts = np.bincount(owner, minlength=n).reshape((n,) + (1,) * (values.ndim - 1))
-  return (sums / counts).astype(values.dtype)
 
 
 class ClassCounts(keras.metrics.Metric):
