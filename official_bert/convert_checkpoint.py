@@ -17,7 +17,13 @@ on the way: a missing or mis-shaped tensor stops with a message listing names an
 extra one is listed in a warning. `bert_config.json` (our format: `"gelu"` is the original's
 tanh approximation, `"gelu_exact"` the erf form that HF calls `"gelu"`) is written next to
 every output, and HF's `config.json` next to an HF output. A `vocab.txt` next to the input is
-copied along. TF1 optimizer slots (`adam_m`, `adam_v`) and `global_step` are ignored.
+copied along, with its stated case (`tokenizer_config.json`); a trained folder's run record and
+labels come too when the output keeps its head, so the output exports with no other flag. TF1
+optimizer slots (`adam_m`, `adam_v`) and `global_step` are ignored.
+
+The output folder is written when complete. A folder that holds files already is refused unless
+--overwrite (then its model is replaced and its other files kept); the one exception is the
+input's own folder, where the new checkpoint is added beside the input's.
 """
 
 from absl import flags
@@ -47,6 +53,10 @@ def define_flags():
   flags.DEFINE_string(
       "hf_prefix", None, "Prefix of the bert/* tensors in an HF output, e.g. 'bert.' "
       "(default: the HF input's, else 'bert.' for pretraining, '' for encoder).")
+  flags.DEFINE_bool(
+      "overwrite", False, "Replace the model in a non-empty --output folder (its weights, "
+      "config, vocabulary, record); the folder's other files are kept. Without it such a "
+      "folder is refused and nothing is written.")
 
 
 FLAGS = flags.FLAGS
@@ -56,7 +66,8 @@ def main(argv):
   del argv
   model_type, written = conversion.convert(FLAGS.input, FLAGS.input_format, FLAGS.output,
                                            FLAGS.output_format, FLAGS.bert_config_file,
-                                           FLAGS.model_type, FLAGS.num_labels, FLAGS.hf_prefix)
+                                           FLAGS.model_type, FLAGS.num_labels, FLAGS.hf_prefix,
+                                           FLAGS.overwrite)
   print(f"Wrote {model_type} weights ({FLAGS.output_format}) to {written}")
 
 

@@ -3,7 +3,8 @@ work of `python -m official_bert.convert_checkpoint`.
 
 Every conversion goes through our Keras model, so the weights are checked against the config
 on the way (`weights_io.assign_weights`, strict: no random head). The output gets our
-`bert_config.json`, HF's `config.json` beside an HF output, and the input's `vocab.txt`.
+`bert_config.json`, HF's `config.json` beside an HF output, the input's `vocab.txt` and stated
+case, and, when the head is the input's, its run record and label files.
 """
 
 import os
@@ -11,7 +12,9 @@ import os
 from absl import logging
 import tensorflow as tf
 
+from data_prep import tfrecord_io
 from official_bert.interop import checkpointing
+from official_bert.interop import folder_writes
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
 from official_bert.interop import model_folder
@@ -74,6 +77,25 @@ def write_output(model, model_type, bert_config, path, output_format, hf_prefix=
   return written, directory
 
 
+def output_location(path, output_format):
+  """(folder, name in it) that --output names: an HF output's folder and its .safetensors
+  file; a TF1 or our output's folder and checkpoint prefix (a folder, an existing one or a
+  path ending in /, gets the format's default prefix)."""
+  path = str(path)
+  if output_format == "hf":
+    if path.endswith(".safetensors"):
+      return os.path.dirname(path) or ".", os.path.basename(path)
+    return path.rstrip("/") or "/", model_files.HF_WEIGHTS_FILE
+  if path.endswith("/") or tf.io.gfile.isdir(path):
+    return path.rstrip("/") or "/", "bert_model.ckpt" if output_format == "tf1" else "ckpt-0"
+  return os.path.dirname(path) or ".", os.path.basename(path)
+
+
+def _same_folder(a, b):
+  return bool(b) and (os.path.abspath(a) if "://" not in a else a) == (
+      os.path.abspath(b) if "://" not in b else b)
+
+
 def convert(input_path,
             input_format,
             output_path,
@@ -81,8 +103,15 @@ def convert(input_path,
             bert_config_file=None,
             model_type=None,
             num_labels=None,
-            hf_prefix=None):
-  """The whole conversion; returns (model_type, path written)."""
+            hf_prefix=None,
+            overwrite=False):
+  """The whole conversion; returns (model_type, path written).
+
+  The output folder follows `folder_writes`' rule: a new or empty folder gets the files when
+  they are complete; a non-empty one is refused unless `overwrite`, and then only the model
+  there is replaced (the user's other files are kept). Converting in place (the output in the
+  input's own folder) adds the new checkpoint beside the input's and keeps its files.
+  """
   weights, config = read_input(input_path, input_format, bert_config_file)
   model_type = model_type or weight_names.infer_model_type(weights.tensors)
   num_labels = num_labels or weight_names.num_labels_in(weights.tensors, model_type)
@@ -97,16 +126,47 @@ def convert(input_path,
   if hf_prefix is None:
     hf_prefix = weights.hf_prefix if weights.hf_prefix is not None else (
         "bert." if model_type == "pretraining" else "")
-  written, directory = write_output(model, model_type, config, output_path, output_format,
-                                    hf_prefix)
-  model_files.write_config(directory, config)
   beside = model_files.beside(weights.source)
-  model_files.copy_vocab(beside.vocab, directory)
+  directory, name = output_location(output_path, output_format)
+  prefix_given = output_format != "hf" and name == os.path.basename(str(output_path))
+  written = []
+
+  def fill(folder):
+    path, _ = write_output(model, model_type, config, os.path.join(folder, name),
+                           output_format, hf_prefix)
+    written.append(os.path.join(directory, os.path.relpath(path, folder)))
+    _write_model_files(folder, config, model_type, beside)
+
+  if _same_folder(directory, beside.directory):
+    fill(directory)
+    return model_type, written[0]
+  try:
+    folder_writes.write_folder(directory, fill, overwrite, owned=model_files.model_entries,
+                               option="--overwrite")
+  except folder_writes.FolderNotEmptyError as e:
+    if not prefix_given:
+      raise
+    raise ValueError(f"{e}. (--output={output_path} is a checkpoint prefix in that folder; "
+                     f"end it with / for a new folder of that name)") from e
+  return model_type, written[0]
+
+
+def _write_model_files(folder, config, model_type, beside):
+  """The files beside the converted weights in `folder`: the config, the input's vocabulary
+  and stated case, and, for a model of the input's trained type, its run record and job files
+  (labels, head config), so that the output exports and loads with no flags, as the input.
+  A file already in `folder` (converting in place) is kept, but the config."""
+  model_files.write_config(folder, config)
+  model_files.copy_vocab(beside.vocab, folder)
   # The case the input's own files state travels with it: without the file, the output would
   # be read by its vocabulary alone, which may say otherwise (or too little to tell).
-  # An output folder's own tokenizer_config.json (converting in place) is kept, as its vocab.
   declared, _ = model_folder.declared_case(beside, beside.record)
   if declared is not None and not tf.io.gfile.exists(
-      os.path.join(directory, model_files.TOKENIZER_CONFIG_FILE)):
-    model_files.write_tokenizer_config(directory, declared)
-  return model_type, written
+      os.path.join(folder, model_files.TOKENIZER_CONFIG_FILE)):
+    model_files.write_tokenizer_config(folder, declared)
+  if beside.record.model_type != model_type:  # another head (or none): not the input's task
+    return
+  for name in (model_files.RUN_SETTINGS_FILE,) + model_files.JOB_FILES:
+    source, target = os.path.join(beside.directory, name), os.path.join(folder, name)
+    if tf.io.gfile.exists(source) and not tf.io.gfile.exists(target):
+      tfrecord_io.copy_file(source, target)

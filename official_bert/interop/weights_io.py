@@ -94,9 +94,20 @@ def _resolve(path):
     if latest is not None:
       return "checkpoint", latest
     state_file = os.path.join(path, "checkpoint")
-    if tf.io.gfile.exists(state_file):  # naming a checkpoint that is gone: not another one
-      raise FileNotFoundError(f"{state_file} names a checkpoint that is not in {path}: give "
-                              f"the prefix of the one to read")
+    if tf.io.gfile.exists(state_file):
+      # A folder copied from where it was trained: google-research's run_* write the absolute
+      # --output_dir (/tmp/mrpc_output/model.ckpt-N, gs://...) into `checkpoint`. The prefix
+      # it names, moved here with the folder, is the one; a prefix that is gone is not
+      # replaced by another.
+      state = tf.train.get_checkpoint_state(path)
+      named = state.model_checkpoint_path if state is not None else ""
+      moved = os.path.join(path, os.path.basename(named)) if named else ""
+      if moved and tf.io.gfile.exists(moved + ".index"):
+        logging.info("%s names %s; reading %s, the checkpoint of that name here", state_file,
+                     named, moved)
+        return "checkpoint", moved
+      raise FileNotFoundError(f"{state_file} names a checkpoint ({named or 'none'}) that is "
+                              f"not in {path}: give the prefix of the one to read")
     # google-research's released folders (uncased_L-12_H-768_A-12/) have no `checkpoint`
     # file: their one checkpoint is bert_model.ckpt.
     prefixes = sorted(name[:-len(".index")] for name in tf.io.gfile.listdir(path)

@@ -51,10 +51,10 @@ SQUAD_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_leng
 # Formats that hold only the serve_ids graph, one file each: (module, --quantize modes).
 FILE_FORMATS = {"tflite": tflite_export, "onnx": onnx_export}
 EXPORT_FORMATS = ("single", "hub_pair") + tuple(FILE_FORMATS)
-# What an export folder of any format holds (`export_entries`).
-EXPORT_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables", "assets", "assets.extra",
-                  "preprocessor", "encoder", model_files.VOCAB_FILE) + tuple(
-                      f.MODEL_FILE for f in FILE_FORMATS.values())
+# What a SavedModel folder holds (a single export's top level; each half of a hub_pair).
+SAVED_MODEL_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables", "assets",
+                       "assets.extra")
+HUB_PAIR_ENTRIES = ("preprocessor", "encoder")
 # Every format's --quantize modes, in first-seen order (the flag's choices).
 QUANTIZE_MODES = tuple(dict.fromkeys(m for f in FILE_FORMATS.values() for m in f.QUANTIZE_MODES))
 # The flags a fine-tuning run's run_settings.json supplies when not given.
@@ -241,10 +241,22 @@ def export(folder, export_dir, options):
 
 
 def export_entries(directory):
-  """The entries of an export folder that belong to the export (`export --overwrite`
-  replaces them): a SavedModel's, a hub_pair's two SavedModels, a TFLite or ONNX file's."""
-  del directory  # the names are fixed
-  return EXPORT_ENTRIES
+  """The entries of `directory` that belong to an export already there (`export --overwrite`
+  replaces them besides the new export's own): a SavedModel's files, the halves of a hub_pair
+  that are SavedModels, a TFLite or ONNX file and the vocab.txt written beside it. A name that
+  an export could write but that no export there owns (a user's vocab.txt or encoder/, a model
+  folder's vocabulary) is kept."""
+  listing = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)}
+  owned = set()
+  if "saved_model.pb" in listing:
+    owned.update(SAVED_MODEL_ENTRIES)
+  owned.update(name for name in HUB_PAIR_ENTRIES
+               if tf.io.gfile.exists(os.path.join(directory, name, "saved_model.pb")))
+  file_models = [f.MODEL_FILE for f in FILE_FORMATS.values() if f.MODEL_FILE in listing]
+  owned.update(file_models)
+  if file_models and not model_files.model_entries(directory):  # else the model's vocabulary
+    owned.add(model_files.VOCAB_FILE)
+  return sorted(owned & listing)
 
 
 def check_quantize(export_format, quantize):

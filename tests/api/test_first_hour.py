@@ -10,6 +10,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 
 from conftest import GLUE_DATA
 from conftest import run_command
@@ -131,11 +132,51 @@ def test_export_command_overwrite_keeps_other_files(tiny_dir, tmp_path):
   model, options = model_folder.read(tiny_dir), exporter.ExportOptions("encoder", max_seq_length=8)
   exporter.export(model, str(folder), options)
   files = _user_files(folder)
+  # Names another export format writes, here the user's: not this export's to replace.
+  for name in ("vocab.txt", "encoder/my_data.csv", "preprocessor/p.txt"):
+    os.makedirs(os.path.dirname(folder / name), exist_ok=True)
+    (folder / name).write_text(f"mine: {name}")
+    files[name] = f"mine: {name}"
   with pytest.raises(ValueError, match="pass --overwrite"):
     exporter.export(model, str(folder), options)
   exporter.export(model, str(folder), dataclasses.replace(options, overwrite=True))
   _assert_kept(folder, files)
   assert (folder / "saved_model.pb").exists()
+
+
+def test_export_into_the_model_folder_keeps_the_model(tiny_dir, tmp_path):
+  """A model folder exported into itself: its vocab.txt and weights stay, so it reads again."""
+  folder = tmp_path / "model"
+  shutil.copytree(tiny_dir, folder)
+  before = sorted(os.listdir(folder))
+  options = exporter.ExportOptions("encoder", max_seq_length=8, overwrite=True)
+  exporter.export(model_folder.read(str(folder)), str(folder), options)
+  assert set(before) <= set(os.listdir(folder)), before
+  with open(os.path.join(tiny_dir, "vocab.txt"), encoding="utf-8") as f:
+    assert (folder / "vocab.txt").read_text() == f.read()
+  exporter.export(model_folder.read(str(folder)), str(folder), options)  # it reads again
+
+
+def test_export_entries_are_those_of_an_export_there(tmp_path):
+  """What `--overwrite` may replace of an old export: only what an export there owns."""
+  def folder_of(*names):
+    folder = tmp_path / f"f{len(list(tmp_path.iterdir()))}"
+    for name in names:
+      os.makedirs(os.path.dirname(folder / name), exist_ok=True)
+      (folder / name).write_text("x")
+    return str(folder)
+
+  saved_model = ("saved_model.pb", "fingerprint.pb", "variables/v.index", "assets/vocab.txt")
+  assert exporter.export_entries(folder_of(*saved_model, "vocab.txt", "notes.txt")) == [
+      "assets", "fingerprint.pb", "saved_model.pb", "variables"]
+  assert exporter.export_entries(folder_of("encoder/saved_model.pb", "preprocessor/p.txt",
+                                           "vocab.txt")) == ["encoder"]
+  assert exporter.export_entries(folder_of("model.tflite", "vocab.txt", "notes.txt")) == [
+      "model.tflite", "vocab.txt"]
+  # A TFLite file exported into a model folder: the vocabulary is the model's.
+  assert exporter.export_entries(folder_of("model.onnx", "vocab.txt", "bert_config.json",
+                                           "model.ckpt.index")) == ["model.onnx"]
+  assert exporter.export_entries(folder_of("vocab.txt", "encoder/data.csv", "notes.txt")) == []
 
 
 def test_a_command_output_dir_keeps_the_users_files(tiny_dir, tmp_path):

@@ -14,12 +14,14 @@ import sys
 from conftest import REPO
 from conftest import minilm_dir
 from conftest import run_command
+from conftest import tiny_model_folder
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
 import tensorflow as tf
 
 from data_prep import tokenization
+import official_bert as ob
 from official_bert.interop import checkpointing
 from official_bert.interop import conversion
 from official_bert.interop import model_files
@@ -306,3 +308,56 @@ def test_cli_reports_missing_misshaped_and_extra_tensors(tmp_path):
   assert rc == 0, err  # extra tensors are a warning, not an error
   assert "ignoring 1 tensor(s)" in err and "bert/encoder/layer_2/output/dense/bias" in err, err
   assert "Wrote pretraining weights" in out
+
+
+def _files(folder):
+  return {name: (folder / name).read_bytes() for name in os.listdir(folder)
+          if (folder / name).is_file()}
+
+
+def test_an_output_folder_with_files_is_refused_unless_overwrite(tmp_path):
+  """Nothing of a folder that holds files is changed without --overwrite (a prefix in a run's
+  OUTPUT_DIR used to rewrite its `checkpoint` and config); with it, the user's files stay."""
+  model = model_types.build_model("encoder", TINY)
+  source = tmp_path / "hf"
+  conversion.write_output(model, "encoder", TINY, str(source), "hf")
+  run = tmp_path / "run"
+  conversion.convert(str(source), "hf", str(run) + "/", "ours")
+  (run / "notes.txt").write_text("mine")
+  before = _files(run)
+  with pytest.raises(ValueError, match=r"is not empty.*--overwrite.*end it with /"):
+    conversion.convert(str(source), "hf", str(run / "as_ours"), "ours")  # a prefix in run/
+  with pytest.raises(ValueError, match=r"is not empty.*--overwrite"):
+    conversion.convert(str(source), "hf", str(run), "tf1")
+  assert _files(run) == before and sorted(os.listdir(run)) == sorted(before)
+  conversion.convert(str(source), "hf", str(run), "tf1", overwrite=True)
+  assert (run / "notes.txt").read_text() == "mine"
+  assert not [n for n in os.listdir(run) if n.startswith("ckpt-0")]  # the old model replaced
+  assert weights_io.read_weights(str(run)).format == "tf1"
+  # A path that does not exist yet is a prefix in a new folder; the folder holds it whole.
+  _, written = conversion.convert(str(source), "hf", str(tmp_path / "new" / "model.ckpt"),
+                                  "tf1")
+  assert written == str(tmp_path / "new" / "model.ckpt")
+  assert weights_io.read_weights(str(tmp_path / "new")).source == written
+
+
+def test_a_trained_folder_converts_with_its_record_and_labels(tmp_path):
+  """A classifier's folder converted to TF1 and back still says what it is: it loads (and so
+  exports) with no labels or model type given."""
+  labels = ["négatif", "pos,itif", "中立"]
+  classifier = ob.TextClassifier.from_preset(tiny_model_folder(tmp_path / "base"),
+                                             labels=labels, sequence_length=8)
+  classifier.save(str(tmp_path / "trained"))
+  conversion.convert(str(tmp_path / "trained"), "ours", str(tmp_path / "tf1") + "/", "tf1")
+  conversion.convert(str(tmp_path / "tf1"), "tf1", str(tmp_path / "back") + "/", "ours")
+  texts = ["hello world", "the cat"]
+  for name in ("tf1", "back"):
+    folder = model_folder.read(str(tmp_path / name))
+    assert folder.record.model_type == "classifier" and folder.labels == labels, name
+    again = ob.TextClassifier.from_preset(str(tmp_path / name))
+    assert again.labels == labels
+    np.testing.assert_allclose(again.predict(texts), classifier.predict(texts), atol=1e-6)
+  # Another head (here none): the record of the classifier does not come along.
+  conversion.convert(str(tmp_path / "trained"), "ours", str(tmp_path / "enc") + "/", "tf1",
+                     model_type="encoder")
+  assert model_folder.read(str(tmp_path / "enc")).record.model_type is None

@@ -88,8 +88,14 @@ def test_a_folder_without_a_checkpoint_file_reads_its_one_checkpoint(written, tm
     if name.startswith("bert_model.ckpt-2."):
       os.remove(release / name)
   (release / "checkpoint").write_text('model_checkpoint_path: "bert_model.ckpt-2"\n')
-  with pytest.raises(FileNotFoundError, match="names a checkpoint that is not"):
+  with pytest.raises(FileNotFoundError, match=r"bert_model.ckpt-2\) that is not in"):
     weights_io.read_weights(str(release))
+  # Copied from where google-research's run_classifier wrote it (an absolute --output_dir):
+  # the prefix of that name here.
+  (release / "checkpoint").write_text(
+      'model_checkpoint_path: "/home/someone/mrpc_output/bert_model.ckpt"\n'
+      'all_model_checkpoint_paths: "/home/someone/mrpc_output/bert_model.ckpt"\n')
+  assert weights_io.read_weights(str(release)).source == str(release / "bert_model.ckpt")
 
 
 def test_a_prefix_a_file_of_it_and_the_safetensors_file_also_work(written):
