@@ -5,9 +5,11 @@ r"""BERT pretraining (masked LM + next sentence) on any tf.distribute strategy.
     --num_train_steps=100000 --num_warmup_steps=10000 --learning_rate=1e-4 \
     --distribution_strategy=mirrored --dtype=bfloat16 --enable_xla
 
-Restarting with the same --output_dir resumes from its latest checkpoint; SIGTERM saves one
-before exiting. `tensorboard --logdir=OUTPUT_DIR` shows the losses, accuracies, learning rate,
-gradient norm and examples/s.
+--bert_config_file may be left out with an --init_checkpoint folder that holds the config
+(bert_config.json, or a Hugging Face folder's config.json): continued pretraining of a
+released model. Restarting with the same --output_dir resumes from its latest checkpoint;
+SIGTERM saves one before exiting. `tensorboard --logdir=OUTPUT_DIR` shows the losses,
+accuracies, learning rate, gradient norm and examples/s.
 
 The original recipe is the default. Two departures from it, as most pretraining does today:
   --next_sentence=False  masked LM only (RoBERTa): no next-sentence head, loss or metrics
@@ -22,7 +24,8 @@ The original recipe is the default. Two departures from it, as most pretraining 
       padding), so each epoch sees new masks. --vocab_file (not a flag of the original
       script) gives the ids of [CLS], [SEP] and [MASK]; with --do_train (with or without
       --dynamic_masking) it also makes OUTPUT_DIR a model folder (bert_config.json,
-      vocab.txt, the case the vocabulary implies, run_settings.json) that
+      vocab.txt, the case the --init_checkpoint folder states or else the vocabulary
+      implies, run_settings.json) that
       `ob.MaskedLM.from_preset`, `export --checkpoint=OUTPUT_DIR` and `run_*
       --init_checkpoint` read with no model flags. Masks
       are a function of --random_seed and the record's place in the input stream: reruns and
@@ -50,7 +53,7 @@ def main(flag_values):
 def console_main():
   """The `bert-run-pretraining` command (pyproject.toml's [project.scripts])."""
   define_flags()
-  runner.launch(main, ["bert_config_file", "input_file", "output_dir"])
+  runner.launch(main, ["input_file", "output_dir"])  # the config: pretraining_job.model_config
 
 
 if __name__ == "__main__":

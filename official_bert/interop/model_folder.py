@@ -81,7 +81,7 @@ def folder_case(files, record, vocab_file):
   return vocabulary_case(vocab_file)
 
 
-def _warn_if_the_vocabulary_disagrees(do_lower_case, source, vocab_file):
+def warn_if_the_vocabulary_disagrees(do_lower_case, source, vocab_file):
   """The folder's file decides the case (`folder_case`); a vocabulary that says otherwise
   is worth a warning (lower-casing a cased vocabulary, or the reverse)."""
   cased = case_check.vocabulary_file_is_cased(vocab_file)
@@ -133,7 +133,7 @@ def read(path, config_file=None, vocab_file=None, do_lower_case=None,
   declared = declared_case(files, record)
   case, source = folder_case(files, record, vocab_file)
   if do_lower_case is None and vocab_file and declared[0] is not None:
-    _warn_if_the_vocabulary_disagrees(case, source, vocab_file)
+    warn_if_the_vocabulary_disagrees(case, source, vocab_file)
   if do_lower_case is not None:
     if not allow_case_mismatch:
       case_check.check(bool(do_lower_case), path, vocab_file, *declared, files.vocab)

@@ -11,6 +11,7 @@ from data_prep import tfrecord_io
 from data_prep import tokenization
 from official_bert.interop import case_check
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
 from official_bert.interop import run_record
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import distribution
@@ -59,9 +60,10 @@ def masking_options(settings, config):
 
 
 def write_model_files(settings, config):
-  """--output_dir's bert_config.json, vocab.txt, tokenizer_config.json (the case the
-  vocabulary implies: the records hold ids, not the writer's flags) and run record, as a
-  fine-tuning OUTPUT_DIR has them."""
+  """--output_dir's bert_config.json, vocab.txt, tokenizer_config.json and run record, as a
+  fine-tuning OUTPUT_DIR has them. The case is the one the --init_checkpoint folder states (its
+  tokenizer_config.json or run record: the model continues with its tokenizer), else the one
+  the vocabulary implies (the records hold ids, not the writer's flags)."""
   s = settings
   tokens = tokenization.load_vocab_tokens(s.vocab_file)
   tokenization.check_special_tokens({t: i for i, t in enumerate(tokens)}, s.vocab_file,
@@ -71,10 +73,30 @@ def write_model_files(settings, config):
                      f"--bert_config_file's vocab_size is {config.vocab_size}")
   cased = case_check.vocabulary_is_cased(tokens)
   do_lower_case = None if cased is None else not cased  # None: the files claim no case
-  logging.info("--output_dir's model files: do_lower_case=%s (from the vocabulary)",
-               do_lower_case)
+  source = "the vocabulary"
+  if s.init_checkpoint:
+    files = model_files.beside(s.init_checkpoint)
+    declared, where = model_folder.declared_case(files, files.record)
+    if declared is not None:
+      model_folder.warn_if_the_vocabulary_disagrees(declared, where, s.vocab_file)
+      do_lower_case, source = declared, where
+  logging.info("--output_dir's model files: do_lower_case=%s (from %s)", do_lower_case, source)
   model_files.write(s.output_dir, config, s.vocab_file, do_lower_case, run_record.RunRecord.of(
       "pretraining", task="pretraining", max_seq_length=s.max_seq_length))
+
+
+def model_config(settings):
+  """(BertConfig, its file): --bert_config_file's, else the --init_checkpoint folder's (a
+  Hugging Face folder, a TF1 release, a run's OUTPUT_DIR)."""
+  s = settings
+  if s.bert_config_file or not s.init_checkpoint:
+    if not s.bert_config_file:
+      raise ValueError("--bert_config_file is required (or an --init_checkpoint folder that "
+                       "holds bert_config.json or Hugging Face's config.json)")
+    return model_files.read_config(s.bert_config_file), s.bert_config_file
+  folder = model_folder.read(s.init_checkpoint, names=model_folder.Names(path="--init_checkpoint"),
+                             require_vocab=False)
+  return folder.config, folder.config_file
 
 
 def run(settings, record=None):
@@ -87,10 +109,10 @@ def run(settings, record=None):
   s = settings
   if not (s.do_train or s.do_eval):
     raise ValueError("at least one of --do_train and --do_eval must be set")
+  config, config_file = model_config(s)
   tfrecord_io.make_dirs(s.output_dir, "--output_dir")
   strategy = runner.setup_runtime(s)
-  config = model_files.read_config(s.bert_config_file)
-  runner.check_sequence_length(s.max_seq_length, config, s.bert_config_file)
+  runner.check_sequence_length(s.max_seq_length, config, config_file)
   task = PretrainingTask(config, s.max_seq_length, s.max_predictions_per_seq, s.shuffle_buffer_size,
                          next_sentence=s.next_sentence, masking=masking_options(s, config))
   trainer = runner.make_trainer(s, strategy, task, s.num_train_steps, s.num_warmup_steps)
@@ -99,7 +121,7 @@ def run(settings, record=None):
     if s.vocab_file and distribution.is_chief(strategy):
       write_model_files(s, config)
     run_config = {"bert_config": config.to_dict(), "flags": record or {}}
-    with runner.explained_input_errors(s.input_file, s.bert_config_file):
+    with runner.explained_input_errors(s.input_file, config_file):
       results["train"] = runner.run_training(
           trainer, runner.dataset_fn(task, s.input_file, s.train_batch_size, True, s.random_seed),
           s.output_dir, s.num_train_steps, s.steps_per_loop, s.save_checkpoints_steps,
@@ -108,7 +130,7 @@ def run(settings, record=None):
     if not s.do_train:
       runner.restore_for_eval(trainer, s.output_dir, s.init_checkpoint)
     eval_files = s.eval_input_file or s.input_file
-    with runner.explained_input_errors(eval_files, s.bert_config_file):
+    with runner.explained_input_errors(eval_files, config_file):
       results["eval"] = runner.run_evaluation(
           trainer, runner.dataset_fn(task, eval_files, s.eval_batch_size, False, s.random_seed),
           s.output_dir, s.max_eval_steps)

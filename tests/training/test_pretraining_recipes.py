@@ -373,3 +373,26 @@ def test_record_kind_and_flag_errors(data, records, extra, message):
     task = PretrainingTask(config, SEQ, PREDS,
                            masking=pretraining_job.masking_options(settings, config))
     task.build_dataset(settings.input_file, 8, True)
+
+
+def test_continued_pretraining_takes_the_init_folders_config_and_case(data, tmp_path):
+  """From a released folder: its config without --bert_config_file, and the case it states
+  (not the one its vocabulary implies) in OUTPUT_DIR's files, with a warning."""
+  init = tmp_path / "init"
+  init.mkdir()
+  (init / "bert_config.json").write_text(json.dumps(TINY))
+  model_files.write_tokenizer_config(str(init), False)
+  out = tmp_path / "out"
+  settings = pretraining_job.PretrainingSettings(
+      init_checkpoint=str(init), vocab_file=UNCASED_VOCAB, output_dir=str(out),
+      input_file=data["offline"], max_seq_length=SEQ, do_train=True)
+  config, source = pretraining_job.model_config(settings)
+  assert config == model_files.read_config(data["config"])
+  assert source == str(init / "bert_config.json")
+  pretraining_job.write_model_files(settings, config)
+  assert model_files.beside(str(out)).do_lower_case is False  # the vocabulary says uncased
+  os.remove(init / model_files.TOKENIZER_CONFIG_FILE)  # nothing stated: the vocabulary's
+  pretraining_job.write_model_files(settings, config)
+  assert model_files.beside(str(out)).do_lower_case is True
+  with pytest.raises(ValueError, match="--bert_config_file is required"):
+    pretraining_job.model_config(pretraining_job.PretrainingSettings(output_dir=str(out)))
