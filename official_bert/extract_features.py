@@ -37,7 +37,8 @@ from official_bert.training import runner
 
 def main(flag_values):
   settings = common_flags.settings_from_flags(feature_extraction.ExtractSettings, flag_values)
-  given = {name for name in ("pooling", "normalize_embeddings", "do_lower_case")
+  given = {name for name in ("pooling", "normalize_embeddings", "do_lower_case",
+                             "max_seq_length")
            if flag_values[name].present}
   return feature_extraction.run(feature_extraction.embedder_settings(settings, given))
 

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from data_prep import tokenization
 from official_bert.api import presets
+from official_bert.interop import model_folder
 from official_bert.serving import text_packing
 
 
@@ -82,7 +83,7 @@ class Preprocessor(keras.layers.Layer):
     """`sequence_length`: 128, or the model's max_position_embeddings where that is fewer."""
     preset = presets.load(path, read_weights=False)
     if sequence_length is None:
-      sequence_length = min(128, preset.config.max_position_embeddings)
+      sequence_length = model_folder.default_sequence_length(preset.config)
     return cls(preset.vocab_file, preset.do_lower_case, sequence_length, **kwargs)
 
   @property

@@ -102,8 +102,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
     stored = presets.trained_as(preset, cls.model_type)
     # The class's default only where the model takes that many positions (a small model's
     # folder needs no argument).
-    sequence_length = (sequence_length or stored.get("max_seq_length") or min(
-        cls.default_sequence_length, preset.config.max_position_embeddings))
+    sequence_length = (sequence_length or stored.get("max_seq_length") or
+                       model_folder.default_sequence_length(preset.config,
+                                                            cls.default_sequence_length))
     backbone = Backbone.from_bert_config(preset.config, name="encoder")
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
     arguments, require_heads = cls.preset_arguments(path, preset, stored, dict(kwargs))

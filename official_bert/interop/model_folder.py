@@ -102,6 +102,17 @@ def vocabulary_case(vocab_file):
   return True, "the default (nothing in the folder says)"
 
 
+# google-research/bert's --max_seq_length default, and the Python API's sequence_length.
+DEFAULT_SEQUENCE_LENGTH = 128
+
+
+def default_sequence_length(config, preferred=DEFAULT_SEQUENCE_LENGTH):
+  """The sequence length a model is read at when none is given (and its run record names
+  none): `preferred`, or the model's max_position_embeddings where that is fewer, so a small
+  model's folder needs no flag or argument on any route."""
+  return min(preferred, config.max_position_embeddings)
+
+
 def read(path, config_file=None, vocab_file=None, do_lower_case=None,
          allow_case_mismatch=False, names=Names(), require_config=True, require_vocab=True):
   """Reads the model at `path` (see the module doc); the other arguments override the folder.

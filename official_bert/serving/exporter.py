@@ -35,6 +35,7 @@ from data_prep import tfrecord_io
 from data_prep import tokenization
 from official_bert.interop import folder_writes
 from official_bert.interop import model_files
+from official_bert.interop import model_folder
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 from official_bert.modeling import model_types
@@ -410,6 +411,9 @@ def trained_settings(folder, model_type, flag_values, given):
   if defaults:
     logging.info("From %s beside --checkpoint: %s", model_files.RUN_SETTINGS_FILE, defaults)
   value = {name: defaults.get(name, flag_values[name]) for name in FROM_RUN_SETTINGS}
+  if "max_seq_length" not in set(given) | set(defaults) and folder.config is not None:
+    value["max_seq_length"] = model_folder.default_sequence_length(folder.config,
+                                                                   value["max_seq_length"])
   if model_type != "classifier":
     return value, None
   # --doc_stride's default (128) is squad's: a classifier windows only when asked or trained so.

@@ -200,8 +200,9 @@ def layer_names(values, num_layers):
 
 def embedder_settings(settings, given):
   """`settings` with --init_checkpoint's case (`model_folder`'s one policy, checked against
-  the folder when --do_lower_case is `given`) and a run_embeddings folder's pooling and
-  normalize_embeddings (its run record) where those flags are not `given`: its tokens and
+  the folder when --do_lower_case is `given`), its run record's max_seq_length (else one the
+  model takes: `model_folder.default_sequence_length`), and a run_embeddings folder's pooling
+  and normalize_embeddings (its run record) where those flags are not `given`: its tokens and
   vectors are the export's."""
   if not settings.init_checkpoint:
     return settings
@@ -216,6 +217,14 @@ def embedder_settings(settings, given):
     if case != settings.do_lower_case:
       logging.info("--do_lower_case=%s: from %s", case, source)
       settings = dataclasses.replace(settings, do_lower_case=case)
+  if "max_seq_length" not in given:
+    recorded = model_files.beside(settings.init_checkpoint).record.max_seq_length
+    length = recorded or model_folder.default_sequence_length(
+        finetuning_runner.config_and_source(settings)[0], settings.max_seq_length)
+    if length != settings.max_seq_length:
+      logging.info("--max_seq_length=%d: from %s", length,
+                   "its run record" if recorded else "the model's max_position_embeddings")
+      settings = dataclasses.replace(settings, max_seq_length=length)
   stored = model_files.beside(settings.init_checkpoint).record.values()
   if stored.get("model_type") != "encoder" or "pooling" not in stored:
     return settings

@@ -16,6 +16,7 @@ from official_bert.interop import run_record
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import distribution
 from official_bert.training import dynamic_masking
+from official_bert.training import finetuning_runner
 from official_bert.training import runner
 from official_bert.training import settings as settings_lib
 from official_bert.training.settings import option
@@ -85,20 +86,6 @@ def write_model_files(settings, config):
       "pretraining", task="pretraining", max_seq_length=s.max_seq_length))
 
 
-def model_config(settings):
-  """(BertConfig, its file): --bert_config_file's, else the --init_checkpoint folder's (a
-  Hugging Face folder, a TF1 release, a run's OUTPUT_DIR)."""
-  s = settings
-  if s.bert_config_file or not s.init_checkpoint:
-    if not s.bert_config_file:
-      raise ValueError("--bert_config_file is required (or an --init_checkpoint folder that "
-                       "holds bert_config.json or Hugging Face's config.json)")
-    return model_files.read_config(s.bert_config_file), s.bert_config_file
-  folder = model_folder.read(s.init_checkpoint, names=model_folder.Names(path="--init_checkpoint"),
-                             require_vocab=False)
-  return folder.config, folder.config_file
-
-
 def run(settings, record=None):
   """Trains and/or evaluates; returns {"train": metrics, "eval": results}.
 
@@ -109,7 +96,9 @@ def run(settings, record=None):
   s = settings
   if not (s.do_train or s.do_eval):
     raise ValueError("at least one of --do_train and --do_eval must be set")
-  config, config_file = model_config(s)
+  # --bert_config_file, else the --init_checkpoint folder's (continued pretraining of a
+  # released model) or a resumed OUTPUT_DIR's.
+  config, config_file = finetuning_runner.config_and_source(s)
   tfrecord_io.make_dirs(s.output_dir, "--output_dir")
   strategy = runner.setup_runtime(s)
   runner.check_sequence_length(s.max_seq_length, config, config_file)

@@ -99,8 +99,16 @@ def _init_folder(settings):
 
 
 def model_config(settings):
-  """settings.bert_config_file, else the bert_config.json in --output_dir, else the config
-  beside --init_checkpoint (a Hugging Face config.json, or a bert_config.json)."""
+  """The model's `config_and_source`, checked against --max_seq_length."""
+  config, source = config_and_source(settings)
+  runner.check_sequence_length(settings.max_seq_length, config, source)
+  return config
+
+
+def config_and_source(settings):
+  """(BertConfig, its file): settings.bert_config_file, else the bert_config.json in
+  --output_dir, else the config beside --init_checkpoint (a Hugging Face config.json, or a
+  bert_config.json)."""
   if settings.bert_config_file:
     source = settings.bert_config_file
     config = model_files.read_config(source)
@@ -112,8 +120,7 @@ def model_config(settings):
                        "--init_checkpoint holds a bert_config.json, or --init_checkpoint is a "
                        "Hugging Face model with its config.json)")
     source, config = folder.config_file, folder.config
-  runner.check_sequence_length(settings.max_seq_length, config, source)
-  return config
+  return config, source
 
 
 def vocab_file(settings):

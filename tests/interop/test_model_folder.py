@@ -143,17 +143,29 @@ def test_the_default_sequence_length_fits_a_small_model(folders):
   assert embedder.preprocessor.sequence_length == 32
   assert np.asarray(embedder.encode(["a sentence longer than thirty-two pieces " * 8])).shape \
       == (1, CONFIG.hidden_size)
+  # The commands' default (128) fits it too, unless a flag or the run record says.
+  flag_values = dict(dict.fromkeys(exporter.FROM_RUN_SETTINGS), max_seq_length=128)
+  for kind in KINDS:
+    folder = model_folder.read(folders[kind, "uncased"])
+    value, _ = exporter.trained_settings(folder, "encoder", flag_values, given=set())
+    assert value["max_seq_length"] == 32, kind
+    value, _ = exporter.trained_settings(folder, "encoder", dict(flag_values, max_seq_length=8),
+                                         given={"max_seq_length"})
+    assert value["max_seq_length"] == 8
+    extract = feature_extraction.ExtractSettings(init_checkpoint=folders[kind, "uncased"],
+                                                 input_file="x", output_file="y")
+    assert feature_extraction.embedder_settings(extract, given=set()).max_seq_length == 32
 
 
 @pytest.mark.parametrize("case", ["cased", "uncased"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_route_gives_the_same_tokens_and_vectors(folders, kind, case, tmp_path):
-  """`from_preset`, `export --checkpoint` (no case flag) and `extract_features` (no case
-  flag) tokenize a folder of each kind alike and give the same vectors (1e-5)."""
+  """`from_preset`, `export --checkpoint` and `extract_features` (no case or length flag:
+  each route's default length fits the 32-position model) tokenize a folder of each kind
+  alike and give the same vectors (1e-5)."""
   path = folders[kind, case]
   texts = ["Hello World", "hello world"]
-  embedder = ob.TextEmbedder.from_preset(path, pooling="mean", normalize=True,
-                                         sequence_length=16)
+  embedder = ob.TextEmbedder.from_preset(path, pooling="mean", normalize=True)
   api = embedder.encode(texts)
   if case == "cased":
     assert np.abs(api[0] - api[1]).max() > 1e-3  # the two texts differ
@@ -162,8 +174,7 @@ def test_every_route_gives_the_same_tokens_and_vectors(folders, kind, case, tmp_
 
   export_dir = tmp_path / "export"
   proc = run_command("official_bert.export", f"--checkpoint={path}", "--model_type=encoder",
-                     f"--export_dir={export_dir}", "--max_seq_length=16",
-                     "--normalize_embeddings")
+                     f"--export_dir={export_dir}", "--normalize_embeddings")
   assert proc.returncode == 0, proc.stderr
   served = tf.saved_model.load(str(export_dir)).signatures["serving_default"](
       text=tf.constant(texts))
@@ -173,8 +184,7 @@ def test_every_route_gives_the_same_tokens_and_vectors(folders, kind, case, tmp_
   for pooling, out in (("mean", "vectors.jsonl"), ("none", "tokens.jsonl")):
     proc = run_command("official_bert.extract_features", f"--init_checkpoint={path}",
                        f"--input_file={tmp_path / 'texts.txt'}",
-                       f"--output_file={tmp_path / out}", "--max_seq_length=16",
-                       f"--pooling={pooling}", "--layers=-1",
+                       f"--output_file={tmp_path / out}", f"--pooling={pooling}", "--layers=-1",
                        *(["--normalize_embeddings"] if pooling == "mean" else []))
     assert proc.returncode == 0, proc.stderr
   lines = [json.loads(line) for line in (tmp_path / "vectors.jsonl").read_text().splitlines()]

@@ -35,6 +35,7 @@ from official_bert.tasks import base
 from official_bert.tasks import pretraining_job
 from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import dynamic_masking
+from official_bert.training import finetuning_runner
 from official_bert.training import input_pipeline
 from official_bert.training import optimization
 from official_bert.training import training_loop
@@ -386,7 +387,7 @@ def test_continued_pretraining_takes_the_init_folders_config_and_case(data, tmp_
   settings = pretraining_job.PretrainingSettings(
       init_checkpoint=str(init), vocab_file=UNCASED_VOCAB, output_dir=str(out),
       input_file=data["offline"], max_seq_length=SEQ, do_train=True)
-  config, source = pretraining_job.model_config(settings)
+  config, source = finetuning_runner.config_and_source(settings)
   assert config == model_files.read_config(data["config"])
   assert source == str(init / "bert_config.json")
   pretraining_job.write_model_files(settings, config)
@@ -395,4 +396,5 @@ def test_continued_pretraining_takes_the_init_folders_config_and_case(data, tmp_
   pretraining_job.write_model_files(settings, config)
   assert model_files.beside(str(out)).do_lower_case is True
   with pytest.raises(ValueError, match="--bert_config_file is required"):
-    pretraining_job.model_config(pretraining_job.PretrainingSettings(output_dir=str(out)))
+    finetuning_runner.config_and_source(pretraining_job.PretrainingSettings(
+        output_dir=str(tmp_path / "empty")))
