@@ -254,6 +254,12 @@ class TokenTagger(task_model.TaskModel):
   def preset_arguments(cls, path, preset, stored, kwargs):
     """A run_ner OUTPUT_DIR (or a saved TokenTagger) brings its labels and loads its head."""
     labels = kwargs.pop("labels", None)
+    if preset.record.model_type == "feature_tagger" and labels is None:
+      raise ValueError(
+          f"{path} is a run_ner --feature_based tagger (a head on the frozen encoder's "
+          f"layers), which TokenTagger does not load: serve it with `python -m "
+          f"official_bert.export --checkpoint={path} --export_dir=DIR`, or pass labels= to "
+          f"fine-tune a new TokenTagger from its encoder")
     if stored and labels is not None and list(map(str, labels)) != list(preset.labels or []):
       raise ValueError(f"labels={list(labels)} but {path} was trained with labels "
                        f"{preset.labels} (in that order): leave labels out to use its head, or "

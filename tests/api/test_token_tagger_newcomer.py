@@ -2,6 +2,8 @@
 scorer), CoNLL-2003-style raw-text words, pre-split word lists in `predict_entities`, clear
 errors for other inputs, and labels that come back as they went in. A tiny random model."""
 
+import shutil
+
 from conftest import tiny_model_folder
 import keras
 import numpy as np
@@ -10,6 +12,8 @@ import pytest
 
 import official_bert as ob
 from official_bert.api import token_tagger
+from official_bert.interop import model_files
+from official_bert.interop import run_record
 from official_bert.tasks import metrics
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
@@ -213,3 +217,17 @@ def test_labels_come_back_as_they_went_in(tiny_dir, tmp_path):
   assert names._sentences(X[:2], [[1, 2, 0, 0, 3], np.array([1, 0, 0, 3])]) == names._sentences(
       X[:2], Y[:2])
   assert names.get_config()["labels"] == LABELS and type(names.get_config()["labels"][0]) is str
+
+
+def test_a_feature_based_taggers_folder_is_named_not_given_a_random_head(tiny_dir, tmp_path):
+  """run_ner --feature_based's OUTPUT_DIR (model_type feature_tagger): its head is not the
+  TokenTagger's; loading it with a new random head in its place used to pass silently."""
+  folder = tmp_path / "ner_feature_based"
+  shutil.copytree(tiny_dir, folder)
+  (folder / model_files.RUN_SETTINGS_FILE).write_text(run_record.RunRecord.of(
+      "feature_tagger", task="NER", labels=["O", "B-LOC", "B-PER"]).to_json())
+  with pytest.raises(ValueError, match=r"run_ner --feature_based tagger .*export "
+                                       r"--checkpoint=.*, or pass labels="):
+    ob.TokenTagger.from_preset(str(folder))
+  tagger = ob.TokenTagger.from_preset(str(folder), labels=LABELS, sequence_length=8)
+  assert tagger.labels == LABELS  # a new head on its encoder, as asked
