@@ -7,10 +7,15 @@ each with `from_preset(path)`; `ob.read_file(path, ...)`: a TSV/CSV/JSONL file a
 and `ob.packaged_model_path()`: the folder of the MiniLM model that `make demo` /
 requirements-weights.txt install. Importing the package stays cheap:
 TensorFlow is imported when one of these names is first used. It only quiets TensorFlow's C++
-start-up logs first (`data_prep.quiet_startup`).
+start-up logs first (`data_prep.quiet_startup`). Once Keras is imported (before or after this
+package), the API's classes are registered with it, so `keras.saving.load_model` reads a
+`.keras` file of any of them with no other step, as after `import keras_hub`.
 """
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 from data_prep import quiet_startup
 
@@ -52,3 +57,50 @@ def __getattr__(name):
 
 def __dir__():
   return sorted(set(globals()) | set(_API))
+
+
+def _register_api():
+  """Imports the API's modules, which registers their classes with Keras' deserialization."""
+  for module in sorted(set(_API.values())):
+    try:
+      importlib.import_module(module)
+    except Exception:  # pylint: disable=broad-except  (named again where the class is used)
+      pass
+
+
+def _importing_official_bert():
+  """Whether a module of this package is being imported now (Keras imported by our own code:
+  the API is imported when used; importing it there could meet a half-imported module)."""
+  return any(getattr(getattr(module, "__spec__", None), "_initializing", False)
+             for name, module in list(sys.modules.items())
+             if name.startswith("official_bert.") and module is not None)
+
+
+class _RegisterAfterKeras(importlib.abc.MetaPathFinder):
+  """Registers the API once the first `import keras` of the process completes."""
+
+  def find_spec(self, name, path=None, target=None):
+    del path, target
+    if name != "keras":
+      return None
+    sys.meta_path.remove(self)  # once; the spec below comes from the other finders
+    spec = importlib.util.find_spec(name)
+    loader = getattr(spec, "loader", None)
+    if loader is None or not hasattr(loader, "exec_module"):
+      return spec
+    exec_module = loader.exec_module
+
+    def exec_and_register(module):
+      exec_module(module)
+      if not _importing_official_bert():
+        _register_api()
+
+    loader.exec_module = exec_and_register
+    return spec
+
+
+if "keras" in sys.modules:
+  if not _importing_official_bert():
+    _register_api()
+elif not any(isinstance(f, _RegisterAfterKeras) for f in sys.meta_path):
+  sys.meta_path.insert(0, _RegisterAfterKeras())

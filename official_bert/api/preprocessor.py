@@ -109,6 +109,15 @@ class Preprocessor(keras.layers.Layer):
     return self.text_to_inputs(*texts)
 
   def compute_output_spec(self, inputs):
+    if keras.backend.backend() != "tensorflow":
+      # Only TensorFlow's graph carries strings: on JAX and PyTorch a string keras.Input
+      # builds, then fails in fit with "Invalid dtype: object" (and leaves JAX's model broken).
+      raise ValueError(
+          f"Preprocessor in a functional model on string inputs needs the TensorFlow backend "
+          f"(KERAS_BACKEND={keras.backend.backend()}: its tensors hold no strings). Call the "
+          f"preprocessor on the data instead, e.g. dataset.map(lambda x, y: (preprocessor(x), "
+          f"y)), and give the model the ids: keras.Input(shape=({self.sequence_length},), "
+          f"dtype='int32', name=...) for input_word_ids, input_mask and input_type_ids")
     # One KerasTensor per output: a functional graph tells outputs apart by object, so three
     # names sharing one tensor fed the word ids to every encoder input.
     return {name: keras.KerasTensor((None, self.sequence_length), dtype="int32")

@@ -519,12 +519,15 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def predict_logits(self, x, batch_size=32, **kwargs):
     """The network's raw outputs over raw inputs (numpy)."""
+    self._check_inputs(x, None, "predict")
     self.warn_if_untrained("predict")
     return self.predict_features(self._dataset(x, None, batch_size), **kwargs)
 
   def predict_features(self, dataset, **kwargs):
     """The network's raw outputs (numpy) over a dataset of preprocessed `(features,)`
     batches."""
+    if int(dataset.cardinality()) == 0:  # Keras' predict fails inside, and on JAX breaks the
+      raise ValueError("predict: x has no examples")  # model's variables for later calls
     outputs = super().predict(dataset, verbose=kwargs.pop("verbose", 0), **kwargs)
     # float32 whatever the compute dtype (mixed precision computes logits in float16).
     return tf.nest.map_structure(lambda a: a.astype("float32"), outputs)
@@ -550,7 +553,14 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def export(self, path, overwrite=False, **options):
     """Writes the raw-text SavedModel the `export` command writes for this model. A
     non-empty folder is refused unless `overwrite=True` (which replaces the export's files
-    and keeps every other file)."""
+    and keeps every other file). TensorFlow backend only: elsewhere, `save` a folder and
+    export it from a TensorFlow process."""
+    if not ON_TENSORFLOW:
+      raise ValueError(
+          f"export writes a TensorFlow SavedModel: it needs KERAS_BACKEND=tensorflow (this "
+          f"is {keras.backend.backend()}). Save the model instead, model.save(FOLDER), and "
+          f"export that folder where TensorFlow runs: python -m official_bert.export "
+          f"--checkpoint=FOLDER --export_dir={os.fspath(path)}")
     return export_saved(self, self.model_type, path, overwrite, self.export_arguments(options))
 
   def export_arguments(self, options):

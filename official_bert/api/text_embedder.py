@@ -45,6 +45,11 @@ class TextEmbedder(task_model.TaskModel):
   model_type = "encoder"
 
   def __init__(self, backbone, preprocessor, pooling="mean", normalize=True, **kwargs):
+    if pooling != "pooled":
+      # The vectors never read [CLS]'s pooler: it gets no gradient (as the tagger's), and no
+      # weight decay either, on every backend (JAX's and TensorFlow's zero gradients decayed it,
+      # PyTorch's missing ones did not, so saved folders differed).
+      backbone.pooler_dense.trainable = False
     network = SentenceEmbedder(backbone, pooling, normalize, name="embedder")
     super().__init__(network, preprocessor, _task(_LOSS_DEFAULTS), **kwargs)
     self._loss_options = dict(_LOSS_DEFAULTS)
@@ -60,6 +65,13 @@ class TextEmbedder(task_model.TaskModel):
     if kwargs.get("normalize") is None:
       kwargs["normalize"] = stored.get("normalize_embeddings", True)
     return kwargs, None
+
+  def validation_x_y(self, data):
+    """fit's validation_data: what `x` takes, a (first, second) pair of texts, or with scores
+    ((first, second), scores), or a Dataset."""
+    if isinstance(data, tuple) and len(data) == 2 and not isinstance(data[0], tuple):
+      return data, None
+    return super().validation_x_y(data)
 
   # --- Keras ----------------------------------------------------------------------------------
 

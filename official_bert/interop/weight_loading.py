@@ -12,6 +12,7 @@ so that every format (ours, TF1, HF) gets it (`Adaptation`): more vocabulary row
 import collections
 
 from absl import logging
+import keras
 import numpy as np
 
 from official_bert.interop import weight_names
@@ -190,6 +191,8 @@ def _log_untrained_pooler(tensors, wanted, source):
 
 
 def export_canonical_weights(model):
-  """Returns {canonical TF1 name: np.ndarray} for every model variable."""
-  return {name: np.asarray(variable.numpy())
+  """Returns {canonical TF1 name: np.ndarray} for every model variable. (With LoRA on, a
+  kernel is the merged value the layer computes, a backend tensor: JAX's and PyTorch's have no
+  `.numpy()`, a PyTorch one that requires grad refuses it.)"""
+  return {name: np.asarray(keras.ops.convert_to_numpy(variable))
           for name, variable in weight_names.model_weight_pairs(model)}

@@ -55,6 +55,40 @@ def task_outputs(folders):
   }
 
 
+def newcomer_checks(tiny, work):
+  """What a user meets first on this backend (a tiny classifier): an empty predict is a
+  clear error and leaves the model working (Keras' JAX predict used to break it); a LoRA
+  model saves as a folder; export and a string keras.Input say they need TensorFlow; an
+  embedder's validation_data takes what its x takes. {name: value}."""
+  out = {}
+  classifier = ob.TextClassifier.from_preset(tiny, num_classes=2, sequence_length=8)
+  before = classifier.predict(TEXTS)
+  try:
+    classifier.predict([])
+  except ValueError as e:
+    out["empty_predict_error"] = str(e)
+  out["after_empty_predict_max_diff"] = float(np.abs(classifier.predict(TEXTS) - before).max())
+  try:
+    classifier.export(os.path.join(work, "export"))
+  except ValueError as e:
+    out["export_error"] = str(e)
+  classifier.backbone.enable_lora(2)
+  lora = classifier.predict(TEXTS)
+  classifier.save(os.path.join(work, "lora_folder"))
+  again = ob.TextClassifier.from_preset(os.path.join(work, "lora_folder")).predict(TEXTS)
+  out["lora_folder_round_trip_max_diff"] = float(np.abs(again - lora).max())
+  preprocessor = ob.Preprocessor.from_preset(tiny, sequence_length=8)
+  try:
+    preprocessor(keras.Input(shape=(), dtype="string"))
+  except ValueError as e:
+    out["string_input_error"] = str(e)
+  embedder = ob.TextEmbedder.from_preset(tiny, sequence_length=8)
+  history = embedder.fit((TEXTS, TEXTS[::-1]), batch_size=4, epochs=1, verbose=0,
+                         validation_data=(TEXTS, TEXTS[::-1]))
+  out["embedder_val_loss"] = history.history["val_loss"][-1]
+  return out
+
+
 def ids_batch():
   """Two sequences, the second padded: the same ids on every backend."""
   mask = np.ones((2, 12), "int32")
@@ -178,7 +212,7 @@ def main(minilm, work, tiny):
   results["backbone_max_diff"] = float(np.abs(sequence - reference["sequence_output"])[real]
                                        .max())
 
-  assert ob.TextClassifier  # imports (registers) the class, which the .keras file names
+  # No class touched first: `import official_bert` registered them with Keras.
   loaded = keras.saving.load_model(os.path.join(work, "tensorflow_classifier.keras"))
   probs = loaded.predict(TEXTS)
   results["keras_file_max_diff"] = float(np.abs(probs - reference["probabilities"]).max())
@@ -213,6 +247,8 @@ def main(minilm, work, tiny):
 
   results["task_outputs"] = task_outputs(
       {name: os.path.join(os.path.dirname(tiny), name) for name in TASK_FOLDERS})
+
+  results["newcomer"] = newcomer_checks(tiny, work)
 
   if keras.backend.backend() == "jax":
     results["scan_weight_max_diff"], results["scans"] = steps_per_execution_weights(tiny)

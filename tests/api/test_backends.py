@@ -141,6 +141,15 @@ def test_the_api_on_another_backend_matches_tensorflow_and_trains(backend,
     # weights.
     assert results["bench_fit_moved"] > 0
     assert results["bench_scan_apart"] <= 1e-6 * results["bench_fit_moved"]
+  # A newcomer's first calls: clear errors that leave the model as it was, a LoRA folder.
+  newcomer = results["newcomer"]
+  assert newcomer["empty_predict_error"] == "predict: x has no examples (an empty list)"
+  assert newcomer["after_empty_predict_max_diff"] == 0.0
+  assert "needs KERAS_BACKEND=tensorflow" in newcomer["export_error"]
+  assert "python -m official_bert.export --checkpoint=FOLDER" in newcomer["export_error"]
+  assert newcomer["lora_folder_round_trip_max_diff"] < 1e-6
+  assert "needs the TensorFlow backend" in newcomer["string_input_error"]
+  assert np.isfinite(newcomer["embedder_val_loss"])
   # Every task model's inference from the same folder: TensorFlow's outputs.
   _assert_same_task_outputs(results["task_outputs"],
                             json.loads((reference / "task_outputs.json").read_text()))

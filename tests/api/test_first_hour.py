@@ -254,3 +254,20 @@ def test_a_rare_label_is_named_at_fit(tiny_dir, caplog):
   with caplog.at_level(logging.WARNING):
     clf.fit(TEXTS[:1] * 31, y, batch_size=16, verbose=0)
   assert "y[30]: label 2 occurs 1 time in 31 labels in y" in caplog.text, caplog.text
+
+
+def test_an_empty_predict_is_named_and_an_embedders_validation_takes_its_x(classifier,
+                                                                           tiny_dir):
+  before = classifier.predict(TEXTS)
+  with pytest.raises(ValueError, match=r"^predict: x has no examples \(an empty list\)$"):
+    classifier.predict([])
+  with pytest.raises(ValueError, match="predict: x has no examples"):
+    classifier.predict(([], []))
+  np.testing.assert_array_equal(classifier.predict(TEXTS), before)
+  # validation_data=(first, second), as fit's x: it was split as (x, y) and failed after an
+  # epoch, in the graph.
+  embedder = ob.TextEmbedder.from_preset(tiny_dir, sequence_length=8)
+  assert not embedder.backbone.pooler_dense.trainable  # mean pooling never reads it
+  history = embedder.fit((TEXTS, TEXTS[::-1]), batch_size=4, epochs=1, verbose=0,
+                         validation_data=(TEXTS, TEXTS[::-1]))
+  assert np.isfinite(history.history["val_loss"][-1])

@@ -61,11 +61,17 @@ def trained_classifier(tiny_dir):
 
 
 def test_import_is_cheap_and_names_resolve():
+  """Importing the package imports no TensorFlow; Keras, imported later, knows the API's
+  classes at once (`keras.saving.load_model` of a `.keras` file needs them registered)."""
   code = ("import sys, official_bert as ob; assert 'tensorflow' not in sys.modules; "
-          "print(sorted(ob.__all__))")
+          "print(sorted(ob.__all__)); import keras; "
+          "print(sorted(keras.saving.get_custom_objects()))")
   out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                        check=True).stdout
   assert "TextClassifier" in out and "TokenTagger" in out
+  for name in ("TextClassifier", "TokenTagger", "QuestionAnswerer", "TextEmbedder", "MaskedLM",
+               "Backbone", "Preprocessor"):
+    assert f"'official_bert>{name}'" in out, out
   assert ob.Backbone.__name__ == "Backbone"
   with pytest.raises(AttributeError):
     _ = ob.NoSuchModel
