@@ -79,9 +79,13 @@ class Preprocessor(keras.layers.Layer):
     self.built = True
 
   @classmethod
-  def from_preset(cls, path, sequence_length=None, **kwargs):
-    """`sequence_length`: 128, or the model's max_position_embeddings where that is fewer."""
-    preset = presets.load(path, read_weights=False)
+  def from_preset(cls, path, sequence_length=None, lower_case=None, allow_case_mismatch=False,
+                  **kwargs):
+    """`sequence_length`: 128, or the model's max_position_embeddings where that is fewer.
+    `lower_case`: the folder's case unless given (refused where the folder contradicts it,
+    unless `allow_case_mismatch`)."""
+    preset = presets.load(path, read_weights=False, lower_case=lower_case,
+                          allow_case_mismatch=allow_case_mismatch)
     if sequence_length is None:
       sequence_length = model_folder.default_sequence_length(preset.config)
     return cls(preset.vocab_file, preset.do_lower_case, sequence_length, **kwargs)

@@ -28,20 +28,31 @@ Preset = collections.namedtuple(
     "Preset", ["path", "config", "vocab_file", "do_lower_case", "weights", "record", "labels"])
 
 
-def load(path, read_weights=True):
+# How `from_preset`'s arguments are named in the one reader's messages.
+NAMES = model_folder.Names(path="from_preset: the model", case="lower_case",
+                           allow_case="allow_case_mismatch=True")
+
+
+def load(path, read_weights=True, lower_case=None, allow_case_mismatch=False):
   """Reads the model folder (or checkpoint prefix) at `path` into a `Preset`: the one reader's
   (`model_folder.read`) config, vocabulary, case, labels and run record, plus the weights.
+  `lower_case` overrides the folder's case (as the commands' --do_lower_case); one that
+  contradicts the folder is refused unless `allow_case_mismatch`.
 
   Raises:
     FileNotFoundError: nothing at `path`, or no vocabulary / config beside it.
+    ValueError: a `lower_case` the folder contradicts.
   """
   path = os.fspath(path)
   if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
     raise FileNotFoundError(f"from_preset: no model at {path}")
   try:
-    folder = model_folder.read(path, names=model_folder.Names(path="from_preset: the model"))
+    folder = model_folder.read(path, names=NAMES)
   except ValueError as e:
     raise FileNotFoundError(str(e)) from None
+  if lower_case is not None:
+    folder = model_folder.read(path, do_lower_case=lower_case,
+                               allow_case_mismatch=allow_case_mismatch, names=NAMES)
   weights = weights_io.read_weights(path) if read_weights else None
   return Preset(path, folder.config, folder.vocab_file, folder.do_lower_case, weights,
                 folder.record, folder.labels)

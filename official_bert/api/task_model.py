@@ -93,12 +93,15 @@ class TaskModel(BackboneModelConfig, keras.Model):
   default_sequence_length = 128
 
   @classmethod
-  def from_preset(cls, path, sequence_length=None, **kwargs):
+  def from_preset(cls, path, sequence_length=None, lower_case=None, allow_case_mismatch=False,
+                  **kwargs):
     """Any model folder (`presets.load`: the one reader). A folder trained as this task (a
     command's OUTPUT_DIR or a model of this class saved with `save`) brings its settings
     (labels, sequence length, ...) and loads its head; any other folder gets a new head.
-    `kwargs`: the class's arguments (`preset_arguments`), which win over the folder's."""
-    preset = presets.load(path)
+    `lower_case` overrides the folder's case (refused where the folder contradicts it, unless
+    `allow_case_mismatch`). `kwargs`: the class's arguments (`preset_arguments`), which win
+    over the folder's."""
+    preset = presets.load(path, lower_case=lower_case, allow_case_mismatch=allow_case_mismatch)
     stored = presets.trained_as(preset, cls.model_type)
     # The class's default only where the model takes that many positions (a small model's
     # folder needs no argument).

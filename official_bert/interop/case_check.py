@@ -57,7 +57,8 @@ def _file_is_cased(path, length, mtime_nsec):  # pylint: disable=unused-argument
 
 
 def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_case=None,
-          config_source=None, config_vocab_file=None):
+          config_source=None, config_vocab_file=None, flag="--do_lower_case",
+          allow="--allow_case_mismatch"):
   """Raises ValueError when --do_lower_case contradicts a witness (see the module doc).
 
   Args:
@@ -65,27 +66,31 @@ def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_cas
     config_source: the file it came from, for the message.
     config_vocab_file: the vocabulary beside that file. A flag that agrees with the file is
       taken whatever that vocabulary suggests; another vocabulary (--vocab_file) is checked.
+    flag, allow: how the caller names the case and the override (the Python API:
+      "lower_case", "allow_case_mismatch=True").
   """
-  flag = f"--do_lower_case={do_lower_case}"
+  given = f"{flag}={do_lower_case}"
+  override = _OVERRIDE.replace("--allow_case_mismatch", allow)
   try:
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
   except ValueError as e:
-    raise ValueError(f"{str(e).split(' If this error')[0]} ({_OVERRIDE})") from None
+    message = str(e).split(" If this error")[0].replace("--do_lower_case", flag)
+    raise ValueError(f"{message} ({override})") from None
   if config_lower_case is not None:
     if bool(config_lower_case) != bool(do_lower_case):
-      raise ValueError(f"{flag} but {config_source} says do_lower_case="
-                       f"{bool(config_lower_case)}: pass --do_lower_case="
-                       f"{bool(config_lower_case)} ({_OVERRIDE})")
+      raise ValueError(f"{given} but {config_source} says do_lower_case="
+                       f"{bool(config_lower_case)}: pass {flag}="
+                       f"{bool(config_lower_case)} ({override})")
     if not vocab_file or (config_vocab_file and os.path.abspath(vocab_file)
                           == os.path.abspath(config_vocab_file)):
       return  # the model's own file says so: it outranks what its vocabulary suggests
   if vocab_file:
     cased = vocabulary_file_is_cased(vocab_file)
     if cased and do_lower_case:
-      raise ValueError(f"{flag} but the vocabulary {vocab_file} is cased (it has upper-case "
+      raise ValueError(f"{given} but the vocabulary {vocab_file} is cased (it has upper-case "
                        "entries, which lower-cased input never matches): pass "
-                       f"--do_lower_case=False ({_OVERRIDE})")
+                       f"{flag}=False ({override})")
     if cased is False and not do_lower_case:
-      raise ValueError(f"{flag} but the vocabulary {vocab_file} is uncased (all its entries "
+      raise ValueError(f"{given} but the vocabulary {vocab_file} is uncased (all its entries "
                        "are lower-case, so upper-case input becomes [UNK] or rare pieces): "
-                       f"pass --do_lower_case=True ({_OVERRIDE})")
+                       f"pass {flag}=True ({override})")

@@ -38,6 +38,7 @@ class Names:
   config: str = "--bert_config_file"
   vocab: str = "--vocab_file"
   case: str = "--do_lower_case"
+  allow_case: str = "--allow_case_mismatch"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +148,8 @@ def read(path, config_file=None, vocab_file=None, do_lower_case=None,
     warn_if_the_vocabulary_disagrees(case, source, vocab_file)
   if do_lower_case is not None:
     if not allow_case_mismatch:
-      case_check.check(bool(do_lower_case), path, vocab_file, *declared, files.vocab)
+      case_check.check(bool(do_lower_case), path, vocab_file, *declared, files.vocab,
+                       flag=names.case, allow=names.allow_case)
     case, source = bool(do_lower_case), names.case
   labels = record.labels or model_files.labels_beside(files.directory or path)
   folder = ModelFolder(path, files.directory, config, config_file, vocab_file, case, source,

@@ -102,6 +102,17 @@ def test_a_flag_that_contradicts_the_folder_is_refused_unless_allowed(folders):
   assert model_folder.read(cased, do_lower_case=True, allow_case_mismatch=True).do_lower_case
   with pytest.raises(ValueError, match="says do_lower_case=False"):
     model_folder.read(folders["api_saved", "cased"], do_lower_case=True)
+  # The Python API's argument is the same override, named as the API names it.
+  with pytest.raises(ValueError, match=r"lower_case=True but the vocabulary .* is cased.*"
+                                       r"pass lower_case=False \(or pass allow_case_mismatch"):
+    ob.Preprocessor.from_preset(cased, lower_case=True)
+  with pytest.raises(ValueError, match="lower_case=True but .* says do_lower_case=False"):
+    ob.TextEmbedder.from_preset(folders["api_saved", "cased"], lower_case=True)
+  assert ob.Preprocessor.from_preset(cased, lower_case=True,
+                                     allow_case_mismatch=True).lower_case is True
+  assert ob.Preprocessor.from_preset(cased, lower_case=False).lower_case is False
+  embedder = ob.TextEmbedder.from_preset(folders["hf", "uncased"], lower_case=True)
+  assert embedder.preprocessor.lower_case is True
   # extract_features' flag is checked the same way.
   settings = feature_extraction.ExtractSettings(init_checkpoint=cased, input_file="x",
                                                 output_file="y", do_lower_case=True)
