@@ -23,6 +23,7 @@ import os
 from typing import Optional
 
 from absl import logging
+import tensorflow as tf
 
 from official_bert.interop import case_check
 from official_bert.interop import hf_weights
@@ -140,8 +141,13 @@ def read(path, config_file=None, vocab_file=None, do_lower_case=None,
                      "(Hugging Face's) beside it")
   vocab_file = vocab_file or files.vocab
   if not vocab_file and require_vocab:
+    only_json = files.directory and tf.io.gfile.exists(
+        os.path.join(files.directory, "tokenizer.json"))
     raise ValueError(f"{names.vocab} is required: {names.path}={path} has no "
-                     f"{model_files.VOCAB_FILE} beside it")
+                     f"{model_files.VOCAB_FILE} beside it" + (
+                         " (its tokenizer.json is not read: save the tokenizer's vocab.txt "
+                         "there, e.g. transformers' tokenizer.save_vocabulary(path))"
+                         if only_json else ""))
   declared = declared_case(files, record)
   case, source = folder_case(files, record, vocab_file)
   if do_lower_case is None and vocab_file and declared[0] is not None:

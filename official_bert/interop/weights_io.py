@@ -118,8 +118,12 @@ def _resolve(path):
       raise ValueError(f"{path} holds {len(prefixes)} checkpoints ({', '.join(prefixes)}) and "
                        f"no `checkpoint` file naming the latest: give the prefix of one, "
                        f"e.g. {os.path.join(path, prefixes[-1])}")
+    best = os.path.join(path, "best")
+    hint = (f"; its best/ holds the model (a run with --num_restarts keeps the best one "
+            f"there): read {best}" if tf.io.gfile.isdir(best) else "")
     raise FileNotFoundError(f"no checkpoint in directory {path} (no `checkpoint` file "
-                            f"naming one, no PREFIX.index, no {model_files.HF_WEIGHTS_FILE})")
+                            f"naming one, no PREFIX.index, no {model_files.HF_WEIGHTS_FILE})"
+                            f"{hint}")
   # One file of a checkpoint given for the checkpoint: its prefix.
   prefix = _CHECKPOINT_FILE_SUFFIX.sub("", path)
   if prefix != path and tf.io.gfile.exists(prefix + ".index"):

@@ -429,7 +429,11 @@ def check_folders(settings, teacher):
 
 
 def check_teacher_settings(settings, teacher, given):
-  """Flags that contradict the teacher (its problem type, single texts or pairs) raise."""
+  """Flags that contradict the teacher (its case, problem type, single texts or pairs) raise,
+  before anything is written (the student reads the teacher's inputs)."""
+  if "do_lower_case" in given and not settings.allow_case_mismatch:
+    model_folder.read(settings.teacher, do_lower_case=settings.do_lower_case,
+                      names=model_folder.Names(path="--teacher"))
   record = teacher.record
   if teacher.model_type != "classifier":
     return

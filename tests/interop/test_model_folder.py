@@ -231,3 +231,14 @@ def test_export_takes_the_model_type_from_the_run_record(folders):
   assert exporter.model_type_of(read["hf"], "encoder") == "encoder"
   with pytest.raises(ValueError, match="--model_type is required: .* no run record"):
     exporter.model_type_of(read["hf"], None)
+
+
+def test_a_folder_with_only_tokenizer_json_says_what_to_save(folders, tmp_path):
+  path = tmp_path / "fast_tokenizer_only"
+  shutil.copytree(folders["hf", "uncased"], path)
+  os.remove(path / "vocab.txt")
+  (path / "tokenizer.json").write_text("{}")
+  with pytest.raises(ValueError, match=r"no vocab.txt beside it \(its tokenizer.json is not "
+                                       r"read: .*save_vocabulary"):
+    model_folder.read(str(path))
+

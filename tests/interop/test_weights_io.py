@@ -214,3 +214,12 @@ def test_model_files_finds_what_travels_with_the_weights(written, tmp_path):
     ("bert/pooler/dense/kernel", False), ("output_weights", False)])
 def test_one_ignore_list_for_training_state(name, ignored):
   assert weights_io.is_training_state(name) is ignored
+
+
+def test_a_folder_without_weights_points_to_its_best_model(tmp_path):
+  """A --num_restarts run's OUTPUT_DIR holds its model files, and its model in best/."""
+  (tmp_path / "run" / "best").mkdir(parents=True)
+  (tmp_path / "run" / "bert_config.json").write_text("{}")
+  with pytest.raises(FileNotFoundError, match=r"no checkpoint in directory .*run .*its best/ "
+                                              r"holds the model .*: read .*run/best$"):
+    weights_io.read_weights(str(tmp_path / "run"))

@@ -375,6 +375,14 @@ def test_flags_that_contradict_the_teacher_are_refused(teacher, tmp_path):
     proc = run_command("official_bert.run_distillation", *common, *extra)
     assert proc.returncode == 1 and message in proc.stderr, (extra, proc.stderr[-2000:])
   assert sorted(os.listdir(teacher_dir)) == before  # nothing of the teacher's touched
+  # A case the teacher contradicts: named against the teacher's file, before the student's
+  # start is written.
+  proc = run_command("official_bert.run_distillation", *common, "--do_lower_case=False",
+                     f"--output_dir={tmp_path / 'd'}")
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert (f"--do_lower_case=False but {teacher_dir / 'tokenizer_config.json'} says "
+          "do_lower_case=True") in proc.stderr, proc.stderr[-2000:]
+  assert not (tmp_path / "d" / "student_init").exists()
   proc = run_command("official_bert.run_distillation", f"--teacher={teacher_dir}", "--do_eval",
                      f"--dev_file={files['dev']}", f"--output_dir={tmp_path / 'empty'}")
   assert proc.returncode == 1 and "no trained student" in proc.stderr, proc.stderr[-2000:]
