@@ -51,6 +51,8 @@ def __getattr__(name):
   if name in _API:
     value = getattr(importlib.import_module(_API[name]), name)
     globals()[name] = value
+    if "keras" in sys.modules:  # the first class used imported it: register the others too
+      _register_api()
     return value
   raise AttributeError(f"module 'official_bert' has no attribute {name!r}")
 
@@ -59,33 +61,50 @@ def __dir__():
   return sorted(set(globals()) | set(_API))
 
 
+_registered = False
+
+
 def _register_api():
-  """Imports the API's modules, which registers their classes with Keras' deserialization."""
+  """Imports the API's modules, which registers their classes with Keras' deserialization
+  (once; a module that fails to import is named again where its class is used)."""
+  global _registered
+  if _registered:
+    return
+  _registered = True
   for module in sorted(set(_API.values())):
     try:
       importlib.import_module(module)
-    except Exception:  # pylint: disable=broad-except  (named again where the class is used)
+    except Exception:  # pylint: disable=broad-except
       pass
 
 
 def _importing_official_bert():
-  """Whether a module of this package is being imported now (Keras imported by our own code:
-  the API is imported when used; importing it there could meet a half-imported module)."""
+  """Whether a module of this package is being imported now: Keras imported by our own code
+  (a command, or the API class being used; `__getattr__` registers after it), where importing
+  the rest of the API could meet a half-imported module."""
   return any(getattr(getattr(module, "__spec__", None), "_initializing", False)
              for name, module in list(sys.modules.items())
              if name.startswith("official_bert.") and module is not None)
 
 
 class _RegisterAfterKeras(importlib.abc.MetaPathFinder):
-  """Registers the API once the first `import keras` of the process completes."""
+  """Registers the API when the process's `import keras` completes. It stays on
+  sys.meta_path (inert once done): a lookup that does not import (TensorFlow's
+  `importlib.util.find_spec("keras")`) must not use it up, and removing a finder while
+  another thread walks the list could skip one."""
 
   def find_spec(self, name, path=None, target=None):
-    del path, target
-    if name != "keras":
+    if name != "keras" or _registered or "keras" in sys.modules:
       return None
-    sys.meta_path.remove(self)  # once; the spec below comes from the other finders
-    spec = importlib.util.find_spec(name)
-    loader = getattr(spec, "loader", None)
+    for finder in sys.meta_path:  # the spec the other finders give, its loader wrapped
+      if finder is self or not hasattr(finder, "find_spec"):
+        continue
+      spec = finder.find_spec(name, path, target)
+      if spec is not None:
+        break
+    else:
+      return None
+    loader = spec.loader
     if loader is None or not hasattr(loader, "exec_module"):
       return spec
     exec_module = loader.exec_module
@@ -102,5 +121,5 @@ class _RegisterAfterKeras(importlib.abc.MetaPathFinder):
 if "keras" in sys.modules:
   if not _importing_official_bert():
     _register_api()
-elif not any(isinstance(f, _RegisterAfterKeras) for f in sys.meta_path):
+elif not any(type(f).__name__ == "_RegisterAfterKeras" for f in sys.meta_path):
   sys.meta_path.insert(0, _RegisterAfterKeras())

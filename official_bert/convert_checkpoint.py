@@ -21,9 +21,8 @@ copied along, with its stated case (`tokenizer_config.json`); a trained folder's
 labels come too when the output keeps its head, so the output exports with no other flag. TF1
 optimizer slots (`adam_m`, `adam_v`) and `global_step` are ignored.
 
-The output folder is written when complete. A folder that holds files already is refused unless
---overwrite (then its model is replaced and its other files kept); the one exception is the
-input's own folder, where the new checkpoint is added beside the input's.
+The output folder is written when complete. A folder that holds files already (the input's
+own too) is refused unless --overwrite; then its model is replaced and its other files kept.
 """
 
 from absl import flags

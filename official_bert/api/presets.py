@@ -47,12 +47,12 @@ def load(path, read_weights=True, lower_case=None, allow_case_mismatch=False):
   if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
     raise FileNotFoundError(f"from_preset: no model at {path}")
   try:
-    folder = model_folder.read(path, names=NAMES)
-  except ValueError as e:
-    raise FileNotFoundError(str(e)) from None
-  if lower_case is not None:
     folder = model_folder.read(path, do_lower_case=lower_case,
                                allow_case_mismatch=allow_case_mismatch, names=NAMES)
+  except ValueError as e:
+    if lower_case is not None and f"{NAMES.case}={lower_case}" in str(e):
+      raise  # the case given, contradicted by the folder
+    raise FileNotFoundError(str(e)) from None  # no config or vocabulary
   weights = weights_io.read_weights(path) if read_weights else None
   return Preset(path, folder.config, folder.vocab_file, folder.do_lower_case, weights,
                 folder.record, folder.labels)

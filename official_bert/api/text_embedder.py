@@ -69,7 +69,10 @@ class TextEmbedder(task_model.TaskModel):
   def validation_x_y(self, data):
     """fit's validation_data: what `x` takes, a (first, second) pair of texts, or with scores
     ((first, second), scores), or a Dataset."""
-    if isinstance(data, tuple) and len(data) == 2 and not isinstance(data[0], tuple):
+    first = data[0] if isinstance(data, tuple) and len(data) == 2 else None
+    with_scores = isinstance(first, (tuple, list)) and len(first) == 2 and not isinstance(
+        first[0], (str, bytes))  # first is itself the (first, second) pair of text lists
+    if first is not None and not with_scores:
       return data, None
     return super().validation_x_y(data)
 

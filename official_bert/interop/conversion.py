@@ -91,11 +91,6 @@ def output_location(path, output_format):
   return os.path.dirname(path) or ".", os.path.basename(path)
 
 
-def _same_folder(a, b):
-  return bool(b) and (os.path.abspath(a) if "://" not in a else a) == (
-      os.path.abspath(b) if "://" not in b else b)
-
-
 def convert(input_path,
             input_format,
             output_path,
@@ -108,9 +103,8 @@ def convert(input_path,
   """The whole conversion; returns (model_type, path written).
 
   The output folder follows `folder_writes`' rule: a new or empty folder gets the files when
-  they are complete; a non-empty one is refused unless `overwrite`, and then only the model
-  there is replaced (the user's other files are kept). Converting in place (the output in the
-  input's own folder) adds the new checkpoint beside the input's and keeps its files.
+  they are complete; a non-empty one (the input's own folder too) is refused unless
+  `overwrite`, and then only the model there is replaced (the user's other files are kept).
   """
   weights, config = read_input(input_path, input_format, bert_config_file)
   model_type = model_type or weight_names.infer_model_type(weights.tensors)
@@ -137,9 +131,6 @@ def convert(input_path,
     written.append(os.path.join(directory, os.path.relpath(path, folder)))
     _write_model_files(folder, config, model_type, beside)
 
-  if _same_folder(directory, beside.directory):
-    fill(directory)
-    return model_type, written[0]
   try:
     folder_writes.write_folder(directory, fill, overwrite, owned=model_files.model_entries,
                                option="--overwrite")
@@ -152,21 +143,26 @@ def convert(input_path,
 
 
 def _write_model_files(folder, config, model_type, beside):
-  """The files beside the converted weights in `folder`: the config, the input's vocabulary
-  and stated case, and, for a model of the input's trained type, its run record and job files
-  (labels, head config), so that the output exports and loads with no flags, as the input.
-  A file already in `folder` (converting in place) is kept, but the config."""
+  """The files beside the converted weights in the new `folder`: the config, the input's
+  vocabulary and stated case, and, for a model of the input's trained type, its run record
+  and job files (labels, head config), so that the output exports and loads with no flags,
+  as the input."""
   model_files.write_config(folder, config)
   model_files.copy_vocab(beside.vocab, folder)
+
+  def copy(name):
+    source = os.path.join(beside.directory, name)
+    if tf.io.gfile.exists(source):
+      tfrecord_io.copy_file(source, os.path.join(folder, name))
+      return True
+    return False
+
   # The case the input's own files state travels with it: without the file, the output would
-  # be read by its vocabulary alone, which may say otherwise (or too little to tell).
+  # be read by its vocabulary alone, which may say otherwise (or too little to tell). Its
+  # tokenizer_config.json whole (other keys too), else the case its run record states.
   declared, _ = model_folder.declared_case(beside, beside.record)
-  if declared is not None and not tf.io.gfile.exists(
-      os.path.join(folder, model_files.TOKENIZER_CONFIG_FILE)):
+  if not copy(model_files.TOKENIZER_CONFIG_FILE) and declared is not None:
     model_files.write_tokenizer_config(folder, declared)
-  if beside.record.model_type != model_type:  # another head (or none): not the input's task
-    return
-  for name in (model_files.RUN_SETTINGS_FILE,) + model_files.JOB_FILES:
-    source, target = os.path.join(beside.directory, name), os.path.join(folder, name)
-    if tf.io.gfile.exists(source) and not tf.io.gfile.exists(target):
-      tfrecord_io.copy_file(source, target)
+  if beside.record.model_type == model_type:  # else another head (or none): not its task
+    for name in (model_files.RUN_SETTINGS_FILE,) + model_files.JOB_FILES:
+      copy(name)

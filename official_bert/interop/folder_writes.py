@@ -5,9 +5,11 @@ goes through `write_folder`:
   - a path that does not exist is built beside it and renamed into place when complete;
   - an existing empty folder gets the files when they are complete;
   - an existing non-empty folder is refused (`FolderNotEmptyError`, nothing written) unless
-    the caller says overwrite; then the entries the new model writes, and those the previous
-    model there owned (`owned(folder)`: its checkpoint, config, vocabulary, ...), are
-    replaced, and every other entry (the user's data, notes, a run's logs) is kept.
+    the caller says overwrite; then the entries the previous model there owned
+    (`owned(folder)`: its checkpoint, config, vocabulary, ...) are replaced, and every other
+    entry (the user's data, notes, a run's logs) is kept. A name the new model writes that is
+    held by an entry the old model does not own (a user's vocab.txt in a folder without
+    weights) is refused, not replaced.
 The new content is complete on disk before anything old is moved, and the old entries are
 deleted only after the new ones are in place. A folder wholly ours (a run's best/ or
 restart_K/) is swapped in whole instead (`replace_own_folder`).
@@ -94,7 +96,14 @@ def write_folder(path, fill, overwrite=False, owned=None, option="overwrite=True
     return []
   new = _entries(building)
   present = set(_entries(target)) - {os.path.basename(building)}
-  replaced = sorted(present & (set(new) | set(owned(target) if owned else ())))
+  previous = set(owned(target)) if owned else set(new)
+  clash = sorted(present & set(new) - previous)
+  if clash:  # a name the new content writes, held by a file that is not the old model's
+    tf.io.gfile.rmtree(building)
+    raise ValueError(f"{path} holds {', '.join(clash)}, which the new files would replace "
+                     f"but which are not a model's there (yours?): nothing was written. Move "
+                     f"{'them' if len(clash) > 1 else 'it'}, or choose a new folder")
+  replaced = sorted(present & (set(new) | previous))
   old = tfrecord_io.temporary_path(os.path.join(target, ".old"))
   if replaced:
     tf.io.gfile.makedirs(old)

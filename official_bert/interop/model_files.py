@@ -101,7 +101,8 @@ def check_exists(path, flag):
 
 def model_entries(directory):
   """The entries of `directory` that belong to the model there (what a save over it with
-  overwrite replaces): the model files, the checkpoints its `checkpoint` file lists, and a
+  overwrite replaces): the model files, the checkpoints its `checkpoint` file lists (without
+  one, the folder's one checkpoint: a release's bert_model.ckpt), and a
   Hugging Face folder's weights and config (read before ours, so they must not stay behind).
   A run's records, logs, scores, best/ and every other file are not the model's; nor is any
   file of a folder that holds no weights (a user's config.json or labels.txt there is theirs).
@@ -116,6 +117,9 @@ def model_entries(directory):
   if state is not None:
     prefixes = {os.path.basename(p) for p in
                 list(state.all_model_checkpoint_paths) + [state.model_checkpoint_path]}
+  else:  # a released folder's one checkpoint (bert_model.ckpt), the one its readers take
+    indexed = [name[:-len(".index")] for name in listing if name.endswith(".index")]
+    prefixes = set(indexed) if len(indexed) == 1 else set()
   return sorted(name for name in listing
                 if name in names or any(name.startswith(prefix + ".") for prefix in prefixes))
 

@@ -60,7 +60,7 @@ def masking_options(settings, config):
       seed=s.random_seed)
 
 
-def write_model_files(settings, config):
+def write_model_files(settings, config, config_file):
   """--output_dir's bert_config.json, vocab.txt, tokenizer_config.json and run record, as a
   fine-tuning OUTPUT_DIR has them. The case is the one the --init_checkpoint folder states (its
   tokenizer_config.json or run record: the model continues with its tokenizer), else the one
@@ -70,8 +70,8 @@ def write_model_files(settings, config):
   tokenization.check_special_tokens({t: i for i, t in enumerate(tokens)}, s.vocab_file,
                                     ("[CLS]", "[SEP]", "[MASK]"))
   if len(tokens) > config.vocab_size:
-    raise ValueError(f"--vocab_file={s.vocab_file} has {len(tokens)} tokens but "
-                     f"--bert_config_file's vocab_size is {config.vocab_size}")
+    raise ValueError(f"--vocab_file={s.vocab_file} has {len(tokens)} tokens but the "
+                     f"config's ({config_file}) vocab_size is {config.vocab_size}")
   cased = case_check.vocabulary_is_cased(tokens)
   do_lower_case = None if cased is None else not cased  # None: the files claim no case
   source = "the vocabulary"
@@ -108,7 +108,7 @@ def run(settings, record=None):
   results = {}
   if s.do_train:
     if s.vocab_file and distribution.is_chief(strategy):
-      write_model_files(s, config)
+      write_model_files(s, config, config_file)
     run_config = {"bert_config": config.to_dict(), "flags": record or {}}
     with runner.explained_input_errors(s.input_file, config_file):
       results["train"] = runner.run_training(

@@ -89,6 +89,15 @@ def test_save_over_a_hugging_face_folder_replaces_its_weights(classifier, tmp_pa
   assert (folder / "README.md").read_text() == "model card"
   np.testing.assert_allclose(ob.TextClassifier.from_preset(str(folder)).predict(TEXTS),
                              classifier.predict(TEXTS), atol=1e-6)
+  # A name the save writes, held by the user's file: refused, not replaced.
+  other = tmp_path / "app2"
+  other.mkdir()
+  (other / "vocab.txt").write_text("my words\n")
+  with pytest.raises(ValueError, match=r"holds vocab.txt, which the new files would replace .*"
+                                       r"nothing was written"):
+    classifier.save(str(other), overwrite=True)
+  assert sorted(os.listdir(other)) == ["vocab.txt"]
+  assert (other / "vocab.txt").read_text() == "my words\n"
 
 
 def test_save_over_a_folder_without_a_model_keeps_files_named_like_model_files(

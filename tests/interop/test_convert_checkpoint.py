@@ -187,7 +187,7 @@ def test_the_case_the_input_states_travels_with_it(tmp_path):
   """A folder whose tokenizer_config.json keeps the case of a vocabulary too small to tell
   (read by the vocabulary alone, it would be lower-cased): every output says the same."""
   model = model_types.build_model("encoder", TINY)
-  source = tmp_path / "hf"
+  source = tmp_path / "source"
   conversion.write_output(model, "encoder", TINY, str(source), "hf")
   (source / "vocab.txt").write_text("\n".join(
       ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "Hello", "hello"] +
@@ -196,14 +196,19 @@ def test_the_case_the_input_states_travels_with_it(tmp_path):
   for fmt in ("tf1", "ours", "hf"):
     conversion.convert(str(source), "hf", str(tmp_path / fmt) + "/", fmt)
     assert model_folder.read(str(tmp_path / fmt)).do_lower_case is False, fmt
-  # An output folder's own tokenizer_config.json is kept whole (here: converted in place).
+  # The input's tokenizer_config.json travels whole; converting in place replaces the model
+  # (with overwrite, as any folder with files) and keeps the file.
   own = {"do_lower_case": False, "model_max_length": 512}
   (source / model_files.TOKENIZER_CONFIG_FILE).write_text(json.dumps(own))
-  conversion.convert(str(source), "hf", str(source) + "/", "hf")
+  with pytest.raises(ValueError, match="is not empty"):
+    conversion.convert(str(source), "hf", str(source) + "/", "hf")
+  conversion.convert(str(source), "hf", str(source) + "/", "tf1", overwrite=True)
   assert json.loads((source / model_files.TOKENIZER_CONFIG_FILE).read_text()) == own
+  assert weights_io.read_weights(str(source)).format == "tf1"  # the HF weights replaced
+  assert not (source / "model.safetensors").exists()
   # Nothing stated, nothing written: the output is read as the input was.
   os.remove(source / model_files.TOKENIZER_CONFIG_FILE)
-  conversion.convert(str(source), "hf", str(tmp_path / "plain") + "/", "ours")
+  conversion.convert(str(source), "tf1", str(tmp_path / "plain") + "/", "ours")
   assert not (tmp_path / "plain" / model_files.TOKENIZER_CONFIG_FILE).exists()
 
 

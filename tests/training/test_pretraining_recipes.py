@@ -390,10 +390,10 @@ def test_continued_pretraining_takes_the_init_folders_config_and_case(data, tmp_
   config, source = finetuning_runner.config_and_source(settings)
   assert config == model_files.read_config(data["config"])
   assert source == str(init / "bert_config.json")
-  pretraining_job.write_model_files(settings, config)
+  pretraining_job.write_model_files(settings, config, source)
   assert model_files.beside(str(out)).do_lower_case is False  # the vocabulary says uncased
   os.remove(init / model_files.TOKENIZER_CONFIG_FILE)  # nothing stated: the vocabulary's
-  pretraining_job.write_model_files(settings, config)
+  pretraining_job.write_model_files(settings, config, source)
   assert model_files.beside(str(out)).do_lower_case is True
   with pytest.raises(ValueError, match="--bert_config_file is required"):
     finetuning_runner.config_and_source(pretraining_job.PretrainingSettings(
