@@ -350,6 +350,23 @@ def inherit_run_settings(settings, flag_values):
     if case is not None and case[0] != settings.do_lower_case:
       logging.info("--do_lower_case=%s: from %s", case[0], case[1])
       settings = dataclasses.replace(settings, do_lower_case=case[0])
+  if "max_seq_length" not in inherited and not flag_values["max_seq_length"].present:
+    settings = _fitting_sequence_length(settings)
+  return settings
+
+
+def _fitting_sequence_length(settings):
+  """--max_seq_length's default, or the model's max_position_embeddings where that is fewer:
+  a small model needs no flag, as on every route (`model_folder.default_sequence_length`)."""
+  try:
+    config, source = config_and_source(settings)
+  except ValueError:
+    return settings  # named where the model's config is read
+  length = model_folder.default_sequence_length(config, settings.max_seq_length)
+  if length != settings.max_seq_length:
+    logging.info("--max_seq_length=%d: the model (%s) has max_position_embeddings=%d", length,
+                 source, config.max_position_embeddings)
+    settings = dataclasses.replace(settings, max_seq_length=length)
   return settings
 
 

@@ -168,6 +168,21 @@ def test_the_default_sequence_length_fits_a_small_model(folders):
     assert feature_extraction.embedder_settings(extract, given=set()).max_seq_length == 32
 
 
+def test_a_fine_tuning_command_fits_a_small_model_without_a_flag(folders, tmp_path):
+  """run_classifier from a 32-position model, no --max_seq_length: its default 128 would not
+  fit; it trains at 32, and the run record says so."""
+  train = tmp_path / "train.csv"
+  train.write_text("text,label\n" + "a good film,1\na bad film,0\n" * 4)
+  out = tmp_path / "out"
+  proc = run_command("official_bert.run_classifier",
+                     f"--init_checkpoint={folders['hf', 'uncased']}", f"--train_file={train}",
+                     "--do_train", "--train_batch_size=4", "--num_train_steps=1",
+                     f"--output_dir={out}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "--max_seq_length=32: the model" in proc.stderr
+  assert model_folder.read(str(out)).record.max_seq_length == 32
+
+
 @pytest.mark.parametrize("case", ["cased", "uncased"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_route_gives_the_same_tokens_and_vectors(folders, kind, case, tmp_path):
