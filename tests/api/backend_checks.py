@@ -58,8 +58,8 @@ def task_outputs(folders):
 def newcomer_checks(tiny, work):
   """What a user meets first on this backend (a tiny classifier): an empty predict is a
   clear error and leaves the model working (Keras' JAX predict used to break it); a LoRA
-  model saves as a folder; export and a string keras.Input say they need TensorFlow; an
-  embedder's validation_data takes what its x takes. {name: value}."""
+  model saves as a folder; export and a string keras.Input say they need TensorFlow.
+  {name: value}."""
   out = {}
   classifier = ob.TextClassifier.from_preset(tiny, num_classes=2, sequence_length=8)
   before = classifier.predict(TEXTS)
@@ -82,10 +82,6 @@ def newcomer_checks(tiny, work):
     preprocessor(keras.Input(shape=(), dtype="string"))
   except ValueError as e:
     out["string_input_error"] = str(e)
-  embedder = ob.TextEmbedder.from_preset(tiny, sequence_length=8)
-  history = embedder.fit((TEXTS, TEXTS[::-1]), batch_size=4, epochs=1, verbose=0,
-                         validation_data=(TEXTS, TEXTS[::-1]))
-  out["embedder_val_loss"] = history.history["val_loss"][-1]
   return out
 
 

@@ -149,7 +149,6 @@ def test_the_api_on_another_backend_matches_tensorflow_and_trains(backend,
   assert "python -m official_bert.export --checkpoint=FOLDER" in newcomer["export_error"]
   assert newcomer["lora_folder_round_trip_max_diff"] < 1e-6
   assert "needs the TensorFlow backend" in newcomer["string_input_error"]
-  assert np.isfinite(newcomer["embedder_val_loss"])
   # Every task model's inference from the same folder: TensorFlow's outputs.
   _assert_same_task_outputs(results["task_outputs"],
                             json.loads((reference / "task_outputs.json").read_text()))
