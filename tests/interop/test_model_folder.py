@@ -7,10 +7,13 @@ tokenizer_config.json, as `save_pretrained` of a bare BertModel writes), google-
 (bert_config.json + vocab.txt only), a command's OUTPUT_DIR, or a folder the API saved.
 """
 
+import collections
+import dataclasses
 import json
 import logging
 import os
 import shutil
+import types
 
 from conftest import TINY_CONFIG
 from conftest import run_command
@@ -31,6 +34,8 @@ from official_bert.modeling.bert_config import BertConfig
 from official_bert.modeling.encoder import BertEncoder
 from official_bert.serving import exporter
 from official_bert.serving import feature_extraction
+from official_bert.tasks import classifier_job
+from official_bert.training import finetuning_runner
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
@@ -170,17 +175,15 @@ def test_the_default_sequence_length_fits_a_small_model(folders):
 
 def test_a_fine_tuning_command_fits_a_small_model_without_a_flag(folders, tmp_path):
   """run_classifier from a 32-position model, no --max_seq_length: its default 128 would not
-  fit; it trains at 32, and the run record says so."""
-  train = tmp_path / "train.csv"
-  train.write_text("text,label\n" + "a good film,1\na bad film,0\n" * 4)
-  out = tmp_path / "out"
-  proc = run_command("official_bert.run_classifier",
-                     f"--init_checkpoint={folders['hf', 'uncased']}", f"--train_file={train}",
-                     "--do_train", "--train_batch_size=4", "--num_train_steps=1",
-                     f"--output_dir={out}")
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  assert "--max_seq_length=32: the model" in proc.stderr
-  assert model_folder.read(str(out)).record.max_seq_length == 32
+  fit; it trains at 32. A flag given, or a run record's length, is kept."""
+  flags = collections.defaultdict(lambda: types.SimpleNamespace(present=False))
+  settings = classifier_job.ClassifierSettings(init_checkpoint=folders["hf", "uncased"],
+                                               output_dir=str(tmp_path / "out"))
+  assert settings.max_seq_length == 128
+  assert finetuning_runner.inherit_run_settings(settings, flags).max_seq_length == 32
+  given = dataclasses.replace(settings, max_seq_length=16)
+  flags["max_seq_length"] = types.SimpleNamespace(present=True)
+  assert finetuning_runner.inherit_run_settings(given, flags).max_seq_length == 16
 
 
 @pytest.mark.parametrize("case", ["cased", "uncased"])
