@@ -29,7 +29,8 @@ Preset = collections.namedtuple(
 
 
 # How `from_preset`'s arguments are named in the one reader's messages.
-NAMES = model_folder.Names(path="from_preset: the model", case="lower_case",
+NAMES = model_folder.Names(path="from_preset: the model", config="a config",
+                           vocab="a vocabulary", case="lower_case",
                            allow_case="allow_case_mismatch=True")
 
 

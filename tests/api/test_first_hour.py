@@ -20,6 +20,7 @@ import pytest
 
 import official_bert as ob
 from official_bert.interop import model_folder
+from official_bert.interop import weights_io
 from official_bert.serving import exporter
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
@@ -163,7 +164,9 @@ def test_export_into_the_model_folder_keeps_the_model(tiny_dir, tmp_path):
   assert set(before) <= set(os.listdir(folder)), before
   with open(os.path.join(tiny_dir, "vocab.txt"), encoding="utf-8") as f:
     assert (folder / "vocab.txt").read_text() == f.read()
-  exporter.export(model_folder.read(str(folder)), str(folder), options)  # it reads again
+  again = model_folder.read(str(folder))  # it reads again, its weights too
+  assert again.vocab_file == str(folder / "vocab.txt") and again.config is not None
+  assert weights_io.read_weights(str(folder)).format == "ours"
 
 
 def test_export_entries_are_those_of_an_export_there(tmp_path):

@@ -259,4 +259,6 @@ def test_a_folder_with_only_tokenizer_json_says_what_to_save(folders, tmp_path):
   with pytest.raises(ValueError, match=r"no vocab.txt beside it \(its tokenizer.json is not "
                                        r"read: .*save_vocabulary"):
     model_folder.read(str(path))
+  with pytest.raises(FileNotFoundError, match="^a vocabulary is required: from_preset"):
+    ob.Preprocessor.from_preset(str(path))  # the API's message names no flag
 
