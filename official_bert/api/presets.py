@@ -13,6 +13,7 @@ import os
 
 import tensorflow as tf
 
+from official_bert.interop import case_check
 from official_bert.interop import checkpointing
 from official_bert.interop import folder_writes
 from official_bert.interop import model_files
@@ -50,9 +51,9 @@ def load(path, read_weights=True, lower_case=None, allow_case_mismatch=False):
   try:
     folder = model_folder.read(path, do_lower_case=lower_case,
                                allow_case_mismatch=allow_case_mismatch, names=NAMES)
+  except case_check.CaseMismatchError:
+    raise  # the lower_case given, contradicted by the folder
   except ValueError as e:
-    if lower_case is not None and f"{NAMES.case}={lower_case}" in str(e):
-      raise  # the case given, contradicted by the folder
     raise FileNotFoundError(str(e)) from None  # no config or vocabulary
   weights = weights_io.read_weights(path) if read_weights else None
   return Preset(path, folder.config, folder.vocab_file, folder.do_lower_case, weights,

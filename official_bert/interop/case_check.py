@@ -56,10 +56,15 @@ def _file_is_cased(path, length, mtime_nsec):  # pylint: disable=unused-argument
   return vocabulary_is_cased(tokenization.load_vocab_tokens(path))
 
 
+class CaseMismatchError(ValueError):
+  """A case given (a flag, an argument) that a witness contradicts (`check`)."""
+
+
 def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_case=None,
           config_source=None, config_vocab_file=None, flag="--do_lower_case",
           allow="--allow_case_mismatch"):
-  """Raises ValueError when --do_lower_case contradicts a witness (see the module doc).
+  """Raises CaseMismatchError (a ValueError) when --do_lower_case contradicts a witness (see
+  the module doc).
 
   Args:
     config_lower_case: do_lower_case of a tokenizer_config.json (None: no such file).
@@ -75,10 +80,10 @@ def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_cas
     tokenization.validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
   except ValueError as e:
     message = str(e).split(" If this error")[0].replace("--do_lower_case", flag)
-    raise ValueError(f"{message} ({override})") from None
+    raise CaseMismatchError(f"{message} ({override})") from None
   if config_lower_case is not None:
     if bool(config_lower_case) != bool(do_lower_case):
-      raise ValueError(f"{given} but {config_source} says do_lower_case="
+      raise CaseMismatchError(f"{given} but {config_source} says do_lower_case="
                        f"{bool(config_lower_case)}: pass {flag}="
                        f"{bool(config_lower_case)} ({override})")
     if not vocab_file or (config_vocab_file and os.path.abspath(vocab_file)
@@ -87,10 +92,11 @@ def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_cas
   if vocab_file:
     cased = vocabulary_file_is_cased(vocab_file)
     if cased and do_lower_case:
-      raise ValueError(f"{given} but the vocabulary {vocab_file} is cased (it has upper-case "
-                       "entries, which lower-cased input never matches): pass "
-                       f"{flag}=False ({override})")
+      raise CaseMismatchError(
+          f"{given} but the vocabulary {vocab_file} is cased (it has upper-case entries, "
+          f"which lower-cased input never matches): pass {flag}=False ({override})")
     if cased is False and not do_lower_case:
-      raise ValueError(f"{given} but the vocabulary {vocab_file} is uncased (all its entries "
-                       "are lower-case, so upper-case input becomes [UNK] or rare pieces): "
-                       f"pass {flag}=True ({override})")
+      raise CaseMismatchError(
+          f"{given} but the vocabulary {vocab_file} is uncased (all its entries are "
+          f"lower-case, so upper-case input becomes [UNK] or rare pieces): pass {flag}=True "
+          f"({override})")

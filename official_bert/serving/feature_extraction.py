@@ -217,15 +217,14 @@ def embedder_settings(settings, given):
     if case != settings.do_lower_case:
       logging.info("--do_lower_case=%s: from %s", case, source)
       settings = dataclasses.replace(settings, do_lower_case=case)
+  record = model_files.beside(settings.init_checkpoint).record
   if "max_seq_length" not in given:
-    recorded = model_files.beside(settings.init_checkpoint).record.max_seq_length
-    length = recorded or model_folder.default_sequence_length(
-        finetuning_runner.config_and_source(settings)[0], settings.max_seq_length)
-    if length != settings.max_seq_length:
-      logging.info("--max_seq_length=%d: from %s", length,
-                   "its run record" if recorded else "the model's max_position_embeddings")
-      settings = dataclasses.replace(settings, max_seq_length=length)
-  stored = model_files.beside(settings.init_checkpoint).record.values()
+    if not record.max_seq_length:
+      settings = finetuning_runner.fitting_sequence_length(settings)
+    elif record.max_seq_length != settings.max_seq_length:
+      logging.info("--max_seq_length=%d: from its run record", record.max_seq_length)
+      settings = dataclasses.replace(settings, max_seq_length=record.max_seq_length)
+  stored = record.values()
   if stored.get("model_type") != "encoder" or "pooling" not in stored:
     return settings
   trained = {"pooling": stored["pooling"],

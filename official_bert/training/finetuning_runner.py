@@ -351,11 +351,11 @@ def inherit_run_settings(settings, flag_values):
       logging.info("--do_lower_case=%s: from %s", case[0], case[1])
       settings = dataclasses.replace(settings, do_lower_case=case[0])
   if "max_seq_length" not in inherited and not flag_values["max_seq_length"].present:
-    settings = _fitting_sequence_length(settings)
+    settings = fitting_sequence_length(settings)
   return settings
 
 
-def _fitting_sequence_length(settings):
+def fitting_sequence_length(settings):
   """--max_seq_length's default, or the model's max_position_embeddings where that is fewer:
   a small model needs no flag, as on every route (`model_folder.default_sequence_length`)."""
   try:
