@@ -88,6 +88,10 @@ class Preprocessor(keras.layers.Layer):
                           allow_case_mismatch=allow_case_mismatch)
     if sequence_length is None:
       sequence_length = model_folder.default_sequence_length(preset.config)
+    if sequence_length > preset.config.max_position_embeddings:
+      raise ValueError(f"sequence_length={sequence_length} is more than the model's "
+                       f"max_position_embeddings={preset.config.max_position_embeddings} "
+                       f"({path})")
     return cls(preset.vocab_file, preset.do_lower_case, sequence_length, **kwargs)
 
   @property
@@ -106,6 +110,10 @@ class Preprocessor(keras.layers.Layer):
     if isinstance(inputs, (tuple, list)) and len(inputs) == 2 and not isinstance(
         inputs[0], (str, bytes)):
       texts = [as_string_tensor(t, f"x[{i}]") for i, t in enumerate(inputs)]
+      sizes = [t.shape[0] if t.shape.rank else None for t in texts]
+      if None not in sizes and sizes[0] != sizes[1]:
+        raise ValueError(f"Preprocessor: {sizes[0]} first texts but {sizes[1]} second texts "
+                         f"(a pair's two lists go text by text)")
     else:
       texts = [as_string_tensor(inputs)]
     if all(t.shape.rank == 1 for t in texts):  # [batch]: the traced graph

@@ -43,16 +43,21 @@ def load(path, read_weights=True, lower_case=None, allow_case_mismatch=False):
 
   Raises:
     FileNotFoundError: nothing at `path`, or no vocabulary / config beside it.
-    ValueError: a `lower_case` the folder contradicts.
+    ValueError: a `lower_case` the folder contradicts; a damaged run record or
+      tokenizer_config.json (`model_files.DamagedFileError`).
   """
   path = os.fspath(path)
   if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
     raise FileNotFoundError(f"from_preset: no model at {path}")
+  if path.endswith(".keras") and not tf.io.gfile.isdir(path):
+    raise ValueError(f"from_preset: {path} is a Keras file, not a model folder: load it with "
+                     f"keras.saving.load_model({path!r}) (after `import official_bert`), or "
+                     f"save a model folder with model.save(FOLDER)")
   try:
     folder = model_folder.read(path, do_lower_case=lower_case,
                                allow_case_mismatch=allow_case_mismatch, names=NAMES)
-  except case_check.CaseMismatchError:
-    raise  # the lower_case given, contradicted by the folder
+  except (case_check.CaseMismatchError, model_files.DamagedFileError):
+    raise  # the lower_case given, contradicted by the folder; a file to correct
   except ValueError as e:
     raise FileNotFoundError(str(e)) from None  # no config or vocabulary
   weights = weights_io.read_weights(path) if read_weights else None

@@ -27,6 +27,7 @@ from official_bert.api.backbone import Backbone
 from official_bert.api.backbone import BackboneModelConfig
 from official_bert.api.preprocessor import Preprocessor
 from official_bert.interop import folder_writes
+from official_bert.interop import model_files
 from official_bert.interop import model_folder
 from official_bert.interop import run_record
 from official_bert.interop import weight_names
@@ -427,15 +428,29 @@ class TaskModel(BackboneModelConfig, keras.Model):
   # Whether `fit`/`evaluate` take a file's path as x (QuestionAnswerer: a SQuAD JSON file).
   reads_files = False
 
+  # Whether `fit`/`evaluate` need labels `y` beside raw `x` (not a dataset of (x, y)).
+  needs_y = False
+
   def _check_inputs(self, x, y, call):
     """A clear error for inputs Keras would reject with a message about something else."""
     if isinstance(x, (str, bytes, os.PathLike)) and not self.reads_files:
-      raise ValueError(
-          f"{call}: x is one string ({os.fspath(x)!r}), not a list of texts. To train on a "
-          f"file, read its columns first, e.g. with pandas: `df = pandas.read_csv(path)`, "
-          f"then {call}(df['text'], df['label'])")
+      advice = f"pass a list, {call}([{os.fspath(x)!r}])"
+      if call != "predict":
+        columns = "df['text'], df['label']" if self.needs_y else "df['text']"
+        advice += (f"; for a file, read its columns first, e.g. with pandas: `df = "
+                   f"pandas.read_csv(path)`, then {call}({columns})")
+      raise ValueError(f"{call}: x is one string ({os.fspath(x)!r}), not a list of texts: "
+                       f"{advice}")
     if not isinstance(x, tf.data.Dataset) and x is not None and _length(x) == 0:
       raise ValueError(f"{call}: x has no examples (an empty list)")
+    if call == "predict" or isinstance(x, tf.data.Dataset):
+      return
+    if isinstance(y, (str, bytes)):
+      raise ValueError(f"{call}: y is one string ({y!r}), not a list of labels (one per "
+                       f"example of x)")
+    if y is None and self.needs_y:
+      raise ValueError(f"{call}: y is None: give the labels of x, one per example (or x as a "
+                       f"tf.data.Dataset of (x, y) batches)")
 
   def fit(self, x=None, y=None, batch_size=32, epochs=1, validation_data=None, shuffle=True,
           seed=None, steps_per_epoch=None, **kwargs):
@@ -549,6 +564,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
     path = os.fspath(path)
     if path.endswith(".keras"):
       return super().save(path, overwrite=True if overwrite is None else overwrite, **kwargs)
+    if path.endswith((".h5", ".hdf5")):  # Keras 3 writes no HDF5 model: not a folder so named
+      raise ValueError(f"save: {path} names an HDF5 file, which Keras 3 models are not saved "
+                       f"as: give a folder (a model folder), or a path ending in .keras")
     presets.save(path, self.network, self.preprocessor, self.run_record(),
                  overwrite=bool(overwrite))
     return None
@@ -583,6 +601,23 @@ def export_saved(model, model_type, path, overwrite, arguments):
                                      source=f"the Python API's {type(model).__name__}",
                                      **arguments)
     return exporter.export(model_folder.read(saved), path, options)
+
+
+def check_batch_size(batch_size):
+  if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
+      batch_size < 1):
+    raise ValueError(f"batch_size={batch_size!r}: expected a whole number of examples, 1 or "
+                     f"more")
+
+
+def needs_a_new_head(cls, path, preset, arguments):
+  """The error of `from_preset` on a folder not trained as `cls`'s task, without the
+  `arguments` a new head needs: says what the folder is."""
+  kind = preset.record.model_type
+  what = (f"a {kind} model (its {model_files.RUN_SETTINGS_FILE})" if kind
+          else "a pretrained model (no run record of a task)")
+  return ValueError(f"{cls.__name__}.from_preset: {path} is {what}, not a {cls.__name__}: "
+                    f"pass {arguments} for a new head on its encoder")
 
 
 def check_sequence_length(preprocessor, encoder):
@@ -629,6 +664,7 @@ def _length(x):
 
 def batches(features, batch_size, shuffle, seed):
   """A dataset of `features` (a structure of numpy arrays or tensors), batched."""
+  check_batch_size(batch_size)
   dataset = tf.data.Dataset.from_tensor_slices(features)
   if shuffle:
     n = int(dataset.cardinality())

@@ -38,6 +38,7 @@ class TextClassifier(task_model.TaskModel):
   """Args: see `from_preset`; built from a `Backbone`, a `Preprocessor` and the labels."""
 
   model_type = "classifier"
+  needs_y = True
 
   def __init__(self, backbone, preprocessor, num_classes=None, labels=None,
                problem_type="single_label", multi_label_threshold=0.5, text_pairs=None,
@@ -101,6 +102,9 @@ class TextClassifier(task_model.TaskModel):
       kwargs.setdefault("multi_label_threshold", stored.get("multi_label_threshold") or 0.5)
       kwargs.setdefault("text_pairs", stored.get("text_pairs"))
       kwargs.setdefault("doc_stride", stored.get("doc_stride") or 0)
+    if not stored and num_classes is None and labels is None and problem_type != "regression":
+      raise task_model.needs_a_new_head(cls, path, preset,
+                                        "labels=[...] or num_classes= (or problem_type=)")
     return dict(kwargs, num_classes=num_classes, labels=labels,
                 problem_type=problem_type or "single_label"), fine_tuned
 
@@ -233,6 +237,7 @@ class TextClassifier(task_model.TaskModel):
     return np.full([n], UNLABELED, np.int32)
 
   def fit(self, x=None, y=None, *args, **kwargs):
+    self._check_inputs(x, y, "fit")  # before y is read here
     if not isinstance(x, tf.data.Dataset):
       self.text_pairs = self._check_pairs(x)  # the same kind as an earlier fit, if any
       if y is not None and self.problem_type == "single_label":

@@ -233,6 +233,7 @@ class TokenTagger(task_model.TaskModel):
   """
 
   model_type = "tagger"
+  needs_y = True
 
   def __init__(self, backbone, preprocessor, labels, **kwargs):
     values = [] if labels is None else [task_model.plain_label(label) for label in labels]
@@ -266,6 +267,8 @@ class TokenTagger(task_model.TaskModel):
                        f"start from the model it was fine-tuned from")
     if stored and labels is None:
       labels = stored.get("label_values") or preset.labels
+    if not stored and labels is None:
+      raise task_model.needs_a_new_head(cls, path, preset, "labels=[...]")
     return dict(kwargs, labels=labels), bool(stored)
 
   # --- data ---------------------------------------------------------------------------------
@@ -311,6 +314,8 @@ class TokenTagger(task_model.TaskModel):
   def _check_inputs(self, x, y, call):
     if not isinstance(x, tf.data.Dataset):  # distill's prepared batches
       word_lists(x, "x")  # a tagger's x is word lists, never a string of text or a path
+      if y is not None:
+        self._sentences(x, y)  # y's shape, named as a tagger's (tag lists)
     super()._check_inputs(x, y, call)
 
   def _features(self, sentences):

@@ -28,7 +28,8 @@ class FolderNotEmptyError(ValueError):
   def __init__(self, path, entries, option):
     shown = ", ".join(sorted(entries)[:5]) + (", ..." if len(entries) > 5 else "")
     super().__init__(
-        f"{path} is not empty ({len(entries)} entries: {shown}); nothing was written. Choose "
+        f"{path} is not empty ({len(entries)} {'entry' if len(entries) == 1 else 'entries'}: "
+        f"{shown}); nothing was written. Choose "
         f"a new folder, or pass {option} to replace the model files in it (other files are "
         f"kept)")
     self.path = path

@@ -87,6 +87,9 @@ def beside(path):
         do_lower_case = json.loads(f.read()).get("do_lower_case")
       except (json.JSONDecodeError, AttributeError):
         logging.warning("%s: not a JSON object; ignored.", tokenizer_config)
+    if do_lower_case is not None and not isinstance(do_lower_case, bool):
+      raise DamagedFileError(f"{tokenizer_config}: do_lower_case should be true or false, got "
+                       f"{json.dumps(do_lower_case)}")
   return ModelFiles(directory, there(CONFIG_FILE), there(HF_CONFIG_FILE), there(VOCAB_FILE),
                     do_lower_case, read_run_settings(directory))
 
@@ -185,17 +188,28 @@ def copy_vocab(vocab_file, directory):
     tfrecord_io.copy_file(vocab_file, target)
 
 
+class DamagedFileError(ValueError):
+  """A model folder's file (its run record, tokenizer_config.json) that is there but cannot be
+  read as what it should hold: an error naming the file, never "no model here"."""
+
+
 def read_run_settings(directory):
-  """The `run_record.RunRecord` of `directory`'s run_settings.json (empty when there is none;
-  a damaged file is logged and read as none)."""
+  """The `run_record.RunRecord` of `directory`'s run_settings.json (empty when there is none).
+
+  Raises:
+    ValueError: a damaged record (not JSON, a field of the wrong type), naming the file. Read
+      as none, the folder would load as a pretrained encoder, with the default length and
+      case, not as the model it records.
+  """
   path = os.path.join(directory, RUN_SETTINGS_FILE) if directory else ""
   if not path or not tf.io.gfile.exists(path):
     return run_record.RunRecord()
   try:
     return run_record.RunRecord.from_json(tfrecord_io.read_text(path), source=path)
-  except (ValueError, TypeError) as e:
-    logging.warning("%s: %s; ignored.", path, e)
-    return run_record.RunRecord()
+  except ValueError as e:
+    raise DamagedFileError(f"{e}. The folder's run record is damaged: correct it (a model saved "
+                     "by official-bert writes it), or remove it to read the folder as a "
+                     "pretrained model") from None
 
 
 def labels_beside(checkpoint):

@@ -83,16 +83,18 @@ def folder_case(files, record, vocab_file):
   return vocabulary_case(vocab_file)
 
 
-def warn_if_the_vocabulary_disagrees(do_lower_case, source, vocab_file):
+def warn_if_the_vocabulary_disagrees(do_lower_case, source, vocab_file, names=Names()):
   """The folder's file decides the case (`folder_case`); a vocabulary that says otherwise
-  is worth a warning (lower-casing a cased vocabulary, or the reverse)."""
+  is worth a warning (lower-casing a cased vocabulary, or the reverse). `names`: how the
+  override is spelled (a command's flags, the API's arguments)."""
   cased = case_check.vocabulary_file_is_cased(vocab_file)
   if cased is not None and cased == do_lower_case:
+    joiner = " " if names.case.startswith("--") else ", "
     logging.warning(
         "%s says do_lower_case=%s but the vocabulary %s is %s: following %s. If the "
-        "vocabulary is right, correct the file (or pass a command --do_lower_case=%s "
-        "--allow_case_mismatch)", source, do_lower_case, vocab_file,
-        "cased" if cased else "uncased", source, not do_lower_case)
+        "vocabulary is right, correct the file (or pass %s=%s%s%s)", source, do_lower_case,
+        vocab_file, "cased" if cased else "uncased", source, names.case, not do_lower_case,
+        joiner, names.allow_case)
 
 
 def vocabulary_case(vocab_file):
@@ -151,7 +153,7 @@ def read(path, config_file=None, vocab_file=None, do_lower_case=None,
   declared = declared_case(files, record)
   case, source = folder_case(files, record, vocab_file)
   if do_lower_case is None and vocab_file and declared[0] is not None:
-    warn_if_the_vocabulary_disagrees(case, source, vocab_file)
+    warn_if_the_vocabulary_disagrees(case, source, vocab_file, names)
   if do_lower_case is not None:
     if not allow_case_mismatch:
       case_check.check(bool(do_lower_case), path, vocab_file, *declared, files.vocab,

@@ -17,6 +17,7 @@ are read too. Writing a field no part has is an error: the record is the schema.
 
 import dataclasses
 import json
+import typing
 from typing import Optional
 
 from absl import logging
@@ -154,13 +155,26 @@ class RunRecord:
     if not isinstance(value, dict):
       raise ValueError(f"{source}: expected a JSON object, got {type(value).__name__}")
     version = value.pop("version", 1)
+    if not _is_a(version, int) or version < 1:
+      raise ValueError(f"{source}: version should be a whole number from 1, got "
+                       f"{json.dumps(version)}")
+    if version > VERSION:
+      raise ValueError(f"{source}: version {version}, written by a newer official-bert (this "
+                       f"one reads versions 1 to {VERSION}): upgrade official-bert to read it")
     model_type = value.get("model_type")
     flat = dict(value)
     distillation = flat.pop("distillation", None)
     for name in _PART_CLASSES:  # version 2: the parts nested
       part = flat.pop(name, None)
-      if isinstance(part, dict):
+      if part is not None and not isinstance(part, dict):
+        raise ValueError(f"{source}: {name} should be a JSON object (its fields), got "
+                         f"{json.dumps(part)}")
+      if part:
+        _check_types(_PART_CLASSES[name], part, source, f"{name}.")
         flat.update(part)
+    if distillation is not None and not isinstance(distillation, dict):
+      raise ValueError(f"{source}: distillation should be a JSON object (its fields), got "
+                       f"{json.dumps(distillation)}")
     top = {f.name for f in dataclasses.fields(cls)} - set(_PART_CLASSES) - {"version"}
     part_cls = PARTS.get(model_type, (None, None))[1]
     known = top | ({f.name for f in dataclasses.fields(part_cls)} if part_cls else set())
@@ -168,6 +182,13 @@ class RunRecord:
     if unknown:
       logging.warning("%s: fields %s are not part of a %s's record (version %s); ignored.",
                       source, unknown, model_type, version)
+    _check_types(cls, {k: v for k, v in flat.items() if k in top}, source)
+    if part_cls:
+      _check_types(part_cls, {k: v for k, v in flat.items() if k in known - top}, source)
+    if flat.get("labels") is not None and not all(
+        _is_a(label, str) or _is_a(label, float) for label in flat["labels"]):
+      raise ValueError(f"{source}: labels should be a list of label names (strings), got "
+                       f"{json.dumps(flat['labels'])}")
     flat.pop("model_type", None)
     record = cls.of(model_type, **{k: v for k, v in flat.items() if k in known})
     if isinstance(distillation, dict):
@@ -182,4 +203,34 @@ def _distillation_part(value, source="run record"):
   if unknown:
     logging.warning("%s: distillation fields %s are not known (version %s); ignored.", source,
                     unknown, VERSION)
-  return DistillationPart(**{k: v for k, v in value.items() if k in known})
+  value = {k: v for k, v in value.items() if k in known}
+  _check_types(DistillationPart, value, source, "distillation.")
+  return DistillationPart(**value)
+
+
+# What each field's JSON value must be, by its annotation (Optional[x] -> x).
+_TYPE_NAMES = {bool: "true or false", int: "a whole number", float: "a number",
+               str: "a string", list: "a list"}
+
+
+def _is_a(value, kind):
+  """Whether a JSON value is of `kind` as a record means it: true/false is no number."""
+  if kind is bool:
+    return isinstance(value, bool)
+  if kind is int:
+    return isinstance(value, int) and not isinstance(value, bool)
+  if kind is float:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+  return isinstance(value, kind)
+
+
+def _check_types(cls, values, source, prefix=""):
+  """ValueError naming `source` and the field whose value is not of its field's type: a
+  hand-edited "false" (a string, which Python reads as true) or "neg,pos" (not a list)."""
+  kinds = {f.name: next((a for a in typing.get_args(f.type) if a is not type(None)), f.type)
+           for f in dataclasses.fields(cls)}
+  for name, value in values.items():
+    kind = kinds.get(name)
+    if value is not None and kind in _TYPE_NAMES and not _is_a(value, kind):
+      raise ValueError(f"{source}: {prefix}{name} should be {_TYPE_NAMES[kind]}, got "
+                       f"{json.dumps(value)}")

@@ -117,6 +117,12 @@ class BertEncoder(keras.Model):
 
   def call(self, inputs, training=None):
     word_ids, mask, type_ids = unpack_inputs(inputs)
+    length = word_ids.shape[1] if len(word_ids.shape) > 1 else None
+    if length is not None and length > self.max_position_embeddings:
+      # Known when the inputs are built: not a failed position gather at the first batch.
+      raise ValueError(f"inputs of {length} tokens, more than this model's "
+                       f"max_position_embeddings={self.max_position_embeddings}: give the "
+                       f"Preprocessor a sequence_length of at most that")
     if training:
       packing = self._training_packing(mask) if self.pack_training else None
       return self._forward(word_ids, mask, type_ids, training, packing=packing)

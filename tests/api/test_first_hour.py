@@ -15,6 +15,7 @@ import shutil
 from conftest import GLUE_DATA
 from conftest import run_command
 from conftest import tiny_model_folder
+from conftest import tiny_pretraining_folder
 import numpy as np
 import pytest
 
@@ -233,11 +234,93 @@ def test_scores_without_a_scored_loss_are_an_error(tiny_dir):
     embedder.fit((TEXTS[:4], TEXTS[4:]), [0.5, 0.1, 0.9, 0.3], batch_size=2, verbose=0)
 
 
-def test_inputs_keras_would_misreport(classifier):
+def test_inputs_keras_would_misreport(classifier, tiny_dir, tmp_path):
   with pytest.raises(ValueError, match="x has no examples"):
     classifier.fit([], [])
-  with pytest.raises(ValueError, match=r"x is one string \('train.csv'\).*read_csv"):
+  with pytest.raises(ValueError, match=r"x is one string \('train.csv'\).*read_csv.*"
+                     r"fit\(df\['text'\], df\['label'\]\)"):
     classifier.fit("train.csv")
+  # predict takes no labels: the advice is the list, not a file's columns.
+  with pytest.raises(ValueError, match=r"predict: x is one string \('hello world'\), not a "
+                     r"list of texts: pass a list, predict\(\['hello world'\]\)$"):
+    classifier.predict("hello world")
+  masked_lm = ob.MaskedLM.from_preset(tiny_pretraining_folder(tmp_path / "pre"),
+                                      sequence_length=16)
+  with pytest.raises(ValueError, match=r"fit\(df\['text'\]\)$"):
+    masked_lm.fit("corpus.txt")
+  # y: missing, one string (which Python would iterate as characters), a batch size of 0.
+  with pytest.raises(ValueError, match="fit: y is None: give the labels of x, one per example"):
+    classifier.fit(TEXTS, None)
+  with pytest.raises(ValueError, match=r"fit: y is one string \('pos'\), not a list"):
+    classifier.fit(TEXTS[:3], "pos")
+  with pytest.raises(ValueError, match=r"batch_size=0: expected a whole number of examples"):
+    classifier.fit(TEXTS, LABELS, batch_size=0)
+  tagger = ob.TokenTagger.from_preset(tiny_dir, labels=["O", "B-X"], sequence_length=16)
+  with pytest.raises(ValueError, match="fit: y is None"):
+    tagger.fit([["a", "film"]])
+  # A pair's two lists of different lengths: the Preprocessor says so, not a graph error.
+  with pytest.raises(ValueError, match="Preprocessor: 2 first texts but 1 second texts"):
+    classifier.preprocessor((["a", "b"], ["c"]))
+
+
+def test_what_a_folder_is_when_it_is_not_this_task(classifier, tiny_dir, tmp_path):
+  """from_preset of another task's folder (or a pretrained one) without what a new head
+  needs says what the folder is; a .keras file and an .h5 name are not model folders."""
+  classifier.save(str(tmp_path / "clf"))
+  with pytest.raises(ValueError, match=r"TokenTagger.from_preset: .*/clf is a classifier model "
+                     r"\(its run_settings.json\), not a TokenTagger: pass labels=\[...\]"):
+    ob.TokenTagger.from_preset(str(tmp_path / "clf"))
+  with pytest.raises(ValueError, match=r"TextClassifier.from_preset: .* is a pretrained model "
+                     r"\(no run record of a task\), not a TextClassifier: pass labels="):
+    ob.TextClassifier.from_preset(tiny_dir)
+  with pytest.raises(ValueError, match="names an HDF5 file"):
+    classifier.save(str(tmp_path / "model.h5"))
+  assert not (tmp_path / "model.h5").exists()
+  classifier.save(str(tmp_path / "model.keras"))
+  with pytest.raises(ValueError, match=r"a Keras file, not a model folder: load it with "
+                     r"keras.saving.load_model"):
+    ob.TextClassifier.from_preset(str(tmp_path / "model.keras"))
+  with pytest.raises(ValueError, match=r"sequence_length=512 is more than the model's "
+                     r"max_position_embeddings=128"):
+    ob.Preprocessor.from_preset(tiny_dir, sequence_length=512)
+
+
+def test_a_functional_model_longer_than_the_positions_is_refused_when_built(tiny_dir):
+  """A Preprocessor made by hand, longer than the model: refused when the functional model is
+  built, not by a failed position gather at the first batch."""
+  import keras  # pylint: disable=g-import-not-at-top
+  backbone = ob.Backbone.from_preset(tiny_dir)
+  preprocessor = ob.Preprocessor(ob.Preprocessor.from_preset(tiny_dir).vocab_file,
+                                 sequence_length=256)
+  x = keras.Input(shape=(), dtype="string")
+  with pytest.raises(ValueError, match=r"inputs of 256 tokens, more than this model's "
+                     r"max_position_embeddings=128"):
+    backbone(preprocessor(x))
+
+
+def test_an_answer_with_no_valid_span_is_empty_text(tiny_dir):
+  """SQuAD v1.1's "empty" placeholder (predictions.json's, which the exports keep) is not an
+  answer: `answer` gives "" and -1 offsets, so text == context[start:end] holds."""
+  answerer = ob.QuestionAnswerer.from_preset(tiny_dir, sequence_length=32)
+  context = "John went home."
+  answers = answerer.answer(["Who went home?"] * 2, [context, ""])
+  for answer, text in zip(answers, [context, ""]):
+    assert answer["text"] == text[answer["start"]:answer["end"]] if answer["start"] >= 0 else (
+        answer == {"text": "", "start": -1, "end": -1, "score": 0.0})
+  assert answers[1] == {"text": "", "start": -1, "end": -1, "score": 0.0}
+
+
+def test_question_answerer_names_the_examples_whose_answer_is_not_there(tiny_dir, caplog):
+  answerer = ob.QuestionAnswerer.from_preset(tiny_dir, sequence_length=32)
+  bad = {"question": "q", "context": "abc def", "answers": [{"text": "xyz", "answer_start": 0}]}
+  good = {"question": "what", "context": "abc def", "answers": [{"text": "def",
+                                                                  "answer_start": 4}]}
+  with pytest.raises(ValueError, match=r"^x: no usable questions: no example's answer text is "
+                     r"at its answer_start in its context \(example 0 \('q'\): 'xyz' at 0\)$"):
+    answerer.fit([bad], batch_size=1)
+  with caplog.at_level(logging.WARNING):
+    answerer.fit([good, bad, good], batch_size=1, verbose=0)
+  assert "x: 1 of 3 examples skipped" in caplog.text and "example 1 ('q')" in caplog.text
 
 
 def test_a_seed_repeats_a_fit(tiny_dir):

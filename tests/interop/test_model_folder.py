@@ -12,11 +12,13 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import shutil
 import types
 
 from conftest import TINY_CONFIG
 from conftest import run_command
+from conftest import tiny_model_folder
 import keras
 import numpy as np
 import pytest
@@ -135,6 +137,11 @@ def test_a_tokenizer_config_outranks_its_vocabulary_with_a_warning(folders, tmp_
   with caplog.at_level(logging.WARNING):
     assert model_folder.read(str(path)).do_lower_case is True
   assert "says do_lower_case=True but the vocabulary" in caplog.text and "is cased" in caplog.text
+  assert "pass --do_lower_case=False --allow_case_mismatch)" in caplog.text
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):  # the API's warning names the API's arguments
+    ob.Preprocessor.from_preset(str(path))
+  assert "pass lower_case=False, allow_case_mismatch=True)" in caplog.text
   caplog.clear()
   with caplog.at_level(logging.WARNING):
     assert model_folder.read(str(path), do_lower_case=True).do_lower_case is True
@@ -241,6 +248,53 @@ def test_the_run_record_round_trips_and_reads_version_1():
     run_record.RunRecord.of("classifier", pooling="mean")
   with pytest.raises(ValueError, match="run_settings.json: not valid JSON"):
     run_record.RunRecord.from_json("{", source="run_settings.json")
+
+
+@pytest.mark.parametrize("edit,message", [
+    ({"do_lower_case": "false"}, 'do_lower_case should be true or false, got "false"'),
+    ({"labels": "neg,pos"}, 'labels should be a list, got "neg,pos"'),
+    ({"labels": [["neg"], ["pos"]]}, "labels should be a list of label names"),
+    ({"max_seq_length": "64"}, 'max_seq_length should be a whole number, got "64"'),
+    ({"classifier": "single_label"}, "classifier should be a JSON object"),
+    ({"classifier": {"text_pairs": "yes"}}, 'classifier.text_pairs should be true or false'),
+    ({"version": 99}, "version 99, written by a newer official-bert"),
+    ({"version": "two"}, 'version should be a whole number from 1, got "two"'),
+    ({"distillation": {"teacher_layers": 3}}, "distillation.teacher_layers should be a list"),
+])
+def test_a_hand_edited_record_of_the_wrong_type_is_refused_naming_the_file(tmp_path, edit,
+                                                                           message):
+  """A string "false" would read as true (lower-casing a cased model), "neg,pos" as seven
+  labels; a record from a newer version as this one's: each is an error naming the file and
+  the field, and a folder with it does not load as something else."""
+  record = json.loads(run_record.RunRecord.of(
+      "classifier", task="own_files", max_seq_length=32, do_lower_case=False,
+      labels=["neg", "pos"], num_labels=2, problem_type="single_label").to_json())
+  record.update(edit)
+  folder = tmp_path / "model"
+  tiny_model_folder(folder)
+  (folder / model_files.RUN_SETTINGS_FILE).write_text(json.dumps(record))
+  with pytest.raises(ValueError, match=re.escape(message)) as e:
+    run_record.RunRecord.from_json(json.dumps(record), source="run_settings.json")
+  assert str(e.value).startswith("run_settings.json: ")
+  with pytest.raises(ValueError, match=re.escape(message)) as e:
+    ob.TextClassifier.from_preset(str(folder))
+  assert str(folder / model_files.RUN_SETTINGS_FILE) in str(e.value)
+  assert "remove it to read the folder as a pretrained model" in str(e.value)
+
+
+def test_a_damaged_record_or_case_file_is_an_error_not_a_pretrained_folder(tmp_path):
+  folder = tmp_path / "model"
+  tiny_model_folder(folder)
+  for text in ("{", "", "[1, 2]"):
+    (folder / model_files.RUN_SETTINGS_FILE).write_text(text)
+    with pytest.raises(ValueError, match=r"run_settings.json: (not valid JSON|expected a JSON)"):
+      model_folder.read(str(folder))
+  (folder / model_files.RUN_SETTINGS_FILE).unlink()
+  (folder / model_files.TOKENIZER_CONFIG_FILE).write_text('{"do_lower_case": "false"}')
+  with pytest.raises(ValueError, match=re.escape(
+      f'{folder / model_files.TOKENIZER_CONFIG_FILE}: do_lower_case should be true or false, '
+      'got "false"')):
+    ob.Preprocessor.from_preset(str(folder))
 
 
 def test_export_takes_the_model_type_from_the_run_record(folders):
