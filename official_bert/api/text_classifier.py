@@ -75,6 +75,9 @@ class TextClassifier(task_model.TaskModel):
     self.label_values = label_values
     self.problem_type = problem_type
     self.multi_label_threshold = float(multi_label_threshold)
+    if not 0.0 < self.multi_label_threshold <= 1.0:  # run_classifier's range
+      raise ValueError(f"multi_label_threshold={multi_label_threshold}: expected a probability "
+                       f"above 0 and at most 1")
     # Whether the model was trained on (first, second) pairs; None until known.
     self.text_pairs = text_pairs
     self.doc_stride = int(doc_stride or 0)  # 0: long texts truncated, else windows (module doc)
@@ -99,7 +102,8 @@ class TextClassifier(task_model.TaskModel):
       num_classes = stored.get("num_labels") if not labels else None
       problem_type = problem_type or classifier_outputs.problem_type_of(
           stored.get("problem_type"), num_classes, labels)
-      kwargs.setdefault("multi_label_threshold", stored.get("multi_label_threshold") or 0.5)
+      threshold = stored.get("multi_label_threshold")
+      kwargs.setdefault("multi_label_threshold", 0.5 if threshold is None else threshold)
       kwargs.setdefault("text_pairs", stored.get("text_pairs"))
       kwargs.setdefault("doc_stride", stored.get("doc_stride") or 0)
     if not stored and num_classes is None and labels is None and problem_type != "regression":

@@ -226,8 +226,23 @@ def labels_beside(checkpoint):
   return [line for line in tfrecord_io.read_text(path).splitlines() if line]
 
 
+def labels_of(directory, record=None):
+  """A trained folder's label names in id order: its run record's (`record`, else read), else
+  its labels.txt; None when it has neither (a pretrained model)."""
+  record = read_run_settings(directory) if record is None else record
+  return list(record.labels) if record.labels else labels_beside(directory)
+
+
 def write_labels(directory, labels):
-  """`directory`/labels.txt: `labels` in id order, one a line (read by `labels_beside`)."""
+  """`directory`/labels.txt: `labels` in id order, one a line (read by `labels_beside`).
+
+  Raises:
+    ValueError: a label with a line break, which the file cannot hold as one line.
+  """
+  broken = [label for label in labels if "\n" in str(label) or "\r" in str(label)]
+  if broken:
+    raise ValueError(f"label {broken[0]!r} holds a line break, which {LABELS_FILE} (one label "
+                     f"a line) cannot hold: remove line breaks from the labels")
   tfrecord_io.write_text(os.path.join(directory, LABELS_FILE),
                          "".join(f"{label}\n" for label in labels))
 

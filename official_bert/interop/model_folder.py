@@ -159,7 +159,7 @@ def read(path, config_file=None, vocab_file=None, do_lower_case=None,
       case_check.check(bool(do_lower_case), path, vocab_file, *declared, files.vocab,
                        flag=names.case, allow=names.allow_case)
     case, source = bool(do_lower_case), names.case
-  labels = record.labels or model_files.labels_beside(files.directory or path)
+  labels = model_files.labels_of(files.directory or path, record)
   folder = ModelFolder(path, files.directory, config, config_file, vocab_file, case, source,
                        record, list(labels) if labels else None,
                        model_files.head_config_beside(files.directory or path))

@@ -140,6 +140,7 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
                         "before its predictions mean anything.", source, scope)
 
   missing, misshaped, todo = [], [], []
+  misshaped_heads = set()
   for name, variable in pairs:
     if _head_scope(name) in skipped_scopes:
       continue
@@ -155,6 +156,7 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
         misshaped.append(
             f"{show(name)}: file has {_file_layout(np.shape(tensors[name]), transposed)}, "
             f"model expects {_file_layout(expected, transposed)}{why}")
+        misshaped_heads.add(_head_scope(name))
         continue
     todo.append((name, variable, value))
 
@@ -165,6 +167,14 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
     if misshaped:
       lines.append(f"Mis-shaped tensors ({len(misshaped)}):")
       lines.extend("  " + m for m in misshaped)
+    if misshaped and not missing and None not in misshaped_heads:
+      # Only a head differs: a model fine-tuned for another label set.
+      lines.append(
+          "Its head was trained for another set of labels. To fine-tune a new head from its "
+          "encoder, write the encoder alone first: python -m official_bert.convert_checkpoint "
+          f"--input={source} --input_format=ours --output=ENCODER_DIR/ --output_format=ours "
+          "--model_type=encoder (for a TF1 or HF input, its format), then start from "
+          "ENCODER_DIR")
     raise ValueError("\n".join(lines))
 
   wanted = {n for n, _ in pairs}

@@ -61,11 +61,12 @@ class OwnFilesJob(file_splits.FileSplitsJob):
                                    [f"{s.train_file}:{line}" for line in train.lines],
                                    "--label_names")
     else:
-      labels = model_files.labels_beside(s.output_dir)
+      labels = finetuning_runner.trained_labels(s, ("classifier",))
       if labels is None:
-        raise ValueError(f"no --train_file, --label_names or "
-                         f"{s.output_dir}/{model_files.LABELS_FILE}: "
-                         "the label set is unknown")
+        raise ValueError(f"no --train_file, --label_names, or labels of a trained model in "
+                         f"--output_dir={s.output_dir} or --init_checkpoint (its "
+                         f"{model_files.RUN_SETTINGS_FILE} or {model_files.LABELS_FILE}): the "
+                         f"label set is unknown")
       return labels
     if len(labels) < (1 if self.problem_type == "multi_label" else 2):
       raise ValueError(f"{s.train_file or '--label_names'}: {len(labels)} label(s) {labels}; "

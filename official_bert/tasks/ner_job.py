@@ -106,10 +106,12 @@ class NerJob:
       file_splits.warn_rare_labels(tags, [s.train_file] * len(tags), unit="training tokens")
       model_files.write_labels(s.output_dir, labels)
       return labels
-    labels = model_files.labels_beside(s.output_dir)
+    labels = finetuning_runner.trained_labels(s, ("tagger", "feature_tagger"))
     if labels is None:
-      path = os.path.join(s.output_dir, model_files.LABELS_FILE)
-      raise ValueError(f"no --train_file and no {path}: the tag set is unknown")
+      raise ValueError(f"no --train_file, and no tags of a trained model in --output_dir="
+                       f"{s.output_dir} or --init_checkpoint (its "
+                       f"{model_files.RUN_SETTINGS_FILE} or {model_files.LABELS_FILE}): the tag "
+                       f"set is unknown")
     return labels
 
   def _write(self, split, vocab):

@@ -29,6 +29,15 @@ from official_bert.training.settings import option
 
 @dataclasses.dataclass(frozen=True)
 class SquadSettings(settings_lib.FinetuningSettings):
+  """SQuAD v1.1 / v2.0: the original's flags."""
+
+  # The answer options a later run on the trained model (its --output_dir, or a new one with
+  # it as --init_checkpoint) takes from its run record when not given: it answers as trained
+  # (and as its export does).
+  RECORDED_FLAGS = ("doc_stride", "max_query_length", "version_2_with_negative", "n_best_size",
+                    "max_answer_length", "null_score_diff_threshold")
+  RECORDED_MODEL_TYPE = "squad"
+
   train_file: Optional[str] = option(
       None, "SQuAD JSON for training, or its TFRecord(s) from data_prep.create_squad_data "
       "(comma-separated globs).")

@@ -98,6 +98,20 @@ def _init_folder(settings):
                     require_vocab=False)
 
 
+def trained_labels(settings, model_types):
+  """The label names (in id order) of the trained model a run reads: --output_dir's (its run
+  record's, else its labels.txt), else --init_checkpoint's where it was trained as one of
+  `model_types` (or says nothing of its type); None for a pretrained model."""
+  output_dir = getattr(settings, "output_dir", None)
+  labels = model_files.labels_of(output_dir) if output_dir else None
+  if labels:
+    return labels
+  init = _init_folder(settings)
+  if init is None or init.record.model_type not in (None,) + tuple(model_types):
+    return None
+  return init.labels
+
+
 def model_config(settings):
   """The model's `config_and_source`, checked against --max_seq_length."""
   config, source = config_and_source(settings)
@@ -334,16 +348,24 @@ def inherit_run_settings(settings, flag_values):
   when not given, from the model folder (`model_folder`'s one case policy: a cased folder
   trains cased without a flag)."""
   record = model_files.read_run_settings(settings.output_dir)
+  source = os.path.join(settings.output_dir, model_files.RUN_SETTINGS_FILE)
+  kind = getattr(settings, "RECORDED_MODEL_TYPE", None)
+  if record.model_type is None and kind:
+    # A new --output_dir from a model trained as this task (a command's OUTPUT_DIR, its
+    # best/, a folder the Python API saved): predict or continue as it was trained.
+    init = _init_folder(settings)
+    if init is not None and init.record.model_type == kind:
+      record = init.record
+      source = os.path.join(model_files.directory_of(init.path), model_files.RUN_SETTINGS_FILE)
   stored = record.values()
   names = INHERITED_FLAGS
-  if record.model_type and record.model_type == getattr(settings, "RECORDED_MODEL_TYPE", None):
+  if record.model_type and record.model_type == kind:
     names += settings.RECORDED_FLAGS  # the task's own, from a record of the same kind
   inherited = {name: stored[name] for name in names
                if _recorded(stored.get(name), name) and not flag_values[name].present
                and getattr(settings, name) != stored[name]}
   if inherited:
-    logging.info("From %s: %s", os.path.join(settings.output_dir, model_files.RUN_SETTINGS_FILE),
-                 ", ".join(f"--{k}={v}" for k, v in inherited.items()))
+    logging.info("From %s: %s", source, ", ".join(f"--{k}={v}" for k, v in inherited.items()))
     settings = dataclasses.replace(settings, **inherited)
   if "do_lower_case" not in inherited and not flag_values["do_lower_case"].present:
     case = folder_case(settings)

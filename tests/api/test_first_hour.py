@@ -263,6 +263,21 @@ def test_inputs_keras_would_misreport(classifier, tiny_dir, tmp_path):
     classifier.preprocessor((["a", "b"], ["c"]))
 
 
+def test_a_multi_label_threshold_comes_back_as_saved(tiny_dir, tmp_path):
+  """A low threshold is kept by save and from_preset (it used to come back as 0.5, and the
+  folder then disagreed with its export); outside (0, 1] it is refused, as run_classifier's
+  --multi_label_threshold is."""
+  clf = ob.TextClassifier.from_preset(tiny_dir, labels=["a", "b"], problem_type="multi_label",
+                                      multi_label_threshold=0.01, sequence_length=16)
+  clf.save(str(tmp_path / "m"))
+  assert ob.TextClassifier.from_preset(str(tmp_path / "m")).multi_label_threshold == 0.01
+  for threshold in (0.0, 1.5):
+    with pytest.raises(ValueError, match=f"multi_label_threshold={threshold}: expected a "
+                       "probability above 0 and at most 1"):
+      ob.TextClassifier.from_preset(tiny_dir, labels=["a", "b"], problem_type="multi_label",
+                                    multi_label_threshold=threshold, sequence_length=16)
+
+
 def test_what_a_folder_is_when_it_is_not_this_task(classifier, tiny_dir, tmp_path):
   """from_preset of another task's folder (or a pretrained one) without what a new head
   needs says what the folder is; a .keras file and an .h5 name are not model folders."""

@@ -72,6 +72,20 @@ def test_head_config_round_trip_and_errors(tmp_path):
     model_files.read_head_config(str(tmp_path / "bad.json"))
 
 
+def test_labels_with_a_line_break_are_refused_and_the_record_outranks_labels_txt(tmp_path):
+  """labels.txt holds one label a line: a label with a line break would come back as two
+  (a run on the OUTPUT_DIR then fails), so it is refused when written. A folder's labels are
+  its run record's where it has them (the Python API writes no labels.txt)."""
+  with pytest.raises(ValueError, match=r"label 'line\\nbreak' holds a line break"):
+    model_files.write_labels(str(tmp_path), ["pos", "line\nbreak"])
+  assert not (tmp_path / model_files.LABELS_FILE).exists()
+  model_files.write_labels(str(tmp_path), ["b", "a"])
+  assert model_files.labels_of(str(tmp_path)) == ["b", "a"]
+  record = run_record.RunRecord.of("classifier", labels=["neg, really", "pos"])
+  (tmp_path / model_files.RUN_SETTINGS_FILE).write_text(record.to_json())
+  assert model_files.labels_of(str(tmp_path)) == ["neg, really", "pos"]
+
+
 def test_labels_file_edited_by_hand(tmp_path):
   (tmp_path / model_files.LABELS_FILE).write_bytes(b"b\r\n\r\na\r\n")  # Windows line ends
   assert model_files.labels_beside(str(tmp_path)) == ["b", "a"]

@@ -122,6 +122,24 @@ def test_warm_start_of_a_classifier_from_hf_keeps_the_new_head(written):
   np.testing.assert_array_equal(classifier.projection.output_weights.numpy(), head_before)
 
 
+def test_a_head_of_another_label_set_says_how_to_start_from_the_encoder(tmp_path):
+  """A classifier fine-tuned for 2 labels, loaded into one of 3: refused, and the message
+  gives the conversion that keeps the encoder alone (an encoder that differs gets no such
+  hint)."""
+  keras.utils.set_random_seed(2)
+  two = model_types.build_model("classifier", TINY, 2)
+  prefix = checkpointing.model_checkpoint(two).write(str(tmp_path / "two" / "ckpt-1"))
+  with pytest.raises(ValueError, match=r"Mis-shaped tensors \(2\):[\s\S]*trained for another "
+                     r"set of labels[\s\S]*convert_checkpoint --input=.*ckpt-1 "
+                     r"--input_format=ours --output=ENCODER_DIR/ --output_format=ours "
+                     r"--model_type=encoder"):
+    weights_io.load_weights(model_types.build_model("classifier", TINY, 3), prefix)
+  wider = BertConfig(**dict(TINY.to_dict(), intermediate_size=16))
+  with pytest.raises(ValueError, match="Mis-shaped") as e:
+    weights_io.load_weights(model_types.build_model("classifier", wider, 2), prefix)
+  assert "another set of labels" not in str(e.value)
+
+
 def _copy_checkpoint(prefix, target):
   for file in tf.io.gfile.glob(prefix + ".*"):
     tf.io.gfile.copy(file, target + file[len(prefix):], overwrite=True)

@@ -10,6 +10,8 @@ exports by CLI and serves the same again. (The masked LM's: tests/api/test_maske
 import csv
 import json
 
+from conftest import run_command
+from conftest import tiny_model_folder
 import harness
 import numpy as np
 import pytest
@@ -91,6 +93,47 @@ def _predict_without_the_window_flags(tmp_path, out, texts, expected):
   np.testing.assert_allclose(probabilities, expected, atol=2e-6)
 
 
+def _read_tsv(path):
+  with open(path, encoding="utf-8") as f:
+    return list(csv.reader(f, delimiter="\t"))
+
+
+def test_a_folder_the_api_saved_reopens_in_the_commands(tmp_path):
+  """An API-saved classifier and tagger as a command's --output_dir (a later --do_predict)
+  and as --init_checkpoint of a new one: the labels come from the run record (there is no
+  labels.txt; labels with commas, which --label_names could not give), and run_classifier
+  predicts what `predict` gives."""
+  tiny = tiny_model_folder(tmp_path / "tiny")
+  texts = _texts(8, 5)
+  names = ["bad, really", "très bon"]
+  clf = ob.TextClassifier.from_preset(tiny, labels=names, sequence_length=16)
+  clf.fit(texts, names * 4, batch_size=4, seed=1, verbose=0)
+  clf.save(str(tmp_path / "clf"))
+  expected = clf.predict(texts)
+  test = _write_tsv(tmp_path / "test.tsv", ["text"], [[t] for t in texts])
+  for flags in ([f"--output_dir={tmp_path / 'clf'}"],
+                [f"--init_checkpoint={tmp_path / 'clf'}", f"--output_dir={tmp_path / 'new'}"]):
+    proc = run_command("official_bert.run_classifier", f"--test_file={test}", "--do_predict",
+                       *flags)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = _read_tsv(f"{flags[-1].split('=', 1)[1]}/test_predictions.tsv")
+    assert rows[0] == ["prediction"] + [f"prob_{name}" for name in names]
+    np.testing.assert_allclose([[float(v) for v in row[1:]] for row in rows[1:]], expected,
+                               atol=2e-6)
+  sentences = [text.split() for text in texts]
+  tagger = ob.TokenTagger.from_preset(tiny, labels=["O", "B-X,Y"], sequence_length=16)
+  tagger.save(str(tmp_path / "tagger"))
+  test = tmp_path / "test.conll"
+  test.write_text("\n\n".join("\n".join(words) for words in sentences) + "\n")
+  proc = run_command("official_bert.run_ner", f"--test_file={test}", "--do_predict",
+                     f"--output_dir={tmp_path / 'tagger'}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  expected_tags = tagger.predict_tags(sentences)
+  predicted = (tmp_path / "tagger" / "test_predictions.txt").read_text().strip().split("\n\n")
+  assert [[line.split()[-1] for line in block.splitlines()] for block in predicted] == \
+      expected_tags
+
+
 def test_tagger_folders_load_export_and_serve_alike(tmp_path):
   sentences = [text.split() for text in _texts(12, 2)]
   tags = [["B-PER" if w in ("good", "great") else "O" for w in words] for words in sentences]
@@ -162,3 +205,11 @@ def test_question_answerer_folders_load_export_and_serve_alike(tmp_path):
       assert served["answer_text"].numpy()[row].decode() == answer["text"]
       assert int(served["answer_start"][row]) == answer["start"]
       np.testing.assert_allclose(float(served["score"][row]), answer["score"], atol=1e-5)
+  # run_squad on the API's folder (a later --do_predict in it) answers as trained: the
+  # record's --doc_stride and --max_query_length, not the flags' defaults.
+  proc = run_command("official_bert.run_squad", f"--predict_file={train}", "--do_predict",
+                     f"--output_dir={tmp_path / 'api'}")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "--doc_stride=16" in proc.stderr and "--max_query_length=12" in proc.stderr
+  predictions = json.loads((tmp_path / "api" / "predictions.json").read_text())
+  assert [predictions[str(i)] for i in range(len(questions))] == [a["text"] for a in expected]
