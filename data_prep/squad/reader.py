@@ -120,7 +120,7 @@ def select_articles(articles, spec):
   return articles[start:end]
 
 
-def read_squad(path, is_training, version_2_with_negative, articles=""):
+def read_squad(path, is_training, version_2_with_negative, articles="", skipped=None):
   """Reads a SQuAD file.
 
   Args:
@@ -129,7 +129,8 @@ def read_squad(path, is_training, version_2_with_negative, articles=""):
     articles: optional slice of the article list, e.g. "0:40" (see `select_articles`).
   Returns:
     (paragraphs, examples, stats): stats counts "questions", "skipped_answer_mismatch",
-    "skipped_empty_context", "multiple_answers" (first one used).
+    "skipped_empty_context", "multiple_answers" (first one used). `skipped`, a list, gets the
+    id of each training question skipped for its answer.
   """
   dataset = load_json(path)
   version = file_version(dataset, path)
@@ -157,6 +158,8 @@ def read_squad(path, is_training, version_2_with_negative, articles=""):
             continue
         elif is_training and not _set_answer(example, qa, paragraph,
                                              version_2_with_negative, stats, where, path):
+          if skipped is not None:
+            skipped.append(example.qas_id)
           continue
         examples.append(example)
       paragraphs.append(paragraph)

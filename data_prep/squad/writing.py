@@ -26,7 +26,9 @@ _DEFAULTS = {
     "do_lower_case": True, "max_seq_length": 384, "doc_stride": 128, "max_query_length": 64,
     "version_2_with_negative": False, "is_training": True,
     "num_workers": None,  # `_start_pool`: all cores for big inputs, else this process
-    "articles": "", "output_json_file": None, "examples_per_chunk": 256}
+    "articles": "", "output_json_file": None, "examples_per_chunk": 256,
+    # How messages name the input (the Python API's examples: "x", not its temporary file).
+    "input_name": None}
 Settings = collections.namedtuple("Settings", ["input_file", "output_file", "vocab_file",
                                                *_DEFAULTS], defaults=tuple(_DEFAULTS.values()))
 REQUIRED_FLAGS = ("input_file", "output_file", "vocab_file")
@@ -87,12 +89,16 @@ def _run(settings):
   worker_args = (feature_settings, vocab["[CLS]"], vocab["[SEP]"], vocab_tokens)
   pool = _start_pool(settings.num_workers, worker_args, settings.input_file)
   try:
+    skipped = []
     paragraphs, examples, stats = squad_reader.read_squad(
         settings.input_file, settings.is_training, settings.version_2_with_negative,
-        settings.articles)
-    _log_reader_stats(settings.input_file, stats, settings.is_training)
+        settings.articles, skipped)
+    name = settings.input_name or settings.input_file
+    _log_reader_stats(name, stats, settings.is_training, skipped)
     if not examples:
-      raise ValueError(f"{settings.input_file}: no usable questions")
+      raise ValueError(f"{name}: no usable questions" + (
+          f": every answer text is not at its answer_start in its context (questions "
+          f"{_ids(skipped)})" if skipped and len(skipped) == stats["questions"] else ""))
     tokenizer = tokenization.FullTokenizer(settings.vocab_file, settings.do_lower_case)
     t_read = time.time()
     tokenized = features_lib.tokenize_paragraphs(paragraphs, tokenizer.encode_batch)
@@ -154,10 +160,15 @@ def _start_pool(num_workers, worker_args, input_file):
   return workers.start(num_workers, features_lib.build_chunk, *worker_args)
 
 
-def _log_reader_stats(path, stats, is_training):
+def _ids(ids, shown=3):
+  return ", ".join(ids[:shown]) + (", ..." if len(ids) > shown else "")
+
+
+def _log_reader_stats(path, stats, is_training, skipped=()):
   if stats["skipped_answer_mismatch"]:
-    logging.warning("%s: skipped %d question(s) whose answer text is not at its offset",
-                    path, stats["skipped_answer_mismatch"])
+    logging.warning("%s: skipped %d question(s) whose answer text is not at its offset%s",
+                    path, stats["skipped_answer_mismatch"],
+                    f" (questions {_ids(list(skipped))})" if skipped else "")
   if stats["skipped_empty_context"]:
     logging.warning("%s: %d question(s) with an empty context (%s)", path,
                     stats["skipped_empty_context"],

@@ -141,6 +141,7 @@ class MaskedLM(task_model.TaskModel):
 
   def fill_mask(self, texts, top_k=5, batch_size=32):
     """Per text, per `[MASK]` in order, the `top_k` (token, probability) pairs."""
+    task_model.check_batch_size(batch_size)
     self.warn_if_untrained("fill_mask")
     single = isinstance(texts, str)
     texts = as_string_tensor(texts, "texts")

@@ -64,10 +64,9 @@ def _answers(ex, i):
 
 
 def examples_to_squad_json(examples, path, version_2_with_negative=False):
-  """Writes a list of example dicts as a SQuAD JSON file (one paragraph per example);
-  returns the examples whose first answer is not at its answer_start in the context, which
-  training skips as run_squad does: [(index, question, answer text, answer_start)]."""
-  paragraphs, mismatched = [], []
+  """Writes a list of example dicts as a SQuAD JSON file (one paragraph per example; a
+  question's id is its `id`, else its index in the list)."""
+  paragraphs = []
   for i, ex in enumerate(examples):
     if not isinstance(ex, dict):
       raise ValueError(f"example {i} is a {type(ex).__name__}, not a dict with "
@@ -84,17 +83,10 @@ def examples_to_squad_json(examples, path, version_2_with_negative=False):
           "answers": _answers(ex, i)}
     if version_2_with_negative:  # Hugging Face's squad_v2: no answers is unanswerable
       qa["is_impossible"] = bool(ex.get("is_impossible", not qa["answers"]))
-    if qa["answers"] and not qa.get("is_impossible"):
-      text, start = qa["answers"][0]["text"], qa["answers"][0]["answer_start"]
-      # (whitespace aside, as the reader compares)
-      if not (isinstance(start, int) and isinstance(text, str) and text.strip() and
-              str(ex["context"])[start:start + len(text)].split() == text.split()):
-        mismatched.append((i, ex["question"], text, start))
     paragraphs.append({"context": ex["context"], "qas": [qa]})
   version = "v2.0" if version_2_with_negative else "v1.1"
   tfrecord_io.write_text(path, json.dumps({"version": version, "data": [
       {"title": "examples", "paragraphs": paragraphs}]}))
-  return mismatched
 
 
 @keras.saving.register_keras_serializable(package="official_bert")
@@ -167,35 +159,19 @@ class QuestionAnswerer(task_model.TaskModel):
                        "example dicts), not y")
     folder = tempfile.mkdtemp(prefix="ob_squad_")
     self._work_dirs.append(folder)
-    mismatched, described = [], ""
     if isinstance(x, (str, os.PathLike)):
       files = [os.fspath(x)]
     elif x and all(isinstance(f, (str, os.PathLike)) for f in x):
       files = [os.fspath(f) for f in x]
     else:
-      examples = list(x)
       files = [os.path.join(folder, "examples.json")]
-      mismatched = examples_to_squad_json(examples, files[0], self.version_2_with_negative)
-      described = "; ".join(f"example {i} ({question!r}): {text!r} at {start}"
-                            for i, question, text, start in mismatched[:3])
-      if mismatched:
-        logging.warning("x: %d of %d examples skipped (as run_squad skips them): the answer "
-                        "text is not at its answer_start in the context: %s%s",
-                        len(mismatched), len(examples), described,
-                        "; ..." if len(mismatched) > 3 else "")
+      examples_to_squad_json(list(x), files[0], self.version_2_with_negative)
     records = []
     for i, input_file in enumerate(files):
       records.append(os.path.join(folder, f"train_{i}.tf_record"))
-      try:
-        self._write_windows(input_file, records[-1])
-      except ValueError as e:
-        if input_file != os.path.join(folder, "examples.json"):
-          raise
-        # The examples' temporary file is not one the user knows: the message names x.
-        raise ValueError(f"x: no usable questions: no example's answer text is at its "
-                         f"answer_start in its context ({described})"
-                         if mismatched and "no usable questions" in str(e)
-                         else str(e).replace(input_file, "x")) from None
+      # The examples' temporary file is not one the user knows: messages name x.
+      self._write_windows(input_file, records[-1],
+                          "x" if input_file == os.path.join(folder, "examples.json") else None)
     num_windows = sum(tfrecord_io.count_records(r) for r in records)
     if shuffle and num_windows < batch_size:
       raise ValueError(f"{num_windows} training windows, fewer than batch_size={batch_size}")
@@ -207,16 +183,21 @@ class QuestionAnswerer(task_model.TaskModel):
     batches = num_windows // batch_size if shuffle else -(-num_windows // batch_size)
     return dataset.take(batches).apply(tf.data.experimental.assert_cardinality(batches))
 
-  def _write_windows(self, input_file, output_file):
+  def _write_windows(self, input_file, output_file, input_name=None):
     """The training windows of a SQuAD JSON file, as run_squad writes them."""
-    writing.run(writing.Settings(
-        input_file=input_file, output_file=output_file,
-        vocab_file=self.preprocessor.vocab_file, do_lower_case=self.preprocessor.lower_case,
-        max_seq_length=self.preprocessor.sequence_length,
-        doc_stride=self.options["doc_stride"],
-        max_query_length=self.options["max_query_length"],
-        version_2_with_negative=self.version_2_with_negative, is_training=True,
-        num_workers=1))
+    try:
+      writing.run(writing.Settings(
+          input_file=input_file, output_file=output_file, input_name=input_name,
+          vocab_file=self.preprocessor.vocab_file, do_lower_case=self.preprocessor.lower_case,
+          max_seq_length=self.preprocessor.sequence_length,
+          doc_stride=self.options["doc_stride"],
+          max_query_length=self.options["max_query_length"],
+          version_2_with_negative=self.version_2_with_negative, is_training=True,
+          num_workers=1))
+    except ValueError as e:  # (the reader's errors name the file)
+      if input_name is None:
+        raise
+      raise ValueError(str(e).replace(input_file, input_name)) from None
 
   def validation_x_y(self, data):
     """fit's validation_data is as x: SQuAD JSON file(s) or example dicts (the answers in

@@ -428,11 +428,15 @@ class TaskModel(BackboneModelConfig, keras.Model):
   # Whether `fit`/`evaluate` take a file's path as x (QuestionAnswerer: a SQuAD JSON file).
   reads_files = False
 
-  # Whether `fit`/`evaluate` need labels `y` beside raw `x` (not a dataset of (x, y)).
+  # Whether `fit`/`evaluate` need labels `y` beside raw `x` (not a dataset of (x, y)), and
+  # what they are.
   needs_y = False
+  y_description = "the labels of x, one per example"
 
-  def _check_inputs(self, x, y, call):
+  def _check_inputs(self, x, y, call, batch_size=None):
     """A clear error for inputs Keras would reject with a message about something else."""
+    if batch_size is not None:
+      check_batch_size(batch_size)
     if isinstance(x, (str, bytes, os.PathLike)) and not self.reads_files:
       advice = f"pass a list, {call}([{os.fspath(x)!r}])"
       if call != "predict":
@@ -449,7 +453,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
       raise ValueError(f"{call}: y is one string ({y!r}), not a list of labels (one per "
                        f"example of x)")
     if y is None and self.needs_y:
-      raise ValueError(f"{call}: y is None: give the labels of x, one per example (or x as a "
+      raise ValueError(f"{call}: y is None: give {self.y_description} (or x as a "
                        f"tf.data.Dataset of (x, y) batches)")
 
   def fit(self, x=None, y=None, batch_size=32, epochs=1, validation_data=None, shuffle=True,
@@ -457,7 +461,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
     """Keras' fit on raw inputs (see the subclass); `x` may be a tf.data.Dataset of raw
     (x, y) batches. `seed` (an int) makes the run repeatable: it sets the order of the
     examples, dropout, and an untrained head's initial weights (drawn again from it)."""
-    self._check_inputs(x, y, "fit")
+    self._check_inputs(x, y, "fit", batch_size)
     if seed is not None:
       self._reseed(seed)
     if not self.compiled:
@@ -519,7 +523,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def evaluate(self, x=None, y=None, batch_size=32, **kwargs):
     if kwargs.get("_use_cached_eval_dataset"):  # fit's validation: already preprocessed
       return super().evaluate(x, y, batch_size=batch_size, **kwargs)
-    self._check_inputs(x, y, "evaluate")
+    self._check_inputs(x, y, "evaluate", batch_size)
     self.warn_if_untrained("evaluate")
     if not self.compiled:
       self.compile()
@@ -537,7 +541,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def predict_logits(self, x, batch_size=32, **kwargs):
     """The network's raw outputs over raw inputs (numpy)."""
-    self._check_inputs(x, None, "predict")
+    self._check_inputs(x, None, "predict", batch_size)
     self.warn_if_untrained("predict")
     return self.predict_features(self._dataset(x, None, batch_size), **kwargs)
 
@@ -614,8 +618,10 @@ def needs_a_new_head(cls, path, preset, arguments):
   """The error of `from_preset` on a folder not trained as `cls`'s task, without the
   `arguments` a new head needs: says what the folder is."""
   kind = preset.record.model_type
-  what = (f"a {kind} model (its {model_files.RUN_SETTINGS_FILE})" if kind
-          else "a pretrained model (no run record of a task)")
+  what = (f"a {kind} model (its {model_files.RUN_SETTINGS_FILE})" if kind else
+          f"a model with labels {preset.labels} (its {model_files.LABELS_FILE}) but no run "
+          f"record of a task" if preset.labels else
+          "a pretrained model (no run record of a task)")
   return ValueError(f"{cls.__name__}.from_preset: {path} is {what}, not a {cls.__name__}: "
                     f"pass {arguments} for a new head on its encoder")
 

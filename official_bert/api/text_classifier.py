@@ -25,6 +25,7 @@ import tensorflow as tf
 from data_prep.classification import windows as text_windows
 from official_bert.api import task_model
 from official_bert.api.preprocessor import as_string_tensor
+from official_bert.interop import model_files
 from official_bert.modeling.finetuning_models import BertClassifier
 from official_bert.serving import classifier_outputs
 from official_bert.tasks import file_splits
@@ -74,10 +75,8 @@ class TextClassifier(task_model.TaskModel):
     self.labels = labels
     self.label_values = label_values
     self.problem_type = problem_type
+    classifier_outputs.check_threshold(multi_label_threshold, "multi_label_threshold")
     self.multi_label_threshold = float(multi_label_threshold)
-    if not 0.0 < self.multi_label_threshold <= 1.0:  # run_classifier's range
-      raise ValueError(f"multi_label_threshold={multi_label_threshold}: expected a probability "
-                       f"above 0 and at most 1")
     # Whether the model was trained on (first, second) pairs; None until known.
     self.text_pairs = text_pairs
     self.doc_stride = int(doc_stride or 0)  # 0: long texts truncated, else windows (module doc)
@@ -103,12 +102,15 @@ class TextClassifier(task_model.TaskModel):
       problem_type = problem_type or classifier_outputs.problem_type_of(
           stored.get("problem_type"), num_classes, labels)
       threshold = stored.get("multi_label_threshold")
+      if threshold is not None and "multi_label_threshold" not in kwargs:
+        classifier_outputs.check_threshold(
+            threshold, f"{path}/{model_files.RUN_SETTINGS_FILE}'s multi_label_threshold")
       kwargs.setdefault("multi_label_threshold", 0.5 if threshold is None else threshold)
       kwargs.setdefault("text_pairs", stored.get("text_pairs"))
       kwargs.setdefault("doc_stride", stored.get("doc_stride") or 0)
     if not stored and num_classes is None and labels is None and problem_type != "regression":
-      raise task_model.needs_a_new_head(cls, path, preset,
-                                        "labels=[...] or num_classes= (or problem_type=)")
+      raise task_model.needs_a_new_head(
+          cls, path, preset, "labels=[...] or num_classes= (or problem_type='regression')")
     return dict(kwargs, num_classes=num_classes, labels=labels,
                 problem_type=problem_type or "single_label"), fine_tuned
 
@@ -300,7 +302,7 @@ class TextClassifier(task_model.TaskModel):
       raise ValueError("predict with doc_stride takes the texts (a list, array or Series, or "
                        "a (first, second) pair), not a tf.data.Dataset: each text's windows "
                        "are averaged")
-    self._check_inputs(x, None, "predict")
+    self._check_inputs(x, None, "predict", batch_size)
     self.warn_if_untrained("predict")
     texts = self._texts(x)
     dataset, owner = self._window_batches(texts, None, batch_size, False, None)

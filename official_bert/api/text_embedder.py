@@ -195,6 +195,7 @@ class TextEmbedder(task_model.TaskModel):
 
   def encode(self, texts, batch_size=32):
     """numpy float32 [n, hidden]: one embedding per text."""
+    task_model.check_batch_size(batch_size)
     texts = as_string_tensor(texts, "texts")
     if int(texts.shape[0]) == 0:
       return np.zeros([0, self.backbone.hidden_size], np.float32)

@@ -234,6 +234,7 @@ class TokenTagger(task_model.TaskModel):
 
   model_type = "tagger"
   needs_y = True
+  y_description = "the tags of x, a list of tags per sentence"
 
   def __init__(self, backbone, preprocessor, labels, **kwargs):
     values = [] if labels is None else [task_model.plain_label(label) for label in labels]
@@ -311,12 +312,12 @@ class TokenTagger(task_model.TaskModel):
       sentences.append(conll.Sentence(words, self._tag_names(tags, i, index)))
     return sentences
 
-  def _check_inputs(self, x, y, call):
+  def _check_inputs(self, x, y, call, batch_size=None):
     if not isinstance(x, tf.data.Dataset):  # distill's prepared batches
       word_lists(x, "x")  # a tagger's x is word lists, never a string of text or a path
-      if y is not None:
-        self._sentences(x, y)  # y's shape, named as a tagger's (tag lists)
-    super()._check_inputs(x, y, call)
+      if isinstance(y, (str, bytes)):
+        raise ValueError(f"y must be a list of tag lists, one per sentence of x, got {_what(y)}")
+    super()._check_inputs(x, y, call, batch_size)
 
   def _features(self, sentences):
     cols, spans = ner_features.convert_sentences(sentences, self.labels,

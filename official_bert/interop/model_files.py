@@ -25,7 +25,6 @@ import dataclasses
 import json
 import os
 
-from absl import logging
 import tensorflow as tf
 
 from data_prep import tfrecord_io
@@ -82,14 +81,18 @@ def beside(path):
   do_lower_case = None
   tokenizer_config = there(TOKENIZER_CONFIG_FILE)
   if tokenizer_config:
-    with tf.io.gfile.GFile(tokenizer_config, "r") as f:
-      try:
-        do_lower_case = json.loads(f.read()).get("do_lower_case")
-      except (json.JSONDecodeError, AttributeError):
-        logging.warning("%s: not a JSON object; ignored.", tokenizer_config)
-    if do_lower_case is not None and not isinstance(do_lower_case, bool):
-      raise DamagedFileError(f"{tokenizer_config}: do_lower_case should be true or false, got "
-                       f"{json.dumps(do_lower_case)}")
+    try:
+      value = json.loads(tfrecord_io.read_text(tokenizer_config))
+    except json.JSONDecodeError as e:
+      value = e
+    problem = ("not valid JSON" if isinstance(value, Exception) else
+               None if isinstance(value, dict) else "not a JSON object")
+    do_lower_case = value.get("do_lower_case") if problem is None else None
+    if problem is None and do_lower_case is not None and not isinstance(do_lower_case, bool):
+      problem = f"do_lower_case should be true or false, got {json.dumps(do_lower_case)}"
+    if problem:
+      raise DamagedFileError(f"{tokenizer_config}: {problem}. Correct it, or remove it to take "
+                             f"the case from the folder's run record or vocabulary")
   return ModelFiles(directory, there(CONFIG_FILE), there(HF_CONFIG_FILE), there(VOCAB_FILE),
                     do_lower_case, read_run_settings(directory))
 
@@ -206,10 +209,12 @@ def read_run_settings(directory):
     return run_record.RunRecord()
   try:
     return run_record.RunRecord.from_json(tfrecord_io.read_text(path), source=path)
+  except run_record.NewerVersionError as e:
+    raise DamagedFileError(str(e)) from None
   except ValueError as e:
     raise DamagedFileError(f"{e}. The folder's run record is damaged: correct it (a model saved "
-                     "by official-bert writes it), or remove it to read the folder as a "
-                     "pretrained model") from None
+                           "by official-bert writes it), or remove it to read the folder as a "
+                           "pretrained model") from None
 
 
 def labels_beside(checkpoint):
@@ -233,13 +238,17 @@ def labels_of(directory, record=None):
   return list(record.labels) if record.labels else labels_beside(directory)
 
 
-def write_labels(directory, labels):
+def write_labels(directory, labels, required=True):
   """`directory`/labels.txt: `labels` in id order, one a line (read by `labels_beside`).
+  Not `required` (the run record beside it holds them): nothing is written where a label has
+  a line break.
 
   Raises:
     ValueError: a label with a line break, which the file cannot hold as one line.
   """
   broken = [label for label in labels if "\n" in str(label) or "\r" in str(label)]
+  if broken and not required:
+    return
   if broken:
     raise ValueError(f"label {broken[0]!r} holds a line break, which {LABELS_FILE} (one label "
                      f"a line) cannot hold: remove line breaks from the labels")

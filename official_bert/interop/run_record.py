@@ -25,6 +25,10 @@ from absl import logging
 VERSION = 2
 
 
+class NewerVersionError(ValueError):
+  """A record written by a newer official-bert than this one: upgrade to read it."""
+
+
 @dataclasses.dataclass
 class ClassifierPart:
   """A classifier's head and outputs (export's classifier options)."""
@@ -147,7 +151,12 @@ class RunRecord:
   @classmethod
   def from_json(cls, text, source="run_settings.json"):
     """A record from its JSON (version 1's flat object or version 2's); errors name `source`.
-    Fields this version does not know are logged and skipped (a newer writer's)."""
+    Fields this version does not know are logged and skipped (a hand-added note).
+
+    Raises:
+      ValueError: not a JSON object, or a field of the wrong type (naming it).
+      NewerVersionError: a version this one does not read.
+    """
     try:
       value = json.loads(text)
     except json.JSONDecodeError as e:
@@ -159,9 +168,12 @@ class RunRecord:
       raise ValueError(f"{source}: version should be a whole number from 1, got "
                        f"{json.dumps(version)}")
     if version > VERSION:
-      raise ValueError(f"{source}: version {version}, written by a newer official-bert (this "
-                       f"one reads versions 1 to {VERSION}): upgrade official-bert to read it")
+      raise NewerVersionError(f"{source}: version {version}, written by a newer official-bert "
+                              f"(this one reads versions 1 to {VERSION}): upgrade "
+                              f"official-bert to read it")
     model_type = value.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+      raise ValueError(f"{source}: model_type should be a string, got {json.dumps(model_type)}")
     flat = dict(value)
     distillation = flat.pop("distillation", None)
     for name in _PART_CLASSES:  # version 2: the parts nested
@@ -185,10 +197,9 @@ class RunRecord:
     _check_types(cls, {k: v for k, v in flat.items() if k in top}, source)
     if part_cls:
       _check_types(part_cls, {k: v for k, v in flat.items() if k in known - top}, source)
-    if flat.get("labels") is not None and not all(
-        _is_a(label, str) or _is_a(label, float) for label in flat["labels"]):
-      raise ValueError(f"{source}: labels should be a list of label names (strings), got "
-                       f"{json.dumps(flat['labels'])}")
+    if flat.get("labels") is not None and not all(isinstance(l, str) for l in flat["labels"]):
+      raise ValueError(f"{source}: labels should be a list of label names (strings; the "
+                       f"labels as given go in label_values), got {json.dumps(flat['labels'])}")
     flat.pop("model_type", None)
     record = cls.of(model_type, **{k: v for k, v in flat.items() if k in known})
     if isinstance(distillation, dict):

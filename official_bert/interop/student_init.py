@@ -88,8 +88,8 @@ def write(teacher, directory, num_layers):
       temporary, config, teacher.vocab_file, teacher.do_lower_case,
       dataclasses.replace(teacher.record, distillation=None)
       if teacher.record else run_record.RunRecord())
-  if teacher.labels:
-    model_files.write_labels(temporary, teacher.labels)
+  if teacher.labels:  # (the record holds them too)
+    model_files.write_labels(temporary, teacher.labels, required=False)
   tfrecord_io.write_text(os.path.join(temporary, "student_init.json"), _json(key) + "\n")
   if tf.io.gfile.exists(directory):
     if not tf.io.gfile.exists(key_file):  # never remove what we did not write

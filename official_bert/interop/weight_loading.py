@@ -172,8 +172,8 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
       lines.append(
           "Its head was trained for another set of labels. To fine-tune a new head from its "
           "encoder, write the encoder alone first: python -m official_bert.convert_checkpoint "
-          f"--input={source} --input_format=ours --output=ENCODER_DIR/ --output_format=ours "
-          "--model_type=encoder (for a TF1 or HF input, its format), then start from "
+          f"--input={source} --input_format=FORMAT --output=ENCODER_DIR/ --output_format=ours "
+          "--model_type=encoder (FORMAT: ours, tf1 or hf, the input's), then start from "
           "ENCODER_DIR")
     raise ValueError("\n".join(lines))
 

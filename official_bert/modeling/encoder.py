@@ -118,7 +118,10 @@ class BertEncoder(keras.Model):
   def call(self, inputs, training=None):
     word_ids, mask, type_ids = unpack_inputs(inputs)
     length = word_ids.shape[1] if len(word_ids.shape) > 1 else None
-    if length is not None and length > self.max_position_embeddings:
+    # TensorFlow's static length only: JAX's symbolic dimensions do not compare, and Keras
+    # infers PyTorch's output shapes from stand-in lengths.
+    if (keras.backend.backend() == "tensorflow" and isinstance(length, int)
+        and length > self.max_position_embeddings):
       # Known when the inputs are built: not a failed position gather at the first batch.
       raise ValueError(f"inputs of {length} tokens, more than this model's "
                        f"max_position_embeddings={self.max_position_embeddings}: give the "

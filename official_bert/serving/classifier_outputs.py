@@ -43,6 +43,12 @@ def check_problem_type(problem_type, num_labels):
     raise ValueError(f"--problem_type=regression has one output, not --num_labels={num_labels}")
 
 
+def check_threshold(threshold, name="--multi_label_threshold"):
+  """A multi-label threshold is a probability in (0, 1] (at 0 every label is predicted)."""
+  if not 0.0 < float(threshold) <= 1.0:
+    raise ValueError(f"{name}={threshold}: expected a probability above 0 and at most 1")
+
+
 def outputs_from_logits(logits, problem_type, label_names=None, threshold=0.5):
   """The named outputs of logits [b, labels] (module doc); ids only, no joined strings."""
   if problem_type == "regression" or (problem_type == "single_label" and logits.shape[-1] == 1):

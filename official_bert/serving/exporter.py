@@ -420,6 +420,10 @@ def trained_settings(folder, model_type, flag_values, given):
   doc_stride = value["doc_stride"] if "doc_stride" in set(given) | set(defaults) else 0
   problem_type = classifier_outputs.problem_type_of(value["problem_type"], value["num_labels"],
                                                    value["label_names"])
-  return value, classifier_outputs.Options(
-      problem_type, 0.5 if value["multi_label_threshold"] is None
-      else value["multi_label_threshold"], value["label_separator"] or ",", doc_stride or 0)
+  threshold = value["multi_label_threshold"]
+  threshold = 0.5 if threshold is None else threshold
+  classifier_outputs.check_threshold(threshold, "--multi_label_threshold" if (
+      "multi_label_threshold" in set(given)) else
+      f"{model_files.RUN_SETTINGS_FILE}'s multi_label_threshold")
+  return value, classifier_outputs.Options(problem_type, threshold,
+                                           value["label_separator"] or ",", doc_stride or 0)

@@ -350,9 +350,10 @@ def inherit_run_settings(settings, flag_values):
   record = model_files.read_run_settings(settings.output_dir)
   source = os.path.join(settings.output_dir, model_files.RUN_SETTINGS_FILE)
   kind = getattr(settings, "RECORDED_MODEL_TYPE", None)
-  if record.model_type is None and kind:
-    # A new --output_dir from a model trained as this task (a command's OUTPUT_DIR, its
-    # best/, a folder the Python API saved): predict or continue as it was trained.
+  if record.model_type is None and kind and not getattr(settings, "do_train", False):
+    # Evaluating or predicting into a new --output_dir with a model trained as this task (a
+    # command's OUTPUT_DIR, its best/, a folder the Python API saved): as it was trained.
+    # Training anew from it (other data) takes the flags as given.
     init = _init_folder(settings)
     if init is not None and init.record.model_type == kind:
       record = init.record

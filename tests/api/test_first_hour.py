@@ -253,10 +253,13 @@ def test_inputs_keras_would_misreport(classifier, tiny_dir, tmp_path):
     classifier.fit(TEXTS, None)
   with pytest.raises(ValueError, match=r"fit: y is one string \('pos'\), not a list"):
     classifier.fit(TEXTS[:3], "pos")
-  with pytest.raises(ValueError, match=r"batch_size=0: expected a whole number of examples"):
-    classifier.fit(TEXTS, LABELS, batch_size=0)
+  for call in (lambda: classifier.fit(TEXTS, LABELS, batch_size=0),
+               lambda: classifier.predict(TEXTS, batch_size=-1),
+               lambda: masked_lm.fill_mask(["a [MASK] film"], batch_size=0)):
+    with pytest.raises(ValueError, match=r"batch_size=-?\d: expected a whole number of "):
+      call()
   tagger = ob.TokenTagger.from_preset(tiny_dir, labels=["O", "B-X"], sequence_length=16)
-  with pytest.raises(ValueError, match="fit: y is None"):
+  with pytest.raises(ValueError, match="fit: y is None: give the tags of x, a list of tags"):
     tagger.fit([["a", "film"]])
   # A pair's two lists of different lengths: the Preprocessor says so, not a graph error.
   with pytest.raises(ValueError, match="Preprocessor: 2 first texts but 1 second texts"):
@@ -330,12 +333,15 @@ def test_question_answerer_names_the_examples_whose_answer_is_not_there(tiny_dir
   bad = {"question": "q", "context": "abc def", "answers": [{"text": "xyz", "answer_start": 0}]}
   good = {"question": "what", "context": "abc def", "answers": [{"text": "def",
                                                                   "answer_start": 4}]}
-  with pytest.raises(ValueError, match=r"^x: no usable questions: no example's answer text is "
-                     r"at its answer_start in its context \(example 0 \('q'\): 'xyz' at 0\)$"):
+  with pytest.raises(ValueError, match=r"^x: no usable questions: every answer text is not at "
+                     r"its answer_start in its context \(questions 0\)$"):
     answerer.fit([bad], batch_size=1)
   with caplog.at_level(logging.WARNING):
-    answerer.fit([good, bad, good], batch_size=1, verbose=0)
-  assert "x: 1 of 3 examples skipped" in caplog.text and "example 1 ('q')" in caplog.text
+    answerer.fit([good, bad, dict(good, id="q3")], batch_size=1, verbose=0)
+  assert ("x: skipped 1 question(s) whose answer text is not at its offset (questions 1)"
+          in caplog.text)
+  with pytest.raises(ValueError, match=r"^x: article 0 paragraph 1: question 1 has no answer"):
+    answerer.fit([good, {"question": "q", "context": "abc", "answers": []}], batch_size=1)
 
 
 def test_a_seed_repeats_a_fit(tiny_dir):

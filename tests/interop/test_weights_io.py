@@ -131,7 +131,7 @@ def test_a_head_of_another_label_set_says_how_to_start_from_the_encoder(tmp_path
   prefix = checkpointing.model_checkpoint(two).write(str(tmp_path / "two" / "ckpt-1"))
   with pytest.raises(ValueError, match=r"Mis-shaped tensors \(2\):[\s\S]*trained for another "
                      r"set of labels[\s\S]*convert_checkpoint --input=.*ckpt-1 "
-                     r"--input_format=ours --output=ENCODER_DIR/ --output_format=ours "
+                     r"--input_format=FORMAT --output=ENCODER_DIR/ --output_format=ours "
                      r"--model_type=encoder"):
     weights_io.load_weights(model_types.build_model("classifier", TINY, 3), prefix)
   wider = BertConfig(**dict(TINY.to_dict(), intermediate_size=16))
