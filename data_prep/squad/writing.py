@@ -26,9 +26,7 @@ _DEFAULTS = {
     "do_lower_case": True, "max_seq_length": 384, "doc_stride": 128, "max_query_length": 64,
     "version_2_with_negative": False, "is_training": True,
     "num_workers": None,  # `_start_pool`: all cores for big inputs, else this process
-    "articles": "", "output_json_file": None, "examples_per_chunk": 256,
-    # How messages name the input (the Python API's examples: "x", not its temporary file).
-    "input_name": None}
+    "articles": "", "output_json_file": None, "examples_per_chunk": 256}
 Settings = collections.namedtuple("Settings", ["input_file", "output_file", "vocab_file",
                                                *_DEFAULTS], defaults=tuple(_DEFAULTS.values()))
 REQUIRED_FLAGS = ("input_file", "output_file", "vocab_file")
@@ -60,20 +58,22 @@ def _plan(paragraphs, examples, tokenized, query_ids, answer_ids, settings, exam
   return chunks, n_features
 
 
-def run(settings):
-  """Writes the TFRecord and its metadata; returns a summary dict. ValueError on bad input."""
+def run(settings, input_name=None):
+  """Writes the TFRecord and its metadata; returns a summary dict. ValueError on bad input.
+  `input_name`: how messages name the input (the Python API's examples: "x", not the
+  temporary file they were written to); default its path."""
   # Hundreds of thousands of small long-lived objects (words, tokens) and no reference cycles:
   # the cyclic collector would rescan them again and again (a third of the run time).
   enabled = gc.isenabled()
   gc.disable()
   try:
-    return _run(settings)
+    return _run(settings, input_name)
   finally:
     if enabled:
       gc.enable()
 
 
-def _run(settings):
+def _run(settings, input_name):
   from data_prep import tokenization  # pylint: disable=g-import-not-at-top  (TF: main only)
   t0 = time.time()
   for name in REQUIRED_FLAGS:
@@ -93,7 +93,7 @@ def _run(settings):
     paragraphs, examples, stats = squad_reader.read_squad(
         settings.input_file, settings.is_training, settings.version_2_with_negative,
         settings.articles, skipped)
-    name = settings.input_name or settings.input_file
+    name = input_name or settings.input_file
     _log_reader_stats(name, stats, settings.is_training, skipped)
     if not examples:
       raise ValueError(f"{name}: no usable questions" + (

@@ -187,13 +187,13 @@ class QuestionAnswerer(task_model.TaskModel):
     """The training windows of a SQuAD JSON file, as run_squad writes them."""
     try:
       writing.run(writing.Settings(
-          input_file=input_file, output_file=output_file, input_name=input_name,
+          input_file=input_file, output_file=output_file,
           vocab_file=self.preprocessor.vocab_file, do_lower_case=self.preprocessor.lower_case,
           max_seq_length=self.preprocessor.sequence_length,
           doc_stride=self.options["doc_stride"],
           max_query_length=self.options["max_query_length"],
           version_2_with_negative=self.version_2_with_negative, is_training=True,
-          num_workers=1))
+          num_workers=1), input_name)
     except ValueError as e:  # (the reader's errors name the file)
       if input_name is None:
         raise
