@@ -88,10 +88,7 @@ class Preprocessor(keras.layers.Layer):
                           allow_case_mismatch=allow_case_mismatch)
     if sequence_length is None:
       sequence_length = model_folder.default_sequence_length(preset.config)
-    if sequence_length > preset.config.max_position_embeddings:
-      raise ValueError(f"sequence_length={sequence_length} is more than the model's "
-                       f"max_position_embeddings={preset.config.max_position_embeddings} "
-                       f"({path})")
+    preset.config.check_sequence_length(sequence_length, "sequence_length", path)
     return cls(preset.vocab_file, preset.do_lower_case, sequence_length, **kwargs)
 
   @property

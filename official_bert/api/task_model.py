@@ -128,7 +128,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
 
   def __init__(self, network, preprocessor, task, **kwargs):
     super().__init__(**kwargs)
-    check_sequence_length(preprocessor, network.encoder)
+    # A clear error now rather than a failed gather at the first batch.
+    network.encoder.bert_config.check_sequence_length(preprocessor.sequence_length,
+                                                      "sequence_length")
     self.network = network
     self.preprocessor = preprocessor
     self.task = task
@@ -624,13 +626,6 @@ def needs_a_new_head(cls, path, preset, arguments):
           "a pretrained model (no run record of a task)")
   return ValueError(f"{cls.__name__}.from_preset: {path} is {what}, not a {cls.__name__}: "
                     f"pass {arguments} for a new head on its encoder")
-
-
-def check_sequence_length(preprocessor, encoder):
-  """A clear error now rather than a failed gather at the first batch."""
-  if preprocessor.sequence_length > encoder.max_position_embeddings:
-    raise ValueError(f"sequence_length={preprocessor.sequence_length} is more than the "
-                     f"model's max_position_embeddings={encoder.max_position_embeddings}")
 
 
 class RatioMetric(keras.metrics.Metric):

@@ -115,6 +115,15 @@ class BertConfig:
   def to_json_string(self):
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
+  def check_sequence_length(self, length, name, source=None):
+    """A sequence length must fit the position table: the one check of every route (a
+    command's --max_seq_length, export, the API's sequence_length, the encoder's inputs).
+    `name`: the flag or argument; `source`: where this config was read, if from a file."""
+    if length > self.max_position_embeddings:
+      where = f" ({source})" if source else ""
+      raise ValueError(f"{name}={length} is more than the model's max_position_embeddings="
+                       f"{self.max_position_embeddings}{where}")
+
   def layer_arguments(self, layer_class):
     """The fields `layer_class`'s constructor takes, by name: a layer is built from the
     config without repeating its field list (`TransformerBlock(**c.layer_arguments(...))`)."""

@@ -120,12 +120,10 @@ class BertEncoder(keras.Model):
     length = word_ids.shape[1] if len(word_ids.shape) > 1 else None
     # TensorFlow's static length only: JAX's symbolic dimensions do not compare, and Keras
     # infers PyTorch's output shapes from stand-in lengths.
-    if (keras.backend.backend() == "tensorflow" and isinstance(length, int)
-        and length > self.max_position_embeddings):
+    if keras.backend.backend() == "tensorflow" and isinstance(length, int):
       # Known when the inputs are built: not a failed position gather at the first batch.
-      raise ValueError(f"inputs of {length} tokens, more than this model's "
-                       f"max_position_embeddings={self.max_position_embeddings}: give the "
-                       f"Preprocessor a sequence_length of at most that")
+      self.bert_config.check_sequence_length(length, "the inputs' length (a Preprocessor's "
+                                             "sequence_length)")
     if training:
       packing = self._training_packing(mask) if self.pack_training else None
       return self._forward(word_ids, mask, type_ids, training, packing=packing)

@@ -178,9 +178,9 @@ def export(folder, export_dir, options):
   config = folder.config
   vocab = tokenization.load_vocab_tokens(folder.vocab_file)
   max_seq_length = options.max_seq_length
-  if not 3 <= max_seq_length <= config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={max_seq_length} must be in [3, "
-                     f"max_position_embeddings={config.max_position_embeddings}]")
+  if max_seq_length < 3:  # [CLS], a piece, [SEP]
+    raise ValueError(f"--max_seq_length={max_seq_length} must be at least 3")
+  config.check_sequence_length(max_seq_length, "--max_seq_length", folder.config_file)
   num_labels, label_names = options.num_labels, options.label_names
   if not label_names and not num_labels and model_type in model_types.NEEDS_NUM_LABELS:
     # A fine-tuning run's labels: served outputs carry label strings (options win).

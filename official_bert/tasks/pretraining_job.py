@@ -101,7 +101,7 @@ def run(settings, record=None):
   config, config_file = finetuning_runner.config_and_source(s)
   tfrecord_io.make_dirs(s.output_dir, "--output_dir")
   strategy = runner.setup_runtime(s)
-  runner.check_sequence_length(s.max_seq_length, config, config_file)
+  config.check_sequence_length(s.max_seq_length, "--max_seq_length", config_file)
   task = PretrainingTask(config, s.max_seq_length, s.max_predictions_per_seq, s.shuffle_buffer_size,
                          next_sentence=s.next_sentence, masking=masking_options(s, config))
   trainer = runner.make_trainer(s, strategy, task, s.num_train_steps, s.num_warmup_steps)

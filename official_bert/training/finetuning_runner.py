@@ -115,7 +115,7 @@ def trained_labels(settings, model_types):
 def model_config(settings):
   """The model's `config_and_source`, checked against --max_seq_length."""
   config, source = config_and_source(settings)
-  runner.check_sequence_length(settings.max_seq_length, config, source)
+  config.check_sequence_length(settings.max_seq_length, "--max_seq_length", source)
   return config
 
 

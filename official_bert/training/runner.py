@@ -53,13 +53,6 @@ def setup_runtime(settings):
   return strategy
 
 
-def check_sequence_length(max_seq_length, config, source):
-  """--max_seq_length must fit the position table of the config read from `source`."""
-  if max_seq_length > config.max_position_embeddings:
-    raise ValueError(f"--max_seq_length={max_seq_length} exceeds "
-                     f"max_position_embeddings={config.max_position_embeddings} of {source}")
-
-
 def check_optimizer_settings(settings):
   """Optimizer flags that do not go together raise (callers check before any work)."""
   if settings.optimizer != "adamw" and not settings.adam_bias_correction:

@@ -311,8 +311,8 @@ def test_a_functional_model_longer_than_the_positions_is_refused_when_built(tiny
   preprocessor = ob.Preprocessor(ob.Preprocessor.from_preset(tiny_dir).vocab_file,
                                  sequence_length=256)
   x = keras.Input(shape=(), dtype="string")
-  with pytest.raises(ValueError, match=r"inputs of 256 tokens, more than this model's "
-                     r"max_position_embeddings=128"):
+  with pytest.raises(ValueError, match=r"the inputs' length \(a Preprocessor's sequence_length\)"
+                     r"=256 is more than the model's max_position_embeddings=128"):
     backbone(preprocessor(x))
 
 
