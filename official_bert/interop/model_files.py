@@ -81,18 +81,15 @@ def beside(path):
   do_lower_case = None
   tokenizer_config = there(TOKENIZER_CONFIG_FILE)
   if tokenizer_config:
+    advice = ". Correct it, or remove it to take the case from the folder's run record or "\
+             "vocabulary"
     try:
-      value = json.loads(tfrecord_io.read_text(tokenizer_config))
-    except json.JSONDecodeError as e:
-      value = e
-    problem = ("not valid JSON" if isinstance(value, Exception) else
-               None if isinstance(value, dict) else "not a JSON object")
-    do_lower_case = value.get("do_lower_case") if problem is None else None
-    if problem is None and do_lower_case is not None and not isinstance(do_lower_case, bool):
-      problem = f"do_lower_case should be true or false, got {json.dumps(do_lower_case)}"
-    if problem:
-      raise DamagedFileError(f"{tokenizer_config}: {problem}. Correct it, or remove it to take "
-                             f"the case from the folder's run record or vocabulary")
+      do_lower_case = _read_json_object(tokenizer_config).get("do_lower_case")
+    except ValueError as e:
+      raise DamagedFileError(f"{e}{advice}") from None
+    if do_lower_case is not None and not isinstance(do_lower_case, bool):
+      raise DamagedFileError(f"{tokenizer_config}: do_lower_case should be true or false, got "
+                             f"{json.dumps(do_lower_case)}{advice}")
   return ModelFiles(directory, there(CONFIG_FILE), there(HF_CONFIG_FILE), there(VOCAB_FILE),
                     do_lower_case, read_run_settings(directory))
 
@@ -266,18 +263,23 @@ def head_config_beside(checkpoint):
 def read_head_config(path):
   """The `model_types.build_model` head_config in a head_config.json (its model_type key
   dropped)."""
-  with tf.io.gfile.GFile(path) as f:
-    try:
-      config = json.load(f)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{path}: not valid JSON ({e})") from None
-  if not isinstance(config, dict):
-    raise ValueError(f"{path}: expected a JSON object")
+  config = _read_json_object(path)
   config.pop("model_type", None)
   if set(config) != _HEAD_CONFIG_KEYS:
     raise ValueError(f"{path}: expected the keys {sorted(_HEAD_CONFIG_KEYS)}, got "
                      f"{sorted(config)}")
   return config
+
+
+def _read_json_object(path):
+  """The JSON object (a dict) in the file at `path`; ValueError naming it otherwise."""
+  try:
+    value = json.loads(tfrecord_io.read_text(path))
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{path}: not valid JSON ({e})") from None
+  if not isinstance(value, dict):
+    raise ValueError(f"{path}: expected a JSON object")
+  return value
 
 
 def write_head_config(output_dir, head_config):
