@@ -140,7 +140,8 @@ class MaskedLM(task_model.TaskModel):
   # --- inference ------------------------------------------------------------------------------
 
   def fill_mask(self, texts, top_k=5, batch_size=32):
-    """Per text, per `[MASK]` in order, the `top_k` (token, probability) pairs."""
+    """Per text, per `[MASK]` in order, the `top_k` (token, probability) pairs; for one string,
+    its list alone (as a fill-mask pipeline gives), and [] for no texts."""
     task_model.check_batch_size(batch_size)
     self.warn_if_untrained("fill_mask")
     single = isinstance(texts, str)
@@ -162,6 +163,8 @@ class MaskedLM(task_model.TaskModel):
     return result[0] if single else result
 
   def predict(self, x, batch_size=32, verbose=None, *, top_k=5):
-    """`fill_mask`: what a masked LM predicts is its [MASK] tokens."""
+    """`fill_mask` of a batch (Keras' predict: a list of texts, not one string or none):
+    what a masked LM predicts is its [MASK] tokens."""
     del verbose  # Keras' argument: nothing to show
+    self._check_inputs(x, None, "predict", batch_size)
     return self.fill_mask(x, top_k=top_k, batch_size=batch_size)

@@ -194,16 +194,21 @@ class TextEmbedder(task_model.TaskModel):
   # --- embeddings and their scores ------------------------------------------------------------
 
   def encode(self, texts, batch_size=32):
-    """numpy float32 [n, hidden]: one embedding per text."""
+    """numpy float32 [n, hidden]: one embedding per text; [hidden] for one string, as
+    sentence-transformers' `encode` gives (and [0, hidden] for no texts)."""
     task_model.check_batch_size(batch_size)
+    single = isinstance(texts, (str, bytes))
     texts = as_string_tensor(texts, "texts")
     if int(texts.shape[0]) == 0:
       return np.zeros([0, self.backbone.hidden_size], np.float32)
-    return np.asarray(self.predict_logits(texts, batch_size), np.float32)
+    embeddings = np.asarray(self.predict_logits(texts, batch_size), np.float32)
+    return embeddings[0] if single else embeddings
 
   def predict(self, x, batch_size=32, verbose=None):
-    """`encode`: what an embedder predicts is its texts' embeddings [n, hidden]."""
+    """`encode` of a batch (Keras' predict: a list of texts, not one string or none): the
+    texts' embeddings [n, hidden]."""
     del verbose  # Keras' argument: nothing to show
+    self._check_inputs(x, None, "predict", batch_size)
     return self.encode(x, batch_size)
 
   def evaluate_similarity(self, x, y, batch_size=32):

@@ -373,7 +373,7 @@ def test_a_rare_label_is_named_at_fit(tiny_dir, caplog):
 
 
 def test_an_empty_predict_is_named_and_an_embedders_validation_takes_its_x(classifier,
-                                                                           tiny_dir):
+                                                                           tiny_dir, tmp_path):
   before = classifier.predict(TEXTS)
   with pytest.raises(ValueError, match=r"^predict: x has no examples \(an empty list\)$"):
     classifier.predict([])
@@ -383,6 +383,23 @@ def test_an_empty_predict_is_named_and_an_embedders_validation_takes_its_x(class
   # validation_data=(first, second), as fit's x: it was split as (x, y) and failed after an
   # epoch, in the graph.
   embedder = ob.TextEmbedder.from_preset(tiny_dir, sequence_length=8)
+  # Every task model's predict takes a batch, as Keras': one string or none is named. The
+  # embedder's encode and the masked LM's fill_mask take one string, as sentence-transformers'
+  # encode and a fill-mask pipeline do, and no texts.
+  masked_lm = ob.MaskedLM.from_preset(tiny_pretraining_folder(tmp_path / "mlm"),
+                                      sequence_length=8)
+  for model in (embedder, masked_lm):
+    with pytest.raises(ValueError, match=r"^predict: x is one string \('a text'\), not a list"):
+      model.predict("a text")
+    with pytest.raises(ValueError, match=r"^predict: x has no examples \(an empty list\)$"):
+      model.predict([])
+  vectors = embedder.predict(TEXTS[:2])
+  assert vectors.shape == (2, embedder.backbone.hidden_size)
+  np.testing.assert_allclose(embedder.encode(TEXTS[0]), vectors[0], atol=1e-6)
+  assert embedder.encode([]).shape == (0, embedder.backbone.hidden_size)
+  masked = [TEXTS[0] + " [MASK]", "[MASK] " + TEXTS[1]]
+  assert masked_lm.fill_mask(masked[1], top_k=2) == masked_lm.predict(masked, top_k=2)[1]
+  assert masked_lm.fill_mask([]) == []
   assert not embedder.backbone.pooler_dense.trainable  # mean pooling never reads it
   history = embedder.fit((TEXTS, TEXTS[::-1]), batch_size=4, epochs=1, verbose=0,
                          validation_data=(TEXTS, TEXTS[::-1]))
