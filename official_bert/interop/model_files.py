@@ -273,13 +273,7 @@ def read_head_config(path):
 
 def _read_json_object(path):
   """The JSON object (a dict) in the file at `path`; ValueError naming it otherwise."""
-  try:
-    value = json.loads(tfrecord_io.read_text(path))
-  except json.JSONDecodeError as e:
-    raise ValueError(f"{path}: not valid JSON ({e})") from None
-  if not isinstance(value, dict):
-    raise ValueError(f"{path}: expected a JSON object")
-  return value
+  return run_record.json_object(tfrecord_io.read_text(path), path)
 
 
 def write_head_config(output_dir, head_config):

@@ -157,12 +157,7 @@ class RunRecord:
       ValueError: not a JSON object, or a field of the wrong type (naming it).
       NewerVersionError: a version this one does not read.
     """
-    try:
-      value = json.loads(text)
-    except json.JSONDecodeError as e:
-      raise ValueError(f"{source}: not valid JSON ({e})") from None
-    if not isinstance(value, dict):
-      raise ValueError(f"{source}: expected a JSON object, got {type(value).__name__}")
+    value = json_object(text, source)
     version = value.pop("version", 1)
     if not _is_a(version, int) or version < 1:
       raise ValueError(f"{source}: version should be a whole number from 1, got "
@@ -176,7 +171,8 @@ class RunRecord:
       raise ValueError(f"{source}: model_type should be a string, got {json.dumps(model_type)}")
     flat = dict(value)
     distillation = flat.pop("distillation", None)
-    for name in _PART_CLASSES:  # version 2: the parts nested
+    nested = set()  # fields of a version 2 part, checked there (named "part.field")
+    for name in _PART_CLASSES:
       part = flat.pop(name, None)
       if part is not None and not isinstance(part, dict):
         raise ValueError(f"{source}: {name} should be a JSON object (its fields), got "
@@ -184,6 +180,7 @@ class RunRecord:
       if part:
         _check_types(_PART_CLASSES[name], part, source, f"{name}.")
         flat.update(part)
+        nested.update(part)
     if distillation is not None and not isinstance(distillation, dict):
       raise ValueError(f"{source}: distillation should be a JSON object (its fields), got "
                        f"{json.dumps(distillation)}")
@@ -195,8 +192,9 @@ class RunRecord:
       logging.warning("%s: fields %s are not part of a %s's record (version %s); ignored.",
                       source, unknown, model_type, version)
     _check_types(cls, {k: v for k, v in flat.items() if k in top}, source)
-    if part_cls:
-      _check_types(part_cls, {k: v for k, v in flat.items() if k in known - top}, source)
+    if part_cls:  # version 1's flat fields
+      _check_types(part_cls, {k: v for k, v in flat.items() if k in known - top - nested},
+                   source)
     if flat.get("labels") is not None and not all(isinstance(l, str) for l in flat["labels"]):
       raise ValueError(f"{source}: labels should be a list of label names (strings; the "
                        f"labels as given go in label_values), got {json.dumps(flat['labels'])}")
@@ -206,6 +204,17 @@ class RunRecord:
       record.distillation = _distillation_part(distillation, source)
     record.version = VERSION
     return record
+
+
+def json_object(text, source):
+  """The JSON object (a dict) in `text`; ValueError naming `source` (its file) otherwise."""
+  try:
+    value = json.loads(text)
+  except json.JSONDecodeError as e:
+    raise ValueError(f"{source}: not valid JSON ({e})") from None
+  if not isinstance(value, dict):
+    raise ValueError(f"{source}: expected a JSON object, got {type(value).__name__}")
+  return value
 
 
 def _distillation_part(value, source="run record"):
