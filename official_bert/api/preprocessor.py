@@ -62,6 +62,7 @@ class Preprocessor(keras.layers.Layer):
       vocabulary = tokenization.load_vocab_tokens(self._vocab_file)
     self.vocabulary = list(vocabulary)
     self.lower_case = bool(lower_case)
+    text_packing.check_packed_length(sequence_length, "sequence_length")
     self.sequence_length = int(sequence_length)
     tokenization.check_special_tokens({t: i for i, t in enumerate(self.vocabulary)},
                                       "the vocabulary")

@@ -13,8 +13,10 @@ takes Keras' own arguments instead.
 """
 
 import contextlib
+import dataclasses
 import os
 import tempfile
+import weakref
 
 from absl import logging
 import keras
@@ -106,9 +108,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
     stored = presets.trained_as(preset, cls.model_type)
     # The class's default only where the model takes that many positions (a small model's
     # folder needs no argument).
-    sequence_length = (sequence_length or stored.get("max_seq_length") or
-                       model_folder.default_sequence_length(preset.config,
-                                                            cls.default_sequence_length))
+    if sequence_length is None:
+      sequence_length = stored.get("max_seq_length") or model_folder.default_sequence_length(
+          preset.config, cls.default_sequence_length)
     backbone = Backbone.from_bert_config(preset.config, name="encoder")
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
     arguments, require_heads = cls.preset_arguments(path, preset, stored, dict(kwargs))
@@ -142,6 +144,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
     # Names of the variables at their random initialization (`from_preset` of a model
     # without this head) until `fit` trains them: `predict` says so (`warn_if_untrained`).
     self.untrained_weights = []
+    self._relaxed_predict_function = lambda: None  # `_trace_predict_for_every_shape`'s
 
   @property
   def backbone(self):
@@ -552,9 +555,31 @@ class TaskModel(BackboneModelConfig, keras.Model):
     batches."""
     if int(dataset.cardinality()) == 0:  # Keras' predict fails inside, and on JAX breaks the
       raise ValueError("predict: x has no examples")  # model's variables for later calls
+    self._trace_predict_for_every_shape(dataset)
     outputs = super().predict(dataset, verbose=kwargs.pop("verbose", 0), **kwargs)
     # float32 whatever the compute dtype (mixed precision computes logits in float16).
     return tf.nest.map_structure(lambda a: a.astype("float32"), outputs)
+
+  def _trace_predict_for_every_shape(self, dataset):
+    """Traces Keras' predict function once for batches of any size and length. Keras traces
+    it at the first batch's shapes and again, relaxed, at the first batch of others (the last,
+    shorter batch; a batch cut to shorter sequences): the first trace is then wasted (a tiny
+    model's predict: 0.7 s of 2.2). TensorFlow's eager predict with one step per call, under
+    the default strategy, where Keras calls it with the batch itself."""
+    if (not ON_TENSORFLOW or self.run_eagerly or self.steps_per_execution != 1
+        or (self.predict_function is not None
+            and self.predict_function is self._relaxed_predict_function())
+        or self.distribute_strategy is not tf.distribute.get_strategy()
+        or tf.distribute.has_strategy()):
+      return
+    if not all(isinstance(spec, tf.TensorSpec) for spec in tf.nest.flatten(dataset.element_spec)):
+      return  # (a ragged or sparse input: Keras' own tracing)
+    self.make_predict_function()
+    relaxed = tf.nest.map_structure(
+        lambda spec: tf.TensorSpec([None] * spec.shape.rank, spec.dtype), dataset.element_spec)
+    self.predict_function.get_concrete_function([relaxed])
+    # A weak reference: a tf.function held by the model would be saved in its SavedModel.
+    self._relaxed_predict_function = weakref.ref(self.predict_function)
 
   # --- files -------------------------------------------------------------------------------
 
@@ -588,11 +613,12 @@ class TaskModel(BackboneModelConfig, keras.Model):
           f"is {keras.backend.backend()}). Save the model instead, model.save(FOLDER), and "
           f"export that folder where TensorFlow runs: python -m official_bert.export "
           f"--checkpoint=FOLDER --export_dir={os.fspath(path)}")
+    _check_export_options(options)
     return export_saved(self, self.model_type, path, overwrite, self.export_arguments(options))
 
   def export_arguments(self, options):
     """`exporter.ExportOptions` keyword arguments (max_seq_length, labels, ...)."""
-    return dict(max_seq_length=self.preprocessor.sequence_length, **options)
+    return dict({"max_seq_length": self.preprocessor.sequence_length}, **options)
 
 
 def export_saved(model, model_type, path, overwrite, arguments):
@@ -607,6 +633,26 @@ def export_saved(model, model_type, path, overwrite, arguments):
                                      source=f"the Python API's {type(model).__name__}",
                                      **arguments)
     return exporter.export(model_folder.read(saved), path, options)
+
+
+# What `export` takes from the model itself, not as an option.
+_MODEL_EXPORT_SETTINGS = ("model_type", "num_labels", "label_names", "squad_options",
+                          "classifier_options", "head_config_file", "allow_random_head",
+                          "overwrite", "source")
+
+
+def _check_export_options(options):
+  """ValueError naming an `export` keyword that is not one of the export command's options,
+  or that the model sets (its labels, its task's settings)."""
+  known = {f.name for f in dataclasses.fields(exporter.ExportOptions)}
+  unknown = sorted(set(options) - known)
+  own = sorted(set(options) & set(_MODEL_EXPORT_SETTINGS))
+  if unknown or own:
+    allowed = sorted(known - set(_MODEL_EXPORT_SETTINGS))
+    problem = (f"unknown option(s) {unknown}" if unknown else
+               f"{own} come from the model, not an option")
+    raise ValueError(f"export: {problem}; it takes the export command's options "
+                     f"{', '.join(allowed)}")
 
 
 def check_batch_size(batch_size):

@@ -112,8 +112,11 @@ def model_entries(directory):
   """
   listing = [name.rstrip("/") for name in tf.io.gfile.listdir(directory)]
   state = tf.train.get_checkpoint_state(directory)
-  if state is None and not any(name == HF_WEIGHTS_FILE or name.endswith(".index")
-                               for name in listing):
+  # A checkpoint is PREFIX.index with its PREFIX.data-* shards: a lone docs.index (a search
+  # index) is a user's file, and so is every docs.* beside it.
+  indexed = [name[:-len(".index")] for name in listing if name.endswith(".index")
+             and any(other.startswith(name[:-len("index")] + "data-") for other in listing)]
+  if state is None and HF_WEIGHTS_FILE not in listing and not indexed:
     return []  # no model here
   names = set(MODEL_FILES) | {"checkpoint", HF_WEIGHTS_FILE, HF_CONFIG_FILE}
   prefixes = set()
@@ -121,10 +124,10 @@ def model_entries(directory):
     prefixes = {os.path.basename(p) for p in
                 list(state.all_model_checkpoint_paths) + [state.model_checkpoint_path]}
   else:  # a released folder's one checkpoint (bert_model.ckpt), the one its readers take
-    indexed = [name[:-len(".index")] for name in listing if name.endswith(".index")]
     prefixes = set(indexed) if len(indexed) == 1 else set()
-  return sorted(name for name in listing
-                if name in names or any(name.startswith(prefix + ".") for prefix in prefixes))
+  return sorted(name for name in listing if name in names or any(
+      name in (prefix + ".index", prefix + ".meta") or name.startswith(prefix + ".data-")
+      for prefix in prefixes))
 
 
 def model_file_paths(directory):

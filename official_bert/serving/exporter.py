@@ -45,6 +45,7 @@ from official_bert.serving import onnx_export
 from official_bert.serving import onnx_quantization
 from official_bert.serving import signatures as export_signatures
 from official_bert.serving import squad_answers
+from official_bert.serving import text_packing
 from official_bert.serving import tflite_export
 
 SQUAD_FLAGS = ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
@@ -178,8 +179,7 @@ def export(folder, export_dir, options):
   config = folder.config
   vocab = tokenization.load_vocab_tokens(folder.vocab_file)
   max_seq_length = options.max_seq_length
-  if max_seq_length < 3:  # [CLS], a piece, [SEP]
-    raise ValueError(f"--max_seq_length={max_seq_length} must be at least 3")
+  text_packing.check_packed_length(max_seq_length, "--max_seq_length")
   config.check_sequence_length(max_seq_length, "--max_seq_length", folder.config_file)
   num_labels, label_names = options.num_labels, options.label_names
   if not label_names and not num_labels and model_type in model_types.NEEDS_NUM_LABELS:

@@ -14,6 +14,7 @@ A pair is truncated longest-first from the end, exactly like the original `_trun
 functions serve a whole model and a preprocessing-only SavedModel.
 """
 
+import numpy as np
 import tensorflow as tf
 
 MASK_TOKEN = "[MASK]"
@@ -104,6 +105,19 @@ def padded_width(lengths, seq_length, pad_to_multiple):
                     multiple)
 
 
+# [CLS], one token and [SEP]: the shortest packed input.
+MIN_PACKED_LENGTH = 3
+
+
+def check_packed_length(length, name):
+  """ValueError naming `name` (the argument or flag) unless `length` is a whole number of at
+  least `MIN_PACKED_LENGTH`."""
+  if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or (
+      length < MIN_PACKED_LENGTH):
+    raise ValueError(f"{name}={length!r}: expected a whole number of tokens, at least "
+                     f"{MIN_PACKED_LENGTH} ([CLS], a token and [SEP])")
+
+
 def pack_inputs(segment_a, segment_b, seq_length, cls_id, sep_id, pad_to_multiple=None):
   """Builds the model inputs from token ids, with truncation and padding.
 
@@ -121,8 +135,7 @@ def pack_inputs(segment_a, segment_b, seq_length, cls_id, sep_id, pad_to_multipl
     (0-padded), `input_mask` (1 on real tokens), `input_type_ids` (0 for `[CLS] a [SEP]`,
     1 for `b [SEP]`).
   """
-  if seq_length < 3:
-    raise ValueError(f"seq_length must be at least 3, got {seq_length}")
+  check_packed_length(seq_length, "seq_length")
   segment_a = tf.cast(segment_a, tf.int64)
   len_a = segment_a.row_lengths()
   if segment_b is None:
@@ -180,6 +193,7 @@ class TextToInputs(tf.Module):
     if missing:
       raise ValueError(f"vocabulary lacks {missing}")
     self.tokenizer = tokenizer
+    check_packed_length(seq_length, "seq_length")
     self.seq_length = int(seq_length)
     self.pad_to_multiple = int(pad_to_multiple) if pad_to_multiple else None
     self.cls_id, self.sep_id, self.mask_id = ids["[CLS]"], ids["[SEP]"], ids[MASK_TOKEN]

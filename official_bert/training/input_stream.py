@@ -55,27 +55,35 @@ def _read(path):
     return {}
 
 
-def first_step(output_dir, key, start_step, chief=True):
+def first_step(output_dir, key, start_step):
   """The step at which the stream `key` began in `output_dir` (so a resumed run skips the
-  examples of `start_step - first_step` steps). Records it (chief) when it is new.
+  examples of `start_step - first_step` steps). `record` writes it once the run has saved a
+  checkpoint.
 
   Every worker computes the same value whether or not the chief has already rewritten the
   file: a new record is (key, start_step), and start_step comes from the shared checkpoint.
   """
   if key is None:  # a dataset function that did not say what it reads
     return 0
-  path = os.path.join(output_dir, STREAM_FILE)
-  record = _read(path)
+  record = _read(os.path.join(output_dir, STREAM_FILE))
   if record is None:
-    begin = 0  # a new directory, or one from before this file: the stream it always read
-  elif record.get("stream") == key and int(record.get("first_step", 0)) <= start_step:
+    return 0  # a new directory, or one from before this file: the stream it always read
+  if record.get("stream") == key and int(record.get("first_step", 0)) <= start_step:
     return int(record["first_step"])
-  else:  # another input, or a record ahead of the checkpoint (checkpoints deleted since)
-    begin = start_step
-    if record.get("stream") != key:
-      logging.info("The training input changed at step %d (was %s; now %s): reading the new "
-                   "input from its beginning.", start_step, record.get("stream"), key)
-  if chief:
-    tfrecord_io.write_text(path, json.dumps({"stream": key, "first_step": begin}, indent=2,
-                                            sort_keys=True) + "\n")
-  return begin
+  # Another input, or a record ahead of the checkpoint (checkpoints deleted since).
+  if record.get("stream") != key:
+    logging.info("The training input changed at step %d (was %s; now %s): reading the new "
+                 "input from its beginning.", start_step, record.get("stream"), key)
+  return start_step
+
+
+def record(output_dir, key, begin, chief=True):
+  """Records (chief) that the stream `key` began at step `begin`, when a checkpoint that read
+  it is saved: a run that failed before (a mistyped --input_file, a wrong length) leaves the
+  record of the input its directory's checkpoints read, and a new directory none."""
+  if key is None or not chief:
+    return
+  path = os.path.join(output_dir, STREAM_FILE)
+  content = {"stream": key, "first_step": begin}
+  if _read(path) != content:
+    tfrecord_io.write_text(path, json.dumps(content, indent=2, sort_keys=True) + "\n")

@@ -176,8 +176,9 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
   keeper.restore_or_initialize(init_checkpoint, warm_start_adaptation(trainer))
   start_step = int(trainer.step.numpy())
   # Steps that read this input: fewer than start_step if a resumed run changed the input.
-  input_steps = start_step - input_stream.first_step(
-      output_dir, getattr(dataset_fn, "stream", None), start_step, chief)
+  stream = getattr(dataset_fn, "stream", None)
+  stream_began = input_stream.first_step(output_dir, stream, start_step)
+  input_steps = start_step - stream_began
   iterator = iter(strategy.distribute_datasets_from_function(
       lambda ctx: dataset_fn(ctx, input_steps)))
   writer = tf.summary.create_file_writer(os.path.join(output_dir, "train")) if chief else None
@@ -208,10 +209,12 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
       at_evaluation = evaluating and (step % eval_every_steps == 0 or step >= num_train_steps)
       if step % save_checkpoints_steps == 0 or step >= num_train_steps or at_evaluation:
         keeper.save("step %d" % step)
+        input_stream.record(output_dir, stream, stream_began, chief)
       if at_evaluation:
         stopped_early = bool(on_evaluation(step))
     if stop.requested and step % save_checkpoints_steps and step < num_train_steps:
       keeper.save("stop requested by signal")
+      input_stream.record(output_dir, stream, stream_began, chief)
   finally:
     stop.restore()
     if writer is not None:

@@ -104,14 +104,18 @@ def test_save_over_a_hugging_face_folder_replaces_its_weights(classifier, tmp_pa
 
 def test_save_over_a_folder_without_a_model_keeps_files_named_like_model_files(
     classifier, tmp_path):
-  """No weights there: a config.json or labels.txt is the user's, not a previous model's."""
+  """No weights there: a config.json or labels.txt is the user's, not a previous model's; so
+  is a search index's docs.index (no docs.data-* beside it: not a checkpoint) and its
+  docs.* files."""
   folder = tmp_path / "app"
   folder.mkdir()
-  (folder / "config.json").write_text('{"app_port": 8080}')
-  (folder / "labels.txt").write_text("mine\n")
+  mine = {"config.json": '{"app_port": 8080}', "labels.txt": "mine\n", "docs.index": "faiss",
+          "docs.txt": "a document\n", "docs.meta.json": "{}"}
+  for name, text in mine.items():
+    (folder / name).write_text(text)
   classifier.save(str(folder), overwrite=True)
-  assert (folder / "config.json").read_text() == '{"app_port": 8080}'
-  assert (folder / "labels.txt").read_text() == "mine\n"
+  for name, text in mine.items():
+    assert (folder / name).read_text() == text, name
   np.testing.assert_allclose(ob.TextClassifier.from_preset(str(folder)).predict(TEXTS),
                              classifier.predict(TEXTS), atol=1e-6)
 
@@ -188,7 +192,8 @@ def test_export_entries_are_those_of_an_export_there(tmp_path):
       "model.tflite", "vocab.txt"]
   # A TFLite file exported into a model folder: the vocabulary is the model's.
   assert exporter.export_entries(folder_of("model.onnx", "vocab.txt", "bert_config.json",
-                                           "model.ckpt.index")) == ["model.onnx"]
+                                           "model.ckpt.index",
+                                           "model.ckpt.data-00000-of-00001")) == ["model.onnx"]
   assert exporter.export_entries(folder_of("vocab.txt", "encoder/data.csv", "notes.txt")) == []
 
 
@@ -264,6 +269,18 @@ def test_inputs_keras_would_misreport(classifier, tiny_dir, tmp_path):
   # A pair's two lists of different lengths: the Preprocessor says so, not a graph error.
   with pytest.raises(ValueError, match="Preprocessor: 2 first texts but 1 second texts"):
     classifier.preprocessor((["a", "b"], ["c"]))
+  # A length of 0 was taken as "not given" (128); 2 failed at the first batch, in tf.data.
+  for length in (0, 2):
+    with pytest.raises(ValueError, match=rf"sequence_length={length}: expected a whole number "
+                       r"of tokens, at least 3"):
+      ob.TextClassifier.from_preset(tiny_dir, num_classes=2, sequence_length=length)
+  # export's options are the command's; the model's own settings are not options.
+  with pytest.raises(ValueError, match=r"export: \['label_names'\] come from the model"):
+    classifier.export(tmp_path / "e1", label_names=["a", "b"])
+  with pytest.raises(ValueError, match=r"export: unknown option\(s\) \['max_length'\]; it "
+                     r"takes the export command's options .*max_seq_length"):
+    classifier.export(tmp_path / "e2", max_length=8)
+  assert not os.path.exists(tmp_path / "e1") and not os.path.exists(tmp_path / "e2")
 
 
 def test_a_multi_label_threshold_comes_back_as_saved(tiny_dir, tmp_path):

@@ -296,7 +296,8 @@ def test_a_damaged_record_or_case_file_is_an_error_not_a_pretrained_folder(tmp_p
   (folder / model_files.RUN_SETTINGS_FILE).unlink()
   for text, problem in (('{"do_lower_case": "false"}',
                          re.escape('do_lower_case should be true or false, got "false"')),
-                        ("{", r"not valid JSON \(.+\)"), ("[true]", "expected a JSON object, got list")):
+                        ("{", r"not valid JSON \(.+\)"),
+                        ("[true]", "expected a JSON object, got list")):
     (folder / model_files.TOKENIZER_CONFIG_FILE).write_text(text)
     with pytest.raises(ValueError, match=re.escape(
         f"{folder / model_files.TOKENIZER_CONFIG_FILE}: ") + problem +

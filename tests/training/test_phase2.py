@@ -217,16 +217,31 @@ def test_input_stream_records_where_each_input_began(tmp_path):
   one = input_stream.stream_key("a-*.tfrecord", 128, 256)
   two = input_stream.stream_key("b-*.tfrecord", 512, 256)
   out = str(tmp_path)
-  assert input_stream.first_step(out, one, 7) == 0  # no record: a directory from before it
-  assert input_stream.first_step(out, one, 9) == 0
-  assert input_stream.first_step(out, two, 9, chief=False) == 9  # workers agree, write nothing
-  assert json.loads((tmp_path / input_stream.STREAM_FILE).read_text())["stream"] == one
-  assert input_stream.first_step(out, two, 9) == 9
-  assert input_stream.first_step(out, two, 12, chief=False) == 9
-  assert input_stream.first_step(out, two, 15) == 9
-  assert input_stream.first_step(out, None, 15) == 0  # a dataset function that does not say
+  path = tmp_path / input_stream.STREAM_FILE
+
+  def run(key, step, chief=True, saved=True):
+    """A run resumed at `step`: where its stream began, recorded when it saves."""
+    began = input_stream.first_step(out, key, step)
+    if saved:
+      input_stream.record(out, key, began, chief)
+    return began
+
+  assert run(one, 7, saved=False) == 0  # no record: a directory from before it
+  assert not path.exists()  # nothing written before a checkpoint of the run
+  assert run(one, 9) == 0
+  assert json.loads(path.read_text()) == {"stream": one, "first_step": 0}
+  # A run on another input that failed before its first checkpoint (a mistyped
+  # --input_file) records nothing: the next run on the first input still skips its steps.
+  assert run(two, 9, saved=False) == 9
+  assert run(one, 9) == 0
+  assert run(two, 9, chief=False) == 9  # workers agree, write nothing
+  assert json.loads(path.read_text())["stream"] == one
+  assert run(two, 9) == 9
+  assert run(two, 12, chief=False) == 9
+  assert run(two, 15) == 9
+  assert run(None, 15) == 0  # a dataset function that does not say
   # Checkpoints deleted since (the record is ahead of the step): a new stream, not a skip < 0.
-  assert input_stream.first_step(out, two, 3) == 3
+  assert run(two, 3) == 3
 
 
 def test_input_stream_key_is_the_files_not_their_spelling(tmp_path, monkeypatch):
