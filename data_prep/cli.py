@@ -26,6 +26,8 @@ scheduler can tell a stopped run from a finished one. A training loop that saves
 first takes the signals over while it runs (`training_loop.StopRequest`).
 """
 
+import glob
+import os
 import re
 import signal
 import sys
@@ -45,6 +47,33 @@ def user_errors():
   if tf is not None and hasattr(tf, "errors"):
     errors += (tf.errors.NotFoundError, tf.errors.PermissionDeniedError)
   return errors
+
+
+def check_output_files(output_flag="output_file", input_flags=("input_file", "vocab_file")):
+  """Before any work: ValueError if a local --output_file (comma-separated) is a folder, or is
+  one of the files of `input_flags` (glob patterns, as the programs expand them): the rename
+  at the end would fail after the work, or replace the user's input."""
+  if output_flag not in flags.FLAGS or not flags.FLAGS[output_flag].value:
+    return
+  outputs = [p.strip() for p in str(flags.FLAGS[output_flag].value).split(",") if p.strip()]
+  inputs = {}
+  for name in input_flags:
+    value = flags.FLAGS[name].value if name in flags.FLAGS else None
+    for pattern in (value if isinstance(value, list) else str(value or "").split(",")):
+      pattern = pattern.strip()
+      if pattern and "://" not in pattern:
+        inputs.update({os.path.realpath(p): name
+                       for p in glob.glob(os.path.expanduser(pattern))})
+  for path in outputs:
+    if "://" in path:
+      continue
+    if os.path.isdir(path):
+      raise ValueError(f"--{output_flag}={path} is a folder: give a file's path (e.g. "
+                       f"{os.path.join(path, 'NAME')})")
+    if os.path.realpath(path) in inputs:
+      raise ValueError(f"--{output_flag}={path} is also the --{inputs[os.path.realpath(path)]}"
+                       f": writing it would replace that input; choose another "
+                       f"--{output_flag}")
 
 
 class Interrupted(Exception):
@@ -189,6 +218,7 @@ def launch(main_fn, required_flags=(), positional=(), pass_through_unknown=False
       sys.exit(1)
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
+      check_output_files()
       main_fn(argv)
     except user_errors() as e:
       logging.error("%s", e)

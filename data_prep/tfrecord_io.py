@@ -258,6 +258,8 @@ class AtomicFile:
 
   def __init__(self, path, mode="wb"):
     fs = gfile()
+    if fs.isdir(path):  # the rename at the end would fail, after the work
+      raise ValueError(f"{path} is a folder: an output file cannot replace it")
     make_dirs(os.path.dirname(path), what=f"the directory of {path}")
     remove_stale_temporaries([path])
     self.path = path
@@ -287,7 +289,11 @@ class AtomicFile:
 
   def __exit__(self, exc_type, exc, tb):
     if exc_type is None:
-      self.commit()
+      try:
+        self.commit()
+      except BaseException:
+        self.abort()  # (a folder made at `path` meanwhile): no temporary file left
+        raise
     else:
       self.abort()
 

@@ -107,6 +107,29 @@ def test_a_writer_whose_output_parent_is_a_file_names_it(tmp_path):
   assert f"{blocker} is a file" in proc.stderr, proc.stderr[-2000:]
 
 
+def test_an_output_file_that_is_a_folder_or_an_input_is_refused_before_any_work(tmp_path):
+  """Each writer: a folder at --output_file failed at the final rename, after the work, with
+  a traceback and a temporary file left; the input as --output_file was replaced."""
+  corpus = tmp_path / "c.txt"
+  corpus.write_text("One sentence.\nAnother one.\n\nA second document.\nIts end.\n")
+  folder = tmp_path / "out"
+  folder.mkdir()
+  (folder / "mine.txt").write_text("keep me")
+  for module, flags in (
+      ("data_prep.learn_vocab", ["--vocab_size=50", "--min_count=1"]),
+      ("data_prep.create_pretraining_data", [f"--vocab_file={UNCASED_VOCAB}"]),
+      ("data_prep.extend_vocab", [f"--vocab_file={UNCASED_VOCAB}", "--num_new_tokens=1"])):
+    proc = _run(module, f"--input_file={corpus}", f"--output_file={folder}", *flags)
+    assert f"--output_file={folder} is a folder: give a file's path" in proc.stderr, (
+        module, proc.stderr[-2000:])
+    proc = _run(module, f"--input_file={tmp_path}/*.txt", f"--output_file={corpus}", *flags)
+    assert f"--output_file={corpus} is also the --input_file" in proc.stderr, (
+        module, proc.stderr[-2000:])
+  assert sorted(os.listdir(tmp_path)) == ["c.txt", "out"]
+  assert os.listdir(folder) == ["mine.txt"]
+  assert corpus.read_text().startswith("One sentence.")
+
+
 def test_run_swag_negative_batch_size_stops_before_writing_features(tmp_path):
   proc = _run("official_bert.run_swag", f"--bert_config_file={_config(tmp_path)}",
               f"--vocab_file={UNCASED_VOCAB}", f"--data_dir={tmp_path}",

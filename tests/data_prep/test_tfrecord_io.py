@@ -96,6 +96,19 @@ def test_a_failed_write_leaves_nothing(tmp_path):
   assert not list(tmp_path.iterdir())
 
 
+def test_a_folder_at_the_output_path_is_named_and_leaves_nothing(tmp_path):
+  folder = tmp_path / "o.txt"
+  folder.mkdir()
+  with pytest.raises(ValueError, match="o.txt is a folder: an output file cannot replace it"):
+    tfrecord_io.write_text(str(folder), "x")
+  # A folder made there while the file was written: the rename fails, the temporary goes.
+  with pytest.raises(tf.errors.OpError):
+    with tfrecord_io.AtomicFile(str(tmp_path / "p.txt"), "w") as f:
+      f.write("x")
+      (tmp_path / "p.txt").mkdir()
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["o.txt", "p.txt"]
+
+
 def test_an_empty_output_still_exists(tmp_path):
   assert tfrecord_io.write_examples(str(tmp_path / "e.tfrecord"), (), {"x": []}) == 0
   assert (tmp_path / "e.tfrecord").read_bytes() == b""
