@@ -59,8 +59,12 @@ def expand_inputs(patterns):
   for pattern in [p.strip() for p in patterns.split(",") if p.strip()]:
     is_glob = glob.has_magic(pattern)
     hidden_ok = not is_glob or os.path.basename(pattern).startswith(".")
+    # Beam's local file system matches no bare relative glob ("books*.txt"): asked as
+    # "./books*.txt", as the local writer expands it (and names its matches).
+    bare = is_glob and "://" not in pattern and not os.path.dirname(pattern)
+    found = _match(os.path.join(".", pattern) if bare else pattern)
     # Not a glob: that path only (Beam lists a directory given with a trailing "/").
-    matches = sorted((m.path, m.size_in_bytes) for m in _match(pattern)
+    matches = sorted((m.path, m.size_in_bytes) for m in found
                      if (is_glob or m.path == pattern)
                      and (hidden_ok or not os.path.basename(m.path).startswith("."))
                      and not m.path.endswith("/")  # an object store's folder marker

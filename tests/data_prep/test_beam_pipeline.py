@@ -309,16 +309,19 @@ def test_a_file_system_error_is_reported_as_such_not_as_no_file():
   assert "storage.objects.list" in str(e.value) and "matches no file" not in str(e.value)
 
 
-def test_input_expansion_has_the_local_writers_rules(tmp_path):
+def test_input_expansion_has_the_local_writers_rules(tmp_path, monkeypatch):
   """`expand_inputs` lists through Beam (s3://, hdfs://: what the workers read), by the rules
-  of the one local expansion (`tfrecord_io.expand_patterns`): same files, same errors."""
+  of the one local expansion (`tfrecord_io.expand_patterns`): same files, same errors; a
+  relative glob too (Beam's local file system matches no bare "*.txt")."""
   for name in ("b.txt", "a.txt", ".hidden.txt", ".a.txt.tmp-123", "sub/c.txt"):
     (tmp_path / name).parent.mkdir(exist_ok=True)
     (tmp_path / name).write_text(name)
   d = str(tmp_path)
+  monkeypatch.chdir(tmp_path)
   for patterns in (f"{d}/*", f"{d}/*.txt", f"{d}/.*", f"{d}/a.txt,{d}/*", f"{d}/.hidden.txt",
                    f"{d}/*/c.txt", f"{d}/sub", f"{d}/", f"{d}/none*", f"{d}/missing.txt",
-                   f"{d}/a.txt, {d}/none*", " , "):
+                   f"{d}/a.txt, {d}/none*", " , ", "*.txt", "a.txt", "./*.txt", "sub/*.txt",
+                   "none*"):
     try:
       want = corpus.expand_input_patterns(patterns)
     except corpus.CorpusError as e:
