@@ -131,6 +131,7 @@ def convert(input_path,
     written.append(os.path.join(directory, os.path.relpath(path, folder)))
     _write_model_files(folder, config, model_type, beside)
 
+  _check_not_a_training_run(directory)
   try:
     folder_writes.write_folder(directory, fill, overwrite, owned=model_files.model_entries,
                                option="--overwrite")
@@ -140,6 +141,18 @@ def convert(input_path,
     raise ValueError(f"{e}. (--output={output_path} is a checkpoint prefix in that folder; "
                      f"end it with / for a new folder of that name)") from e
   return model_type, written[0]
+
+
+def _check_not_a_training_run(directory):
+  """ValueError if `directory` holds a training run's checkpoints (with the optimizer's
+  state): --overwrite would replace them all with the converted model's, and the run could
+  not resume."""
+  latest = tf.train.latest_checkpoint(directory) if tf.io.gfile.isdir(directory) else None
+  if latest and any(name.startswith("optimizer/")
+                    for name, _ in tf.train.list_variables(latest)):
+    raise ValueError(f"{directory} holds a training run's checkpoints ({os.path.basename(latest)}"
+                     f", with its optimizer's state): converting into it would replace them "
+                     f"and the run could not resume. Choose another --output")
 
 
 def _write_model_files(folder, config, model_type, beside):

@@ -346,6 +346,22 @@ def test_an_output_folder_with_files_is_refused_unless_overwrite(tmp_path):
   assert weights_io.read_weights(str(tmp_path / "new")).source == written
 
 
+def test_a_training_runs_folder_is_not_converted_into(tmp_path):
+  """Its checkpoints hold the optimizer's state: --overwrite would replace them all, and the
+  run could not resume."""
+  model = model_types.build_model("encoder", TINY)
+  source = tmp_path / "hf"
+  conversion.write_output(model, "encoder", TINY, str(source), "hf")
+  run = tmp_path / "run"
+  state = tf.train.Checkpoint(optimizer=tf.train.Checkpoint(m=tf.Variable(1.0)))
+  tf.train.CheckpointManager(state, str(run), max_to_keep=2, checkpoint_name="ckpt").save()
+  before = _files(run)
+  with pytest.raises(ValueError, match=r"run holds a training run's checkpoints \(ckpt-1, with "
+                     r"its optimizer's state\).*Choose another --output"):
+    conversion.convert(str(source), "hf", str(run) + "/", "tf1", overwrite=True)
+  assert _files(run) == before
+
+
 def test_a_trained_folder_converts_with_its_record_and_labels(tmp_path):
   """A classifier's folder converted to TF1 and back still says what it is: it loads (and so
   exports) with no labels or model type given."""
