@@ -85,6 +85,11 @@ def _shape_report(path, model):
 
 
 def _raise_mismatch(path, model, error):
+  if not any("ATTRIBUTES" in name for name, _ in tf.train.list_variables(path)):
+    # Its variables are named as google-research's (bert/embeddings/...), not as a run's.
+    raise ValueError(f"checkpoint {path} is a TF1 (name-based) checkpoint, as google-research "
+                     f"writes, not one of a run in this OUTPUT_DIR: to start from its weights, "
+                     f"pass --init_checkpoint={path} with a new --output_dir") from None
   lines = _shape_report(path, model)
   detail = "\n".join(lines) if lines else f"  {error}"
   raise ValueError(f"checkpoint {path} does not fit the model (check --bert_config_file):\n"

@@ -15,6 +15,7 @@ from conftest import REPO
 from conftest import minilm_dir
 from conftest import run_command
 from conftest import tiny_model_folder
+import keras
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
@@ -360,6 +361,18 @@ def test_a_training_runs_folder_is_not_converted_into(tmp_path):
                      r"its optimizer's state\).*Choose another --output"):
     conversion.convert(str(source), "hf", str(run) + "/", "tf1", overwrite=True)
   assert _files(run) == before
+
+
+def test_a_tf1_checkpoint_in_an_output_dir_is_named_as_such(tmp_path):
+  """A google-research model folder given as --output_dir: its checkpoint is not a run's to
+  resume (it was reported as missing the very variables it holds)."""
+  model = model_types.build_model("encoder", TINY)
+  conversion.write_output(model, "encoder", TINY, str(tmp_path / "bert_model.ckpt"), "tf1")
+  keeper = checkpointing.CheckpointKeeper(str(tmp_path), model, keras.optimizers.Adam(),
+                                          tf.Variable(0, dtype=tf.int64))
+  with pytest.raises(ValueError, match=r"bert_model.ckpt is a TF1 \(name-based\) checkpoint.*"
+                     r"pass --init_checkpoint=.*bert_model.ckpt with a new --output_dir"):
+    keeper.restore_or_initialize()
 
 
 def test_a_trained_folder_converts_with_its_record_and_labels(tmp_path):
