@@ -14,7 +14,9 @@ takes Keras' own arguments instead.
 
 import contextlib
 import dataclasses
+import math
 import os
+import re
 import tempfile
 import weakref
 
@@ -422,13 +424,43 @@ class TaskModel(BackboneModelConfig, keras.Model):
     raise ValueError(f"distill takes a TextClassifier or a TokenTagger, not a "
                      f"{type(self).__name__}")
 
-  def _dataset(self, x, y, batch_size, shuffle=False, seed=None, training=False):
+  def _dataset(self, x, y, batch_size, shuffle=False, seed=None, training=False,
+               sample_weight=None):
     del training  # a subclass's: whether the batches are fit's training batches
     if isinstance(x, tf.data.Dataset):
       if y is not None:
         raise ValueError("y must be None when x is a tf.data.Dataset of (x, y) batches")
       return self.map_batches(x).prefetch(AUTOTUNE)
+    if sample_weight is not None:
+      return self.make_dataset(x, y, batch_size, shuffle, seed,
+                               sample_weight=sample_weight).prefetch(AUTOTUNE)
     return self.make_dataset(x, y, batch_size, shuffle, seed).prefetch(AUTOTUNE)
+
+  # Whether `fit`/`evaluate` take `sample_weight` (a weight per example, which the subclass's
+  # `make_dataset` takes) and `fit` a `class_weight` (`_weighted_classes`).
+  takes_example_weights = False
+
+  def _example_weights(self, kwargs, call, x):
+    """(sample_weight, class_weight) taken out of Keras' keyword arguments `kwargs`: Keras
+    would refuse them with the dataset the raw inputs become."""
+    sample_weight = kwargs.pop("sample_weight", None)
+    class_weight = kwargs.pop("class_weight", None)
+    if sample_weight is None and class_weight is None:
+      return None, None
+    given = "sample_weight" if sample_weight is not None else "class_weight"
+    if not self.takes_example_weights:
+      raise ValueError(f"{call}: {type(self).__name__} takes no {given}: its loss weighs "
+                       f"every labelled example (or token) alike")
+    if isinstance(x, tf.data.Dataset) and sample_weight is not None:
+      raise ValueError(f"{call}: with x a tf.data.Dataset, give the weights in its batches: "
+                       f"(x, y, sample_weight)")
+    return sample_weight, class_weight
+
+  @contextlib.contextmanager
+  def _weighted_classes(self, class_weight):
+    """fit's `class_weight`, where the subclass takes one (`takes_example_weights`)."""
+    del class_weight
+    yield
 
   # Whether `fit`/`evaluate` take a file's path as x (QuestionAnswerer: a SQuAD JSON file).
   reads_files = False
@@ -452,6 +484,13 @@ class TaskModel(BackboneModelConfig, keras.Model):
                        f"{advice}")
     if not isinstance(x, tf.data.Dataset) and x is not None and _length(x) == 0:
       raise ValueError(f"{call}: x has no examples (an empty list)")
+    if isinstance(x, tf.data.Dataset):
+      spec = x.element_spec
+      leaves = tf.nest.flatten(spec[0] if isinstance(spec, tuple) else spec)
+      if leaves and all(getattr(s, "shape", None) is not None and s.shape.rank == 0
+                        for s in leaves):
+        raise ValueError(f"{call}: x is a tf.data.Dataset of single examples, not of "
+                         f"batches: batch it first, e.g. {call}(dataset.batch(32))")
     if call == "predict" or isinstance(x, tf.data.Dataset):
       return
     if isinstance(y, (str, bytes)):
@@ -467,11 +506,16 @@ class TaskModel(BackboneModelConfig, keras.Model):
     (x, y) batches. `seed` (an int) makes the run repeatable: it sets the order of the
     examples, dropout, and an untrained head's initial weights (drawn again from it)."""
     self._check_inputs(x, y, "fit", batch_size)
+    split, split_off = kwargs.pop("validation_split", None), None
+    if split and validation_data is None:  # as Keras: the last fraction, before shuffling
+      x, y, split_off = self._split_off_validation(x, y, split)
+    sample_weight, class_weight = self._example_weights(kwargs, "fit", x)
     if seed is not None:
       self._reseed(seed)
     if not self.compiled:
       self.compile()
-    dataset = self._dataset(x, y, batch_size, shuffle, seed, training=True)
+    dataset = self._dataset(x, y, batch_size, shuffle, seed, training=True,
+                            sample_weight=sample_weight)
     if self._optimizer_settings is not None:
       steps = steps_per_epoch or int(dataset.cardinality())
       if steps == 0:
@@ -483,11 +527,38 @@ class TaskModel(BackboneModelConfig, keras.Model):
       self._compile(self._scheduled_optimizer(steps * epochs))
     if validation_data is not None:
       validation_data = self._dataset(*self.validation_x_y(validation_data), batch_size)
+    elif split_off is not None:
+      validation_data = self._dataset(*split_off, batch_size)
     self._build_optimizer()
-    history = super().fit(dataset, epochs=epochs, validation_data=validation_data,
-                          steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)
+    with self._weighted_classes(class_weight):
+      history = super().fit(dataset, epochs=epochs, validation_data=validation_data,
+                            steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)
     self.untrained_weights = []
     return history
+
+  def _split_off_validation(self, x, y, split):
+    """fit's `validation_split`: (x, y) of the first examples, (x, y) of the last `split` of
+    them, as Keras splits arrays."""
+    if isinstance(x, tf.data.Dataset) or (self.reads_files and isinstance(
+        x, (str, os.PathLike))):
+      raise ValueError("fit: validation_split needs x as a list of examples (Keras splits "
+                       "arrays only); give validation_data")
+    if isinstance(split, bool) or not isinstance(split, (int, float)) or not 0 < split < 1:
+      raise ValueError(f"fit: validation_split={split!r}: expected a fraction between 0 and 1")
+    n = _length(x)
+    k = math.ceil(n * (1 - split))  # as Keras
+    if not 0 < k < n:
+      raise ValueError(f"fit: validation_split={split} of {n} examples leaves none to "
+                       f"{'train on' if k == 0 else 'validate on'}")
+
+    def cut(value, part):
+      if value is None:
+        return None
+      if isinstance(value, tuple):  # a pair of text lists
+        return tuple(cut(v, part) for v in value)
+      value = value.iloc if hasattr(value, "iloc") else value
+      return value[:k] if part == 0 else value[k:]
+    return cut(x, 0), cut(y, 0), (cut(x, 1), cut(y, 1))
 
   def validation_x_y(self, data):
     """fit's validation_data -> (x, y): (x, y) or a Dataset of raw (x, y) batches."""
@@ -529,10 +600,14 @@ class TaskModel(BackboneModelConfig, keras.Model):
     if kwargs.get("_use_cached_eval_dataset"):  # fit's validation: already preprocessed
       return super().evaluate(x, y, batch_size=batch_size, **kwargs)
     self._check_inputs(x, y, "evaluate", batch_size)
+    if "class_weight" in kwargs:
+      raise ValueError("evaluate takes no class_weight (as Keras' evaluate): give sample_weight")
+    sample_weight, _ = self._example_weights(kwargs, "evaluate", x)
     self.warn_if_untrained("evaluate")
     if not self.compiled:
       self.compile()
-    return super().evaluate(self._dataset(x, y, batch_size), **kwargs)
+    return super().evaluate(self._dataset(x, y, batch_size, sample_weight=sample_weight),
+                            **kwargs)
 
   def warn_if_untrained(self, call):
     """A warning, once per model, when its head has never been trained: its outputs are
@@ -697,6 +772,27 @@ def plain_label(label):
     return label.decode("utf-8")
   label = label.item() if isinstance(label, np.generic) else label
   return label if isinstance(label, (str, int, float, bool)) else str(label)
+
+
+def example_weights(sample_weight, n):
+  """fit/evaluate's `sample_weight` for `n` examples -> float32 [n] (None stays None)."""
+  if sample_weight is None:
+    return None
+  weights = np.asarray(sample_weight.to_numpy() if hasattr(sample_weight, "to_numpy")
+                       else sample_weight)
+  if weights.shape != (n,) or weights.dtype.kind not in "biuf":
+    raise ValueError(f"sample_weight: expected {n} numbers (one per example of x), got "
+                     f"shape {weights.shape} of {weights.dtype}")
+  weights = weights.astype(np.float32)
+  if not (np.isfinite(weights).all() and (weights >= 0).all()):
+    raise ValueError("sample_weight: every weight should be a finite number >= 0")
+  return weights
+
+
+def ids_are_names(labels):
+  """Whether the label names are whole numbers (star ratings 1..5): an int in y is then a
+  label's name, never an id (0 would silently be the first label)."""
+  return bool(labels) and all(re.fullmatch(r"-?\d+", str(label)) for label in labels)
 
 
 def _length(x):

@@ -18,6 +18,8 @@ text's windows, as the export and `--do_predict` do: the mean of the windows' pr
 (scores for regression), and `predict_logits` the mean of their logits.
 """
 
+import contextlib
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -166,6 +168,9 @@ class TextClassifier(task_model.TaskModel):
       if label not in self.labels:
         raise ValueError(f"y[{index}]: label {label!r} is not in labels {self.labels}")
       return self.labels.index(label)
+    if task_model.ids_are_names(self.labels):
+      raise ValueError(f"y[{index}]: label {label!r} is not in labels {self.labels} (whole "
+                       f"numbers are these labels' names, not ids)")
     if isinstance(label, (float, np.floating)) and not float(label).is_integer():
       raise ValueError(f"y[{index}] is {label}: a single_label classifier takes label ids or "
                        f"names (problem_type='regression' takes scores)")
@@ -184,22 +189,25 @@ class TextClassifier(task_model.TaskModel):
         pre.tokenize(first), None if second is None else pre.tokenize(second), pre.seq_length,
         self.doc_stride, pre.pack)
 
-  def _window_batches(self, texts, labels, batch_size, shuffle, seed):
-    """(batches of `batch_size` windows, each with its text's label when `labels` is given,
-    as run_classifier batches its window records; owner [windows], each window's text)."""
+  def _window_batches(self, texts, labels, batch_size, shuffle, seed, weights=None):
+    """(batches of `batch_size` windows, each with its text's label (and weight) when
+    `labels` is given, as run_classifier batches its window records; owner [windows], each
+    window's text)."""
     features, owner = self.windows(texts)
     owner = owner.numpy()
     if labels is None:
       dataset = task_model.batches(features, batch_size, False, None)
       return dataset.map(lambda f: (self.trimmed(f),), num_parallel_calls=tf.data.AUTOTUNE), owner
-    dataset = task_model.batches((features, labels[owner]), batch_size, shuffle, seed)
-    return dataset.map(lambda f, y: (self.trimmed(f), y),
+    per_window = (labels[owner],) + (() if weights is None else (weights[owner],))
+    dataset = task_model.batches((features,) + per_window, batch_size, shuffle, seed)
+    return dataset.map(lambda f, *rest: (self.trimmed(f),) + rest,
                        num_parallel_calls=tf.data.AUTOTUNE), owner
 
   def map_batches(self, dataset):
     """With doc_stride, every window of a batch's texts is an example, with its text's label
     (and weight): a tf.data.Dataset of raw batches (and distillation's) gives batches of each
     batch's windows."""
+    dataset = self._label_ids_of_names(dataset)
     if not self.doc_stride:
       return super().map_batches(dataset)
 
@@ -208,16 +216,81 @@ class TextClassifier(task_model.TaskModel):
       return (self.trimmed(features),) + tuple(tf.gather(r, owner) for r in rest)
     return dataset.map(windowed, num_parallel_calls=tf.data.AUTOTUNE)
 
-  def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None):
+  def _label_ids_of_names(self, dataset):
+    """A user's dataset of (texts, label names) batches -> (texts, label ids), as `fit` maps a
+    list of names; ids and scores pass as they are."""
+    spec = dataset.element_spec
+    if not (isinstance(spec, tuple) and len(spec) >= 2
+            and getattr(spec[1], "dtype", None) == tf.string):
+      return dataset
+    if self.problem_type != "single_label" or not self.labels:
+      raise ValueError(f"y holds strings (label names): that needs a single_label classifier "
+                       f"with labels=[...], this is {self.problem_type} with labels "
+                       f"{self.labels}; give label ids")
+    labels = list(self.labels)
+    table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant(labels), tf.range(len(labels), dtype=tf.int32)), default_value=-1)
+
+    def ids(x, y, *rest):
+      label_ids = table.lookup(y)
+      check = tf.debugging.assert_non_negative(
+          label_ids, message=f"a label name in y is not one of the labels {labels}")
+      with tf.control_dependencies([check]):
+        return (x, tf.identity(label_ids)) + tuple(rest)
+    return dataset.map(ids, num_parallel_calls=tf.data.AUTOTUNE)
+
+  def make_dataset(self, x, y=None, batch_size=32, shuffle=False, seed=None,
+                   sample_weight=None):
     texts = self._texts(x)
     n = int((texts[0] if isinstance(texts, tuple) else texts).shape[0])
+    weights = None if y is None else task_model.example_weights(sample_weight, n)
     if self.doc_stride:
       labels = None if y is None else self.encode_labels(y, n)
-      return self._window_batches(texts, labels, batch_size, shuffle, seed)[0]
+      return self._window_batches(texts, labels, batch_size, shuffle, seed, weights)[0]
     if y is None:
       return self.map_batches(task_model.batches((texts,), batch_size, False, None))
-    return self.map_batches(task_model.batches((texts, self.encode_labels(y, n)), batch_size,
-                                               shuffle, seed))
+    return self.map_batches(task_model.batches(
+        (texts, self.encode_labels(y, n)) + (() if weights is None else (weights,)),
+        batch_size, shuffle, seed))
+
+  takes_example_weights = True
+
+  @contextlib.contextmanager
+  def _weighted_classes(self, class_weight):
+    """fit's `class_weight` ({label name or id: weight}; a label left out weighs 1) as
+    run_classifier's --class_weights: each example's loss times its label's weight."""
+    if class_weight is None:
+      yield
+      return
+    if self.problem_type != "single_label":
+      raise ValueError(f"fit: class_weight applies to a single_label classifier, this is "
+                       f"{self.problem_type} (give sample_weight)")
+    if not isinstance(class_weight, dict):
+      raise ValueError(f"fit: class_weight should be a dict {{label: weight}}, got "
+                       f"{type(class_weight).__name__}")
+    weights = [1.0] * self.num_classes
+    for key, weight in class_weight.items():
+      name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
+      if self.labels and name in self.labels:
+        index = self.labels.index(name)
+      elif (isinstance(key, (int, np.integer)) and not isinstance(key, bool)
+            and not task_model.ids_are_names(self.labels) and 0 <= key < self.num_classes):
+        index = int(key)
+      else:
+        raise ValueError(f"fit: class_weight key {key!r} is not a label ({self.labels}) nor "
+                         f"a label id 0..{self.num_classes - 1}")
+      if isinstance(weight, bool) or not isinstance(weight, (int, float, np.number)) or not (
+          np.isfinite(weight) and weight >= 0):
+        raise ValueError(f"fit: class_weight[{key!r}]={weight!r}: expected a number >= 0")
+      weights[index] = float(weight)
+    before = self.task.class_weights
+    self.task.class_weights = weights
+    self.train_function = None  # traced with the weights
+    try:
+      yield
+    finally:
+      self.task.class_weights = before
+      self.train_function = None
 
   def distillation_batches(self, x, y, unlabeled, batch_size, seed):
     texts = self._texts(x)

@@ -280,7 +280,8 @@ class TokenTagger(task_model.TaskModel):
     for tag in tags:
       name = tag.decode("utf-8") if isinstance(tag, bytes) else str(tag)
       if name not in index and isinstance(tag, (int, np.integer)) and not isinstance(
-          tag, bool) and 0 <= tag < len(self.labels):
+          tag, bool) and 0 <= tag < len(self.labels) and not task_model.ids_are_names(
+              self.labels):
         name = self.labels[int(tag)]
       if name not in index:
         unknown.append(tag)

@@ -18,6 +18,7 @@ from conftest import tiny_model_folder
 from conftest import tiny_pretraining_folder
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import official_bert as ob
 from official_bert.interop import model_folder
@@ -421,3 +422,62 @@ def test_an_empty_predict_is_named_and_an_embedders_validation_takes_its_x(class
   history = embedder.fit((TEXTS, TEXTS[::-1]), batch_size=4, epochs=1, verbose=0,
                          validation_data=(TEXTS, TEXTS[::-1]))
   assert np.isfinite(history.history["val_loss"][-1])
+
+
+def test_weights_labels_and_datasets_as_keras_users_give_them(tiny_dir, tmp_path):
+  """sample_weight and class_weight (Keras refused them beside the dataset the raw inputs
+  become), a tf.data.Dataset of label names or of single examples, int label names."""
+  clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
+  clf.compile(learning_rate=1e-2, warmup_fraction=0.0)
+  weights = np.array([1.0, 0.0] * 4)  # the "pos" examples only
+  kept = [t for t, w in zip(TEXTS, weights) if w]
+  kept_labels = [label for label, w in zip(LABELS, weights) if w]
+  # A weight of 0 drops an example: the loss of the others (one batch).
+  np.testing.assert_allclose(
+      clf.evaluate(TEXTS, LABELS, sample_weight=weights, return_dict=True, verbose=0)["loss"],
+      clf.evaluate(kept, kept_labels, return_dict=True, verbose=0)["loss"], rtol=1e-5)
+  # class_weight by label name is the same as the sample weight of each example's label.
+  histories = []
+  for weighting in ({"sample_weight": weights}, {"class_weight": {"neg": 0.0, "pos": 1.0}},
+                    {"class_weight": {1: 1.0, 0: 0.0}}, {}):
+    model = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
+    model.compile(learning_rate=1e-2, warmup_fraction=0.0)
+    histories.append(model.fit(TEXTS, LABELS, batch_size=4, epochs=2, seed=5, verbose=0,
+                               **weighting).history["loss"])
+  np.testing.assert_allclose(histories[1], histories[0], rtol=1e-5)
+  np.testing.assert_allclose(histories[2], histories[0], rtol=1e-5)
+  assert abs(histories[3][0] - histories[0][0]) > 1e-3, histories  # unweighted: another loss
+  assert clf.task.class_weights is None  # for this fit only
+  for bad, message in (({"class_weight": {"maybe": 1.0}}, r"class_weight key 'maybe' is not "
+                        r"a label \(\['neg', 'pos'\]\) nor a label id 0..1"),
+                       ({"sample_weight": [1.0]}, r"sample_weight: expected 8 numbers")):
+    with pytest.raises(ValueError, match=message):
+      clf.fit(TEXTS, LABELS, verbose=0, **bad)
+  tagger = ob.TokenTagger.from_preset(tiny_dir, labels=["O", "B-X"], sequence_length=16)
+  with pytest.raises(ValueError, match="fit: TokenTagger takes no class_weight"):
+    tagger.fit([["a", "film"]], [["O", "B-X"]], class_weight={0: 1.0, 1: 2.0})
+
+  # A dataset of (texts, label names) batches: mapped to ids as a list of names is.
+  names = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(8)
+  ids = tf.data.Dataset.from_tensor_slices((TEXTS, [["neg", "pos"].index(v)
+                                                    for v in LABELS])).batch(8)
+  np.testing.assert_allclose(clf.evaluate(names, return_dict=True, verbose=0)["loss"],
+                             clf.evaluate(ids, return_dict=True, verbose=0)["loss"], rtol=1e-6)
+  with pytest.raises(ValueError, match=r"x is a tf.data.Dataset of single examples, not of "
+                     r"batches: batch it first, e.g. fit\(dataset.batch\(32\)\)"):
+    clf.fit(tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)))
+
+  # validation_split: the last fraction of the examples, as Keras splits arrays.
+  history = clf.fit(TEXTS, LABELS, validation_split=0.25, epochs=1, verbose=0).history
+  np.testing.assert_allclose(
+      history["val_loss"][-1],
+      clf.evaluate(TEXTS[6:], LABELS[6:], return_dict=True, verbose=0)["loss"], rtol=1e-5)
+  with pytest.raises(ValueError, match=r"validation_split=0.1 of 8 examples leaves none to "
+                     r"validate on"):
+    clf.fit(TEXTS, LABELS, validation_split=0.1)
+
+  # Star ratings 1..5: an int y that is no rating is an error, not the id of the first one.
+  stars = ob.TextClassifier.from_preset(tiny_dir, labels=[1, 2, 3, 4, 5], sequence_length=16)
+  with pytest.raises(ValueError, match=r"y\[0\]: label 0 is not in labels \['1', '2', '3', "
+                     r"'4', '5'\] \(whole numbers are these labels' names, not ids\)"):
+    stars.fit(TEXTS[:2], [0, 5])
