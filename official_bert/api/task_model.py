@@ -688,8 +688,11 @@ class TaskModel(BackboneModelConfig, keras.Model):
           f"is {keras.backend.backend()}). Save the model instead, model.save(FOLDER), and "
           f"export that folder where TensorFlow runs: python -m official_bert.export "
           f"--checkpoint=FOLDER --export_dir={os.fspath(path)}")
-    _check_export_options(options)
+    _check_export_options(options, self.export_option_names)
     return export_saved(self, self.model_type, path, overwrite, self.export_arguments(options))
+
+  # `export` keywords of a model's own beside ExportOptions' (`export_arguments` maps them).
+  export_option_names = ()
 
   def export_arguments(self, options):
     """`exporter.ExportOptions` keyword arguments (max_seq_length, labels, ...)."""
@@ -716,10 +719,11 @@ _MODEL_EXPORT_SETTINGS = ("model_type", "num_labels", "label_names", "squad_opti
                           "overwrite", "source")
 
 
-def _check_export_options(options):
-  """ValueError naming an `export` keyword that is not one of the export command's options,
-  or that the model sets (its labels, its task's settings)."""
-  known = {f.name for f in dataclasses.fields(exporter.ExportOptions)}
+def _check_export_options(options, own_names=()):
+  """ValueError naming an `export` keyword that is not one of the export command's options
+  (or `own_names`, a model's own), or that the model sets (its labels, its task's
+  settings)."""
+  known = {f.name for f in dataclasses.fields(exporter.ExportOptions)} | set(own_names)
   unknown = sorted(set(options) - known)
   own = sorted(set(options) & set(_MODEL_EXPORT_SETTINGS))
   if unknown or own:

@@ -419,10 +419,14 @@ class TextClassifier(task_model.TaskModel):
         settings["label_values"] = self.label_values
     return settings
 
+  export_option_names = ("label_separator",)
+
   def export_arguments(self, options):
+    """`label_separator` (multi_label): joins the served predicted_labels, "," unless given."""
     options = dict(options)
+    separator = options.pop("label_separator", ",")
     options.setdefault("classifier_options", classifier_outputs.Options(
-        self.problem_type, self.multi_label_threshold, ",", self.doc_stride))
+        self.problem_type, self.multi_label_threshold, separator, self.doc_stride))
     return dict(super().export_arguments(options), num_labels=self.num_classes,
                 label_names=self.labels)
 

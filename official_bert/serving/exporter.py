@@ -196,6 +196,12 @@ def export(folder, export_dir, options):
       raise ValueError(f"--doc_stride={classifier_options.doc_stride} must be >= 0")
     if classifier_options.problem_type == "regression":
       num_labels = num_labels or 1
+    separator = classifier_options.separator
+    joined = [name for name in label_names or [] if separator and separator in str(name)]
+    if classifier_options.problem_type == "multi_label" and joined:
+      raise ValueError(f"label {joined[0]!r} holds the --label_separator {separator!r} that "
+                       f"joins the predicted labels: its predicted_labels would read as "
+                       f"others; pass another --label_separator (e.g. '|')")
   export_format, quantize = options.export_format, options.quantize
   if export_format == "hub_pair" and model_type != "encoder":
     raise ValueError("--export_format=hub_pair exports an encoder: use --model_type=encoder")

@@ -481,3 +481,20 @@ def test_weights_labels_and_datasets_as_keras_users_give_them(tiny_dir, tmp_path
   with pytest.raises(ValueError, match=r"y\[0\]: label 0 is not in labels \['1', '2', '3', "
                      r"'4', '5'\] \(whole numbers are these labels' names, not ids\)"):
     stars.fit(TEXTS[:2], [0, 5])
+
+
+def test_a_multi_label_name_holding_the_separator_is_refused_at_export(tiny_dir, tmp_path):
+  """The export joins the predicted labels with "," (it served 'sci fi,a,b,drama', four
+  labels to a reader, where predict_labels gave three)."""
+  labels = ["sci fi", "a,b", "drama"]
+  clf = ob.TextClassifier.from_preset(tiny_dir, labels=labels, problem_type="multi_label",
+                                      multi_label_threshold=1e-6, sequence_length=16)
+  with pytest.raises(ValueError, match=r"label 'a,b' holds the --label_separator ',' .*pass "
+                     r"another --label_separator"):
+    clf.export(tmp_path / "comma")
+  assert not os.path.exists(tmp_path / "comma")
+  assert clf.predict_labels(TEXTS[:1]) == [labels]
+  clf.export(tmp_path / "bar", label_separator="|")
+  served = tf.saved_model.load(str(tmp_path / "bar")).signatures["serving_default"](
+      text=tf.constant(TEXTS[:1]))
+  assert served["predicted_labels"].numpy().tolist() == [b"sci fi|a,b|drama"]
