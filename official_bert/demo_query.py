@@ -11,6 +11,7 @@ tokens as strings (`official_bert.serving.signatures` documents the outputs).
 
 import os
 import runpy
+import sys
 
 # TensorFlow's C++ start-up noise (on a machine without a GPU, an ERROR "failed call to cuInit")
 # is set off before TensorFlow is imported, by the rule of every command here
@@ -39,9 +40,22 @@ def define_flags():
 FLAGS = flags.FLAGS
 
 
+class NotAPretrainingExport(ValueError):
+  """--export_dir is no SavedModel, or not one of `export --model_type=pretraining`."""
+
+
 def query(export_dir, texts):
   """Returns, per text, [(position, [(token, probability), ...]), ...] for each [MASK]."""
-  serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+  if not (tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb"))
+          or tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pbtxt"))):
+    raise NotAPretrainingExport(f"--export_dir={export_dir}: no SavedModel there (an "
+                                f"`export --model_type=pretraining` folder)")
+  serve = tf.saved_model.load(export_dir).signatures.get("serving_default")
+  outputs = sorted(serve.structured_outputs) if serve is not None else []
+  if "masked_lm_top_tokens" not in outputs:
+    raise NotAPretrainingExport(f"--export_dir={export_dir} is not a pretraining export (its "
+                                f"outputs: {', '.join(outputs) or 'none'}): export with "
+                                f"--model_type=pretraining")
   out = serve(text=tf.constant(texts))
   positions = out["masked_lm_positions"].numpy()
   tokens = out["masked_lm_top_tokens"].numpy()
@@ -63,7 +77,11 @@ def main(argv):
   del argv
   if not FLAGS.export_dir:
     raise app.UsageError("--export_dir is required")
-  for text, masks in zip(FLAGS.text, query(FLAGS.export_dir, FLAGS.text)):
+  try:
+    results = query(FLAGS.export_dir, FLAGS.text)
+  except NotAPretrainingExport as e:
+    sys.exit(f"E {e}")  # one line on stderr, exit status 1
+  for text, masks in zip(FLAGS.text, results):
     print(f"\n{text}")
     if not masks:
       print("  (no [MASK] in the text)")

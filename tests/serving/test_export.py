@@ -232,6 +232,13 @@ _SNIPPET = textwrap.dedent("""
           out[f"{name}/{sig}/{key}"] = value.astype(bytes) if value.dtype == object else value
     query = runpy.run_path(demo_query)["query"]
     out["demo"] = np.array(json.dumps(query(dirs["pretraining"], texts[:1])))
+    errors = []
+    for d in (dirs["classifier"], dirs["pretraining"] + "/missing"):
+      try:
+        query(d, texts[:1])
+      except ValueError as e:
+        errors.append(str(e))
+    out["demo_errors"] = np.array(errors)
     out["imported_ours"] = np.array(sorted(m for m in sys.modules
                                            if m.split(".")[0] in ("official_bert", "data_prep")))
     np.savez(sys.argv[3], **out)
@@ -409,6 +416,12 @@ def test_demo_query_needs_only_tensorflow(exported, fresh):
   want = _expected("pretraining", exported["pretraining"][1], _python_inputs(TEXTS[:1]))
   assert [position for position, _ in masks] == [2]
   assert [token for token, _ in masks[0][1]] == [VOCAB[i] for i in want["masked_lm_top_ids"][0, 0]]
+  # Another model's export, or no export: what it is, not a KeyError or OSError traceback.
+  other, missing = outputs["demo_errors"].tolist()
+  assert other.startswith(f"--export_dir={exported['classifier'][0]} is not a pretraining "
+                          f"export (its outputs: ") and "--model_type=pretraining" in other
+  assert missing == (f"--export_dir={exported['pretraining'][0]}/missing: no SavedModel there "
+                     f"(an `export --model_type=pretraining` folder)")
 
 
 def test_demo_query_prints_no_tensorflow_startup_noise(exported):
