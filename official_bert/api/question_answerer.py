@@ -173,14 +173,14 @@ class QuestionAnswerer(task_model.TaskModel):
       self._write_windows(input_file, records[-1],
                           "x" if input_file == os.path.join(folder, "examples.json") else None)
     num_windows = sum(tfrecord_io.count_records(r) for r in records)
-    if shuffle and num_windows < batch_size:
-      raise ValueError(f"{num_windows} training windows, fewer than batch_size={batch_size}")
-    # The training schema (answer positions) whether shuffled (fit) or not (evaluate).
+    # The training schema (answer positions) whether shuffled (fit) or not (evaluate). fit
+    # counts every window, its last batch partial, as the other task models and Keras.
     dataset = input_pipeline.dataset(",".join(records), self.task.record_features(True),
-                                     batch_size, is_training=shuffle, seed=seed)
+                                     batch_size, is_training=shuffle, seed=seed,
+                                     epoch_batches=shuffle)
     dataset = dataset.map(lambda f: ({k: f[k] for k in INPUT_NAMES},
                                      (f["start_positions"], f["end_positions"])))
-    batches = num_windows // batch_size if shuffle else -(-num_windows // batch_size)
+    batches = -(-num_windows // batch_size)
     return dataset.take(batches).apply(tf.data.experimental.assert_cardinality(batches))
 
   def _write_windows(self, input_file, output_file, input_name=None):
