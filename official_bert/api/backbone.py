@@ -7,6 +7,8 @@
   backbone.enable_lora(rank=8)             # only low-rank adapters of query/value train
 """
 
+import os
+
 import keras
 
 from official_bert.api import presets
@@ -49,6 +51,16 @@ class Backbone(BertEncoder):
       backbone.build()
       return backbone
     return presets.built_and_assigned(build, preset)[0]
+
+  def save(self, filepath, *args, **kwargs):
+    """Keras' `.keras` file. A model folder (what `from_preset` and the commands read) needs
+    a vocabulary, which a backbone has not: save a task model, whose folder holds it."""
+    if not os.fspath(filepath).endswith(".keras"):
+      raise ValueError(f"Backbone.save({os.fspath(filepath)!r}): a backbone saves as a .keras "
+                       f"file (e.g. 'encoder.keras'); for a model folder, save the task model "
+                       f"built on it (its folder holds the vocabulary), e.g. "
+                       f"ob.TextEmbedder(backbone, preprocessor).save(folder)")
+    return super().save(filepath, *args, **kwargs)
 
   def enable_lora(self, rank, alpha=None):
     """Freezes every weight and adds trainable rank-`rank` adapters to each layer's query and

@@ -197,6 +197,8 @@ class TextEmbedder(task_model.TaskModel):
     """numpy float32 [n, hidden]: one embedding per text; [hidden] for one string, as
     sentence-transformers' `encode` gives (and [0, hidden] for no texts)."""
     task_model.check_batch_size(batch_size)
+    if isinstance(texts, tf.data.Dataset):  # of text batches, as predict takes
+      return np.asarray(self.predict_logits(texts, batch_size), np.float32)
     single = isinstance(texts, (str, bytes))
     texts = as_string_tensor(texts, "texts")
     if int(texts.shape[0]) == 0:

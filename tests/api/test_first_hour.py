@@ -282,6 +282,10 @@ def test_inputs_keras_would_misreport(classifier, tiny_dir, tmp_path):
                      r"takes the export command's options .*max_seq_length"):
     classifier.export(tmp_path / "e2", max_length=8)
   assert not os.path.exists(tmp_path / "e1") and not os.path.exists(tmp_path / "e2")
+  # A backbone has no vocabulary for a model folder: Keras' .keras file, else a message.
+  with pytest.raises(ValueError, match=r"Backbone.save\('.*b'\): a backbone saves as a .keras "
+                     r"file .*for a model folder, save the task model"):
+    classifier.backbone.save(str(tmp_path / "b"))
 
 
 def test_a_multi_label_threshold_comes_back_as_saved(tiny_dir, tmp_path):
@@ -421,6 +425,8 @@ def test_an_empty_predict_is_named_and_an_embedders_validation_takes_its_x(class
   assert vectors.shape == (2, embedder.backbone.hidden_size)
   np.testing.assert_allclose(embedder.encode(TEXTS[0]), vectors[0], atol=1e-6)
   assert embedder.encode([]).shape == (0, embedder.backbone.hidden_size)
+  texts = tf.data.Dataset.from_tensor_slices(TEXTS[:2]).batch(1)  # as TextClassifier.predict
+  np.testing.assert_allclose(embedder.predict(texts), vectors, atol=1e-6)
   masked = [TEXTS[0] + " [MASK]", "[MASK] " + TEXTS[1]]
   assert masked_lm.fill_mask(masked[1], top_k=2) == masked_lm.predict(masked, top_k=2)[1]
   assert masked_lm.fill_mask([]) == []
