@@ -415,7 +415,9 @@ class TokenTagger(task_model.TaskModel):
 
   def predict(self, x, batch_size=32, **kwargs):
     """Per-piece probabilities [windows, sequence_length, labels] of the word lists' features
-    (one row per window, as run_ner's records)."""
+    (one row per window, as run_ner's records; the export serves the first window of a text):
+    a sentence longer than `sequence_length` pieces has several rows, so rows and sentences
+    pair up only while each fits. `predict_tags` gives one tag per word of each sentence."""
     logits = self.predict_logits(x, batch_size, **kwargs)
     return tf.nn.softmax(logits, axis=-1).numpy()
 
