@@ -130,6 +130,35 @@ def test_an_output_file_that_is_a_folder_or_an_input_is_refused_before_any_work(
   assert corpus.read_text().startswith("One sentence.")
 
 
+def test_show_pretraining_data_names_the_file_and_flag(tmp_path):
+  """Other lengths, a truncated file and a text file: TensorFlow's parse and read errors were
+  tracebacks; the file and the flag to change (the training input's check, one copy)."""
+  corpus = tmp_path / "c.txt"
+  corpus.write_text("\n\n".join(f"Sentence {i} of a document. It has a second line {i}."
+                                  for i in range(60)) + "\n")
+  records = tmp_path / "p.tfrecord"
+  proc = _run("data_prep.create_pretraining_data", f"--input_file={corpus}",
+              f"--output_file={records}", f"--vocab_file={UNCASED_VOCAB}",
+              "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1",
+              check_fails=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  truncated = tmp_path / "t.tfrecord"
+  truncated.write_bytes(records.read_bytes()[:-7])
+  show = ("data_prep.show_pretraining_data", f"--vocab_file={UNCASED_VOCAB}")
+  for path, lengths, message in (
+      (records, ("--max_seq_length=64", "--max_predictions_per_seq=5"),
+       f"{records}: input_ids has length 32 but --max_seq_length=64"),
+      (records, ("--max_seq_length=32", "--max_predictions_per_seq=20"),
+       f"{records}: masked_lm_positions has length 5 but --max_predictions_per_seq=20"),
+      (truncated, ("--max_seq_length=32", "--max_predictions_per_seq=5"),
+       f"{truncated}: damaged after record "),
+      (corpus, ("--max_seq_length=32", "--max_predictions_per_seq=5"),
+       f"{corpus}: not a valid TFRecord file (corrupted record at 0")):
+    proc = _run(*show, f"--input_file={path}", *lengths)
+    assert message in proc.stderr, proc.stderr[-2000:]
+    assert "function_node" not in proc.stderr, proc.stderr[-2000:]
+
+
 def test_run_swag_negative_batch_size_stops_before_writing_features(tmp_path):
   proc = _run("official_bert.run_swag", f"--bert_config_file={_config(tmp_path)}",
               f"--vocab_file={UNCASED_VOCAB}", f"--data_dir={tmp_path}",

@@ -8,6 +8,7 @@ alike; the kind is read from the files.
 import numpy as np
 import tensorflow as tf
 
+from data_prep import record_checks
 from data_prep import schema
 from data_prep import tfrecord_io
 from data_prep import tokenization
@@ -28,33 +29,34 @@ def report(input_file, vocab_file, max_seq_length, max_predictions_per_seq, num_
 
 def _is_unmasked(path):
   """Whether the file's first record is an unmasked one (word_starts, no masked_lm_*)."""
-  ds = tf.data.TFRecordDataset(path, compression_type=schema.compression_of(path))
-  for record in ds.take(1):
-    names = tf.train.Example.FromString(record.numpy()).features.feature
-    return "word_starts" in names and "masked_lm_positions" not in names
-  return False
+  names = record_checks.first_example(path, schema.compression_of(path)).features.feature
+  return "word_starts" in names and "masked_lm_positions" not in names
 
 
 def read_instances(paths, max_seq_length, max_predictions_per_seq):
   """All instances of the files as numpy arrays (either feature naming; gzip detected;
-  masked or unmasked records, as the first file holds)."""
+  masked or unmasked records, as the first file holds). ValueError naming the file (and the
+  flag) for a file that is not such records, or is damaged."""
   if _is_unmasked(paths[0]):
     features = schema.unmasked_pretraining_features(max_seq_length)
   else:
     features = schema.pretraining_features(max_seq_length, max_predictions_per_seq)
-  spec = schema.tf_feature_spec(features)
-  v2_spec = schema.tf_feature_spec(features, v2_names=True)
-  columns = {name: [] for name in spec}
+  _, v2_names = record_checks.check_files(paths, features)
+  spec = schema.tf_feature_spec(features, v2_names=v2_names)
+  columns = {name: [] for name in schema.tf_feature_spec(features)}
   for path in paths:
     ds = tf.data.TFRecordDataset(path, compression_type=schema.compression_of(path))
-    for record in ds:
-      try:
+    count = 0
+    try:
+      for record in ds:
         parsed = tf.io.parse_single_example(record, spec)
-      except tf.errors.InvalidArgumentError:
-        parsed = tf.io.parse_single_example(record, v2_spec)
-        parsed = {k: parsed[schema.V2_NAMES.get(k, k)] for k in spec}
-      for name, value in parsed.items():
-        columns[name].append(value.numpy())
+        for name in columns:
+          columns[name].append(parsed[schema.V2_NAMES.get(name, name) if v2_names
+                                      else name].numpy())
+        count += 1
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+      raise ValueError(f"{path}: damaged after record {count} (truncated, corrupt, or records "
+                       f"of other lengths): {record_checks.op_error_text(e)}") from None
   return {k: np.stack(v) for k, v in columns.items()}
 
 

@@ -29,9 +29,9 @@ import dataclasses
 
 import tensorflow as tf
 
+from data_prep import record_checks
 from data_prep import schema
 from data_prep import tokenization
-from official_bert.training import input_pipeline
 
 _OFFLINE_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 
@@ -72,7 +72,7 @@ def check_record_kind(paths, dynamic):
   offline but `dynamic` is set, or unmasked (`--masking=none`) but it is not."""
   for path in paths:
     # pylint: disable-next=protected-access  (the reader that names a bad file)
-    keys = input_pipeline._first_example(path, schema.compression_of(path)).features.feature
+    keys = record_checks.first_example(path, schema.compression_of(path)).features.feature
     masked = any(name in keys for name in _OFFLINE_FEATURES)
     if dynamic and masked:
       raise ValueError(f"{path}: the records are already masked (they have masked_lm_* "
