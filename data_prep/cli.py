@@ -76,6 +76,21 @@ def check_output_files(output_flag="output_file", input_flags=("input_file", "vo
                        f"--{output_flag}")
 
 
+def warn_case_mismatch():
+  """A data tool's warning when --do_lower_case contradicts its --vocab_file (where the
+  vocabulary can tell): the records are written as asked, but most upper-case words (or all
+  of a cased vocabulary's) become [UNK] or rare pieces. The fine-tuning commands refuse it."""
+  if "vocab_file" not in flags.FLAGS or not flags.FLAGS.vocab_file:
+    return
+  from data_prep.vocab import case  # pylint: disable=g-import-not-at-top  (TensorFlow)
+  try:
+    contradiction = case.contradiction(flags.FLAGS.vocab_file, flags.FLAGS.do_lower_case)
+  except (OSError, ValueError):
+    return  # a missing vocabulary is reported where it is read
+  if contradiction:
+    logging.warning("%s. The records are written as asked.", contradiction)
+
+
 class Interrupted(Exception):
   """The program was asked to stop by a signal (after saving what it could)."""
 

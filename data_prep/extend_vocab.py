@@ -40,6 +40,7 @@ def define_flags():
 
 def main(argv):
   del argv  # no positional arguments (`cli.launch` checks)
+  cli.warn_case_mismatch()
   return extend.extend_and_write(FLAGS.output_file, FLAGS.vocab_file, FLAGS.input_file,
                                  FLAGS.num_new_tokens, FLAGS.do_lower_case, FLAGS.min_count)
 

@@ -130,6 +130,24 @@ def test_an_output_file_that_is_a_folder_or_an_input_is_refused_before_any_work(
   assert corpus.read_text().startswith("One sentence.")
 
 
+def test_the_data_tools_warn_of_a_case_the_vocabulary_contradicts(tmp_path):
+  """--do_lower_case=False with an uncased vocabulary (google-research users' habit): most
+  upper-case words became [UNK] without a word; the fine-tuning commands refuse it."""
+  corpus = tmp_path / "c.txt"
+  corpus.write_text("The Film was Moving.\nIt Ended well.\n\nA Second document.\nIts end.\n")
+  for module, flags in (("data_prep.create_pretraining_data",
+                         [f"--output_file={tmp_path / 'p.tfrecord'}"]),
+                        ("data_prep.extend_vocab",
+                         [f"--output_file={tmp_path / 'v.txt'}", "--num_new_tokens=1"])):
+    for lower_case, warned in (("False", True), ("True", False)):
+      proc = _run(module, f"--input_file={corpus}", f"--vocab_file={UNCASED_VOCAB}",
+                  f"--do_lower_case={lower_case}", *flags, check_fails=False)
+      assert proc.returncode == 0, proc.stderr[-2000:]
+      said = (f"--do_lower_case=False but the vocabulary {UNCASED_VOCAB} is uncased" in
+              proc.stderr)
+      assert said == warned, (module, lower_case, proc.stderr[-2000:])
+
+
 def test_show_pretraining_data_names_the_file_and_flag(tmp_path):
   """Other lengths, a truncated file and a text file: TensorFlow's parse and read errors were
   tracebacks; the file and the flag to change (the training input's check, one copy)."""

@@ -10,50 +10,16 @@ witnesses are checked, any of which settles it:
 `--allow_case_mismatch` overrides all three.
 """
 
-import functools
 import os
 
-import tensorflow as tf
-
 from data_prep import tokenization
+from data_prep.vocab import case as vocab_case
 
-# A vocabulary is cased when over this share of its entries with letters that have a case
-# hold an upper-case one (bert-base-cased: ~20%; uncased vocabularies: ~0; bert-base-chinese
-# holds "<S>", "<T>": ~0.2%).
-CASED_SHARE = 0.01
-# Fewer entries with cased letters than this (a CJK-only vocabulary) say nothing about case.
-MIN_CASED_LETTER_ENTRIES = 100
+# How a vocabulary says its case (one copy, with the data tools' warning).
+vocabulary_is_cased = vocab_case.vocabulary_is_cased
+vocabulary_file_is_cased = vocab_case.vocabulary_file_is_cased
 
 _OVERRIDE = "or pass --allow_case_mismatch if this is intended"
-
-
-def vocabulary_is_cased(tokens):
-  """True (cased), False (lower-case only) or None (too few letters with a case to tell)."""
-  with_case, upper = 0, 0
-  for token in tokens:
-    if token.startswith("[") and token.endswith("]"):
-      continue  # [CLS], [unused0], ...
-    letters = [c for c in token if c.lower() != c.upper()]
-    if letters:
-      with_case += 1
-      upper += any(c != c.lower() for c in letters)
-  if with_case < MIN_CASED_LETTER_ENTRIES:
-    return None
-  return upper > CASED_SHARE * with_case
-
-
-def vocabulary_file_is_cased(vocab_file):
-  """`vocabulary_is_cased` of a vocab.txt. Every read of a model folder asks (the case policy,
-  the guard, the warning of a file that contradicts it), so each version of a file (its path,
-  size and modification time) is read and scanned once per process."""
-  stat = tf.io.gfile.stat(vocab_file)
-  return _file_is_cased(os.path.abspath(vocab_file) if "://" not in vocab_file else vocab_file,
-                        stat.length, stat.mtime_nsec)
-
-
-@functools.lru_cache(maxsize=16)
-def _file_is_cased(path, length, mtime_nsec):  # pylint: disable=unused-argument  (the key)
-  return vocabulary_is_cased(tokenization.load_vocab_tokens(path))
 
 
 class CaseMismatchError(ValueError):
@@ -90,13 +56,6 @@ def check(do_lower_case, init_checkpoint=None, vocab_file=None, config_lower_cas
                           == os.path.abspath(config_vocab_file)):
       return  # the model's own file says so: it outranks what its vocabulary suggests
   if vocab_file:
-    cased = vocabulary_file_is_cased(vocab_file)
-    if cased and do_lower_case:
-      raise CaseMismatchError(
-          f"{given} but the vocabulary {vocab_file} is cased (it has upper-case entries, "
-          f"which lower-cased input never matches): pass {flag}=False ({override})")
-    if cased is False and not do_lower_case:
-      raise CaseMismatchError(
-          f"{given} but the vocabulary {vocab_file} is uncased (all its entries are "
-          f"lower-case, so upper-case input becomes [UNK] or rare pieces): pass {flag}=True "
-          f"({override})")
+    contradiction = vocab_case.contradiction(vocab_file, do_lower_case, flag)
+    if contradiction:
+      raise CaseMismatchError(f"{contradiction} ({override})")
