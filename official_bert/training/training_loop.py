@@ -10,7 +10,9 @@ The loss, the gradients and step 3 are `train_step`'s, the math `fit` takes too.
 `steps_per_loop` steps run inside one tf.function call to keep the host out of the way.
 """
 
+import os
 import signal
+import threading
 import time
 
 from absl import logging
@@ -195,27 +197,66 @@ def summarize(totals, steps):
 class StopRequest:
   """SIGTERM or SIGINT (Ctrl-C) sets a flag; the loop saves a checkpoint at the next loop
   boundary and stops (`runner.run_training` then raises `cli.Interrupted`). A second SIGINT
-  stops at once, without that checkpoint (the last saved one stays)."""
+  stops at once, without that checkpoint (the last saved one stays).
+
+  Python runs a signal's handler only between bytecodes: not while a loop's steps run inside
+  TensorFlow, which may take minutes. So a thread woken by the signal itself (Python's wakeup
+  fd) says at once that it was heard, and ends the process at a second Ctrl-C."""
 
   SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
   def __init__(self):
     self.requested = False
     self.signum = None
+    self._lock = threading.Lock()
     self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
+    self._previous_fd, self._pipe = None, None
+    if threading.current_thread() is threading.main_thread():
+      read_fd, write_fd = os.pipe()
+      os.set_blocking(write_fd, False)
+      self._pipe = (read_fd, write_fd)
+      self._previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+      threading.Thread(target=self._watch, args=(read_fd,), daemon=True,
+                       name="stop-request").start()
+
+  def _request(self, signum):
+    """The first signal: note it; a second SIGINT: True (stop at once)."""
+    with self._lock:
+      if self.requested:
+        return signum == signal.SIGINT
+      self.requested, self.signum = True, signum
+    logging.warning("Signal %s: saving a checkpoint at the end of this loop, then stopping "
+                    "(Ctrl-C again to stop at once)", signal.Signals(signum).name)
+    return False
+
+  def _watch(self, read_fd):
+    while True:
+      try:
+        data = os.read(read_fd, 64)
+      except OSError:
+        return  # closed by `restore`
+      if not data:
+        return
+      for signum in data:
+        if signum in self.SIGNALS and self._request(signum):
+          logging.error("Signal SIGINT again: stopping at once, without this loop's "
+                        "checkpoint (the last saved one stays)")
+          logging.flush()
+          os._exit(128 + signal.SIGINT)  # pylint: disable=protected-access  (now, from a thread)
 
   def _handle(self, signum, frame):
     del frame
-    if self.requested and signum == signal.SIGINT:
+    if self._pipe is None and self._request(signum):  # no watcher: the handler's own turn
       raise KeyboardInterrupt
-    logging.warning("Signal %s: saving a checkpoint at the end of this loop, then stopping "
-                    "(Ctrl-C again to stop at once)", signal.Signals(signum).name)
-    self.requested = True
-    self.signum = signum
 
   def restore(self):
     for s, previous in self._previous.items():
       signal.signal(s, previous)
+    if self._pipe is not None:
+      signal.set_wakeup_fd(self._previous_fd)
+      for fd in self._pipe:
+        os.close(fd)
+      self._pipe = None
 
 
 REAL_TOKENS = "real_tokens"  # a train loop's mean real tokens per step (`ProgressLog` reads it)

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from conftest import REPO
@@ -236,6 +237,41 @@ def test_a_signal_saves_a_checkpoint_and_exits_with_its_code(data, tmp_path, sig
   assert "Traceback" not in err
   step = int(tf.train.latest_checkpoint(out).rsplit("-", 1)[1])
   assert 0 < step < 100000
+
+
+def test_a_signal_is_heard_while_the_steps_run_and_a_second_ctrl_c_stops_at_once(
+    monkeypatch):
+  """Python runs a handler only when TensorFlow returns (a loop of steps may take minutes):
+  the first signal was acknowledged after the loop, and a second Ctrl-C, merged with it, did
+  nothing. Here the main thread waits in one TensorFlow call, as in a loop's steps."""
+  exits = []
+  monkeypatch.setattr(os, "_exit", exits.append)  # the second Ctrl-C's exit, recorded
+  busy = tf.function(lambda: tf.py_function(lambda: time.sleep(1.5) or 0, [], tf.int32))
+  stop = training_loop.StopRequest()
+  heard = []
+
+  def signals():
+    time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGINT)
+    while not stop.requested:
+      time.sleep(0.005)
+    heard.append(time.monotonic())
+    os.kill(os.getpid(), signal.SIGINT)
+    while not exits:
+      time.sleep(0.005)
+    heard.append(time.monotonic())
+
+  sender = threading.Thread(target=signals)
+  try:
+    sender.start()
+    busy()
+    returned = time.monotonic()
+    sender.join(timeout=10)
+  finally:
+    stop.restore()
+  assert stop.requested and stop.signum == signal.SIGINT
+  assert exits == [128 + signal.SIGINT]
+  assert len(heard) == 2 and heard[1] < returned - 0.5, (heard, returned)  # before the call
 
 
 def test_warm_start_resume_mismatch_tensorboard_and_eval(data, tmp_path):
