@@ -8,10 +8,12 @@ run_swag's and run_ner's (their end-to-end runs are in-process)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 from conftest import CONLL_DATA
+from conftest import GLUE_DATA
 from conftest import REPO
 from conftest import SQUAD_V1
 from conftest import SQUAD_V2
@@ -67,11 +69,14 @@ def checkpoint(tmp_path_factory):
     ("--train_batch_size=0", "--train_batch_size=0: must be >= 1"),
     ("--num_train_steps=0", "--num_train_steps=0: must be >= 1"),
     ("--max_predictions_per_seq=0", "--max_predictions_per_seq=0: must be >= 1"),
+    ("--steps_per_loop=2 --iterations_per_loop=3",
+     "--iterations_per_loop=3 and --steps_per_loop=2 differ (one is the other's original "
+     "name)"),
 ])
 def test_run_pretraining_rejects_nonsense_flags_before_any_work(tmp_path, flag, message):
   proc = _run("official_bert.run_pretraining", f"--bert_config_file={_config(tmp_path)}",
               "--input_file=/nonexistent/*.tfrecord", f"--output_dir={tmp_path / 'out'}",
-              "--do_train", flag, process=flag.startswith("--learning_rate"))
+              "--do_train", *flag.split(), process=flag.startswith("--learning_rate"))
   assert message in proc.stderr
   assert not (tmp_path / "out").exists()
 
@@ -146,6 +151,19 @@ def test_the_data_tools_warn_of_a_case_the_vocabulary_contradicts(tmp_path):
       said = (f"--do_lower_case=False but the vocabulary {UNCASED_VOCAB} is uncased" in
               proc.stderr)
       assert said == warned, (module, lower_case, proc.stderr[-2000:])
+
+
+def test_create_classifier_data_finds_a_missing_split_before_writing(tmp_path):
+  """A data_dir without test.tsv: train and dev were written before the error."""
+  data = tmp_path / "RTE"
+  data.mkdir()
+  for split in ("train", "dev"):
+    shutil.copy(os.path.join(GLUE_DATA, "RTE", f"{split}.tsv"), data)
+  out = tmp_path / "out"
+  proc = _run("data_prep.create_classifier_data", "--task_name=RTE", f"--data_dir={data}",
+              f"--vocab_file={UNCASED_VOCAB}", "--max_seq_length=32", f"--output_dir={out}")
+  assert f"RTE: no test.tsv in {data} (--splits=train,dev,test)" in proc.stderr, proc.stderr
+  assert not out.exists() or not os.listdir(out)
 
 
 def test_show_pretraining_data_names_the_file_and_flag(tmp_path):

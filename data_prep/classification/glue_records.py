@@ -60,7 +60,14 @@ def write_task(task_name, splits, output_dir, vocab_file, do_lower_case, max_seq
       splits are written whole.
   """
   processor = glue_processors.get_processor(task_name)
-  for split in task_splits(processor, splits):
+  splits = list(task_splits(processor, splits))
+  if data_dir and not (tfds_data_dir or glue_processors.has_tfds_data(processor, data_dir)):
+    missing = [f"{split}.tsv" for split in splits
+               if not tfrecord_io.is_file(os.path.join(data_dir, f"{split}.tsv"))]
+    if missing:  # before any split is written
+      raise FileNotFoundError(f"{processor.name}: no {', '.join(missing)} in {data_dir} "
+                              f"(--splits={','.join(splits)})")
+  for split in splits:
     yield write_split(processor, split, output_dir, vocab_file, do_lower_case, max_seq_length,
                       data_dir, tfds_data_dir, max_train_examples if split == "train" else 0,
                       seed)

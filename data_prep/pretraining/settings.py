@@ -58,15 +58,29 @@ def _check_recipe(settings):
     logging.info("--packing=tokens: sequences run on across documents and are cut every "
                  "--max_seq_length - 2 tokens; --short_seq_prob and --cross_document are not "
                  "used")
+    _warn_unused(settings, ("short_seq_prob", "cross_document"), "--packing=tokens", "")
   if settings.masking == "none":
     logging.info("--masking=none: nothing is masked here; --max_predictions_per_seq, "
                  "--masked_lm_prob and --do_whole_word_mask are not used (run_pretraining "
                  "--dynamic_masking takes them)")
+    _warn_unused(settings, ("masked_lm_prob", "max_predictions_per_seq",
+                            "do_whole_word_mask"), "--masking=none",
+                 "; give them to run_pretraining --dynamic_masking")
     if settings.dupe_factor > 1:
       logging.info("--masking=none with --dupe_factor=%d: the passes differ only in their "
                    "%s; the input pipeline draws new masks every epoch, so 1 is usually "
                    "enough", settings.dupe_factor,
                    "pairs" if settings.next_sentence else "short sequences")
+
+
+def _warn_unused(settings, names, why, advice):
+  """A warning naming the flags of `names` set to other than their defaults, which `why`
+  leaves unused: a value the user chose that would otherwise vanish."""
+  chosen = [f"--{name}={getattr(settings, name)}" for name in names
+            if getattr(settings, name) != _DEFAULTS[name]]
+  if chosen:
+    logging.warning("%s: %s not used here%s", why, " and ".join(chosen) +
+                    (" is" if len(chosen) == 1 else " are"), advice)
 
 
 def check_ranges(settings):

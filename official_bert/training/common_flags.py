@@ -80,6 +80,10 @@ def settings_from_flags(settings_class, flag_values):
   if not issubclass(settings_class, settings.RunSettings):
     return settings_class(**values)
   values["distribution_strategy"], values["tpu"] = strategy_flags(flag_values)
-  if flag_values["iterations_per_loop"].value:
-    values["steps_per_loop"] = flag_values["iterations_per_loop"].value
+  alias = flag_values["iterations_per_loop"].value
+  if alias:
+    if flag_values["steps_per_loop"].present and values["steps_per_loop"] != alias:
+      raise ValueError(f"--iterations_per_loop={alias} and --steps_per_loop="
+                       f"{values['steps_per_loop']} differ (one is the other's original name)")
+    values["steps_per_loop"] = alias
   return settings_class(**values)

@@ -23,6 +23,7 @@ every file to the end and names the damaged ones.
 
 import tensorflow as tf
 
+from data_prep import record_checks
 from data_prep import schema
 from data_prep import tfrecord_io
 from data_prep.record_checks import check_files  # noqa: F401  (this module's check, in data_prep)
@@ -47,7 +48,7 @@ def find_corrupt_files(input_patterns):
       for _ in tf.data.TFRecordDataset(path, compression_type=compression).batch(4096):
         pass
     except tf.errors.DataLossError as e:
-      bad.append((path, e.message.strip()))
+      bad.append((path, record_checks.op_error_text(e)))
   return bad
 
 

@@ -16,6 +16,7 @@ import keras
 import tensorflow as tf
 
 from data_prep import cli
+from data_prep import record_checks
 from data_prep import schema
 from official_bert.interop import checkpointing
 from official_bert.interop import weight_loading
@@ -175,6 +176,9 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
                                           chief=chief, worker_id=worker_id)
   keeper.restore_or_initialize(init_checkpoint, warm_start_adaptation(trainer))
   start_step = int(trainer.step.numpy())
+  if start_step >= num_train_steps:
+    logging.warning("Nothing to train: the checkpoint in %s is at step %d, --num_train_steps=%d "
+                    "(raise it to train on)", output_dir, start_step, num_train_steps)
   # Steps that read this input: fewer than start_step if a resumed run changed the input.
   stream = getattr(dataset_fn, "stream", None)
   stream_began = input_stream.first_step(output_dir, stream, start_step)
@@ -287,7 +291,7 @@ def corrupt_input_error(input_patterns, error):
   """A ValueError naming the damaged file(s) behind a DataLossError (which names none)."""
   bad = input_pipeline.find_corrupt_files(input_patterns)
   where = "; ".join(f"{path}: {message}" for path, message in bad)
-  return ValueError(f"corrupt input data: {where or error.message}")
+  return ValueError(f"corrupt input data: {where or record_checks.op_error_text(error)}")
 
 
 def launch(run_fn, required_flags=("output_dir",), positional=()):

@@ -3,6 +3,7 @@
 (--chinese_word_segmenter=jieba)."""
 
 import glob
+import logging
 import random
 
 from conftest import CHINESE_VOCAB
@@ -447,3 +448,19 @@ def test_unmasked_records_still_check_the_pair_options():
                        (dict(short_seq_prob=1.5), "short_seq_prob=1.5 must be in")):
     with pytest.raises(ValueError, match=message):
       instances.InstanceOptions(masking="none", **bad).validate()
+
+
+def test_flags_a_recipe_leaves_unused_are_named_when_set(caplog):
+  """--masking=none --masked_lm_prob=0.5: the value vanished with an INFO line only."""
+  from data_prep.pretraining import settings as settings_lib  # pylint: disable=g-import-not-at-top
+  for kw, said in ((dict(masking="none", masked_lm_prob=0.5, do_whole_word_mask=True),
+                    "--masking=none: --masked_lm_prob=0.5 and --do_whole_word_mask=True are "
+                    "not used here; give them to run_pretraining --dynamic_masking"),
+                   (dict(packing="tokens", next_sentence=False, short_seq_prob=0.5),
+                    "--packing=tokens: --short_seq_prob=0.5 is not used here"),
+                   (dict(masking="none"), None)):
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+      settings_lib._check_recipe(settings_lib.Settings("in", "out", "vocab", **kw))  # noqa: SLF001
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == ([said] if said else []), warnings
