@@ -202,7 +202,7 @@ def _parse_known_flags(argv):
 
 
 def launch(main_fn, required_flags=(), positional=(), pass_through_unknown=False,
-           command=None):
+           command=None, replaces_in_place=()):
   """Parses the flags and runs `main_fn(argv)`; exits 1 with the message on a user error.
 
   --help/--helpshort/--helpfull print `command_help` and exit 0 before anything else.
@@ -215,6 +215,8 @@ def launch(main_fn, required_flags=(), positional=(), pass_through_unknown=False
       hand on or reject; `positional` is then not checked.
     command: the command's module name, whose docstring --help prints (default:
       `main_fn`'s module).
+    replaces_in_place: the input flags whose file --output_file may be, an edit in place
+      (extend_vocab's --vocab_file); any other input as --output_file is refused.
   """
   asked = help_request(sys.argv)
   if asked:
@@ -233,7 +235,8 @@ def launch(main_fn, required_flags=(), positional=(), pass_through_unknown=False
       sys.exit(1)
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
-      check_output_files()
+      check_output_files(input_flags=tuple(
+          f for f in ("input_file", "vocab_file") if f not in replaces_in_place))
       main_fn(argv)
     except user_errors() as e:
       logging.error("%s", e)

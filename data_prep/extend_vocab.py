@@ -48,7 +48,7 @@ def main(argv):
 def console_main():
   define_flags()
   cli.launch(main, required_flags=("vocab_file", "input_file", "num_new_tokens",
-                                   "output_file"))
+                                   "output_file"), replaces_in_place=("vocab_file",))
 
 
 if __name__ == "__main__":

@@ -133,6 +133,13 @@ def test_an_output_file_that_is_a_folder_or_an_input_is_refused_before_any_work(
   assert sorted(os.listdir(tmp_path)) == ["c.txt", "out"]
   assert os.listdir(folder) == ["mine.txt"]
   assert corpus.read_text().startswith("One sentence.")
+  # extend_vocab may write over its --vocab_file: an edit in place, not a lost input.
+  vocab = tmp_path / "vocab.txt"
+  shutil.copy(UNCASED_VOCAB, vocab)
+  proc = _run("data_prep.extend_vocab", f"--input_file={corpus}", f"--vocab_file={vocab}",
+              f"--output_file={vocab}", "--num_new_tokens=1", check_fails=False)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  assert len(vocab.read_text().splitlines()) == len(open(UNCASED_VOCAB).read().splitlines())
 
 
 def test_the_data_tools_warn_of_a_case_the_vocabulary_contradicts(tmp_path):
