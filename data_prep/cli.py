@@ -85,8 +85,8 @@ def warn_case_mismatch():
   from data_prep.vocab import case  # pylint: disable=g-import-not-at-top  (TensorFlow)
   try:
     contradiction = case.contradiction(flags.FLAGS.vocab_file, flags.FLAGS.do_lower_case)
-  except (OSError, ValueError):
-    return  # a missing vocabulary is reported where it is read
+  except Exception:  # pylint: disable=broad-except  (TensorFlow's NotFoundError is none)
+    return  # a missing or unreadable vocabulary is reported where it is read
   if contradiction:
     logging.warning("%s. The records are written as asked.", contradiction)
 

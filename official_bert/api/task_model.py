@@ -176,6 +176,11 @@ class TaskModel(BackboneModelConfig, keras.Model):
     """A batched tf.data.Dataset of (features, y[, sample_weight]) from raw inputs."""
     raise NotImplementedError
 
+  def user_batches(self, dataset):
+    """A user's dataset of raw (x, y) batches, its labels as this model's raw inputs take
+    them (a subclass's: TextClassifier's label names); default: as they are."""
+    return dataset
+
   def map_batches(self, dataset):
     """A user's dataset of raw (x, y) batches -> (features, y); default: preprocess x."""
     return dataset.map(lambda x, *rest: (self.trimmed(self.preprocessor(x)),) + tuple(rest),
@@ -430,7 +435,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
     if isinstance(x, tf.data.Dataset):
       if y is not None:
         raise ValueError("y must be None when x is a tf.data.Dataset of (x, y) batches")
-      return self.map_batches(x).prefetch(AUTOTUNE)
+      return self.map_batches(self.user_batches(x)).prefetch(AUTOTUNE)
     if sample_weight is not None:
       return self.make_dataset(x, y, batch_size, shuffle, seed,
                                sample_weight=sample_weight).prefetch(AUTOTUNE)
@@ -456,11 +461,10 @@ class TaskModel(BackboneModelConfig, keras.Model):
                        f"(x, y, sample_weight)")
     return sample_weight, class_weight
 
-  @contextlib.contextmanager
-  def _weighted_classes(self, class_weight):
-    """fit's `class_weight`, where the subclass takes one (`takes_example_weights`)."""
-    del class_weight
-    yield
+  def class_weights_of_examples(self, class_weight, x, y, sample_weight):
+    """fit's `class_weight` as each example's weight (times `sample_weight`), where the
+    subclass takes one (`takes_example_weights`)."""
+    raise NotImplementedError
 
   # Whether `fit`/`evaluate` take a file's path as x (QuestionAnswerer: a SQuAD JSON file).
   reads_files = False
@@ -506,16 +510,18 @@ class TaskModel(BackboneModelConfig, keras.Model):
     (x, y) batches. `seed` (an int) makes the run repeatable: it sets the order of the
     examples, dropout, and an untrained head's initial weights (drawn again from it)."""
     self._check_inputs(x, y, "fit", batch_size)
+    sample_weight, class_weight = self._example_weights(kwargs, "fit", x)
+    if class_weight is not None:  # as Keras: each example weighs its label's weight
+      sample_weight = self.class_weights_of_examples(class_weight, x, y, sample_weight)
     split, split_off = kwargs.pop("validation_split", None), None
     if split and validation_data is None:  # as Keras: the last fraction, before shuffling
-      x, y, split_off = self._split_off_validation(x, y, split)
-    sample_weight, class_weight = self._example_weights(kwargs, "fit", x)
+      x, y, sample_weight, split_off = self._split_off_validation(x, y, sample_weight, split)
     if seed is not None:
       self._reseed(seed)
     if not self.compiled:
       self.compile()
     dataset = self._dataset(x, y, batch_size, shuffle, seed, training=True,
-                            sample_weight=sample_weight)
+                            **_weights(sample_weight))
     if self._optimizer_settings is not None:
       steps = steps_per_epoch or int(dataset.cardinality())
       if steps == 0:
@@ -528,19 +534,21 @@ class TaskModel(BackboneModelConfig, keras.Model):
     if validation_data is not None:
       validation_data = self._dataset(*self.validation_x_y(validation_data), batch_size)
     elif split_off is not None:
-      validation_data = self._dataset(*split_off, batch_size)
+      x_val, y_val, weights_val = split_off
+      validation_data = self._dataset(x_val, y_val, batch_size, **_weights(weights_val))
     self._build_optimizer()
-    with self._weighted_classes(class_weight):
-      history = super().fit(dataset, epochs=epochs, validation_data=validation_data,
-                            steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)
+    history = super().fit(dataset, epochs=epochs, validation_data=validation_data,
+                          steps_per_epoch=steps_per_epoch, shuffle=False, **kwargs)
     self.untrained_weights = []
     return history
 
-  def _split_off_validation(self, x, y, split):
-    """fit's `validation_split`: (x, y) of the first examples, (x, y) of the last `split` of
-    them, as Keras splits arrays."""
-    if isinstance(x, tf.data.Dataset) or (self.reads_files and isinstance(
-        x, (str, os.PathLike))):
+  def _split_off_validation(self, x, y, sample_weight, split):
+    """fit's `validation_split`: (x, y, sample_weight) of the first examples, and those of
+    the last `split` of them, as Keras splits arrays."""
+    files = self.reads_files and (isinstance(x, (str, os.PathLike)) or (
+        isinstance(x, (list, tuple)) and x and all(
+            isinstance(f, (str, os.PathLike)) for f in x)))
+    if isinstance(x, tf.data.Dataset) or files:
       raise ValueError("fit: validation_split needs x as a list of examples (Keras splits "
                        "arrays only); give validation_data")
     if isinstance(split, bool) or not isinstance(split, (int, float)) or not 0 < split < 1:
@@ -558,7 +566,8 @@ class TaskModel(BackboneModelConfig, keras.Model):
         return tuple(cut(v, part) for v in value)
       value = value.iloc if hasattr(value, "iloc") else value
       return value[:k] if part == 0 else value[k:]
-    return cut(x, 0), cut(y, 0), (cut(x, 1), cut(y, 1))
+    return (cut(x, 0), cut(y, 0), cut(sample_weight, 0),
+            (cut(x, 1), cut(y, 1), cut(sample_weight, 1)))
 
   def validation_x_y(self, data):
     """fit's validation_data -> (x, y): (x, y) or a Dataset of raw (x, y) batches."""
@@ -606,7 +615,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
     self.warn_if_untrained("evaluate")
     if not self.compiled:
       self.compile()
-    return super().evaluate(self._dataset(x, y, batch_size, sample_weight=sample_weight),
+    return super().evaluate(self._dataset(x, y, batch_size, **_weights(sample_weight)),
                             **kwargs)
 
   def warn_if_untrained(self, call):
@@ -647,8 +656,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
         or self.distribute_strategy is not tf.distribute.get_strategy()
         or tf.distribute.has_strategy()):
       return
-    if not all(isinstance(spec, tf.TensorSpec) for spec in tf.nest.flatten(dataset.element_spec)):
-      return  # (a ragged or sparse input: Keras' own tracing)
+    if not all(isinstance(spec, tf.TensorSpec) and spec.shape.rank is not None
+               for spec in tf.nest.flatten(dataset.element_spec)):
+      return  # (a ragged or sparse input, or one of unknown rank: Keras' own tracing)
     self.make_predict_function()
     relaxed = tf.nest.map_structure(
         lambda spec: tf.TensorSpec([None] * spec.shape.rank, spec.dtype), dataset.element_spec)
@@ -776,6 +786,12 @@ def plain_label(label):
     return label.decode("utf-8")
   label = label.item() if isinstance(label, np.generic) else label
   return label if isinstance(label, (str, int, float, bool)) else str(label)
+
+
+def _weights(sample_weight):
+  """`_dataset`'s keyword for a sample_weight: none without one (a subclass's `_dataset`,
+  MaskedLM's, takes no weights)."""
+  return {} if sample_weight is None else {"sample_weight": sample_weight}
 
 
 def example_weights(sample_weight, n):

@@ -18,8 +18,6 @@ text's windows, as the export and `--do_predict` do: the mean of the windows' pr
 (scores for regression), and `predict_logits` the mean of their logits.
 """
 
-import contextlib
-
 import keras
 import numpy as np
 import tensorflow as tf
@@ -207,7 +205,6 @@ class TextClassifier(task_model.TaskModel):
     """With doc_stride, every window of a batch's texts is an example, with its text's label
     (and weight): a tf.data.Dataset of raw batches (and distillation's) gives batches of each
     batch's windows."""
-    dataset = self._label_ids_of_names(dataset)
     if not self.doc_stride:
       return super().map_batches(dataset)
 
@@ -216,23 +213,28 @@ class TextClassifier(task_model.TaskModel):
       return (self.trimmed(features),) + tuple(tf.gather(r, owner) for r in rest)
     return dataset.map(windowed, num_parallel_calls=tf.data.AUTOTUNE)
 
-  def _label_ids_of_names(self, dataset):
+  def user_batches(self, dataset):
     """A user's dataset of (texts, label names) batches -> (texts, label ids), as `fit` maps a
     list of names; ids and scores pass as they are."""
     spec = dataset.element_spec
-    if not (isinstance(spec, tuple) and len(spec) >= 2
-            and getattr(spec[1], "dtype", None) == tf.string):
+    dtype = getattr(spec[1], "dtype", None) if isinstance(spec, tuple) and len(spec) >= 2 else None
+    # Whole-number names (star ratings 1..5): an int in y is a name there too, never an id.
+    by_number = (dtype is not None and dtype.is_integer and self.problem_type == "single_label"
+                 and task_model.ids_are_names(self.labels))
+    if dtype != tf.string and not by_number:
       return dataset
     if self.problem_type != "single_label" or not self.labels:
       raise ValueError(f"y holds strings (label names): that needs a single_label classifier "
                        f"with labels=[...], this is {self.problem_type} with labels "
                        f"{self.labels}; give label ids")
     labels = list(self.labels)
+    keys = tf.constant([int(label) for label in labels], tf.int64) if by_number else (
+        tf.constant(labels))
     table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
-        tf.constant(labels), tf.range(len(labels), dtype=tf.int32)), default_value=-1)
+        keys, tf.range(len(labels), dtype=tf.int32)), default_value=-1)
 
     def ids(x, y, *rest):
-      label_ids = table.lookup(y)
+      label_ids = table.lookup(tf.cast(y, tf.int64) if by_number else y)
       check = tf.debugging.assert_non_negative(
           label_ids, message=f"a label name in y is not one of the labels {labels}")
       with tf.control_dependencies([check]):
@@ -255,20 +257,20 @@ class TextClassifier(task_model.TaskModel):
 
   takes_example_weights = True
 
-  @contextlib.contextmanager
-  def _weighted_classes(self, class_weight):
-    """fit's `class_weight` ({label name or id: weight}; a label left out weighs 1) as
-    run_classifier's --class_weights: each example's loss times its label's weight."""
-    if class_weight is None:
-      yield
-      return
+  def class_weights_of_examples(self, class_weight, x, y, sample_weight):
+    """fit's `class_weight` ({label name or id: weight}; a label left out weighs 1) as each
+    example's weight, times its `sample_weight`: as Keras turns class weights into sample
+    weights, and as run_classifier's --class_weights weighs the loss. Training only."""
     if self.problem_type != "single_label":
       raise ValueError(f"fit: class_weight applies to a single_label classifier, this is "
                        f"{self.problem_type} (give sample_weight)")
+    if isinstance(x, tf.data.Dataset):
+      raise ValueError("fit: with x a tf.data.Dataset, give each example's weight in its "
+                       "batches, (x, y, sample_weight), not class_weight")
     if not isinstance(class_weight, dict):
       raise ValueError(f"fit: class_weight should be a dict {{label: weight}}, got "
                        f"{type(class_weight).__name__}")
-    weights = [1.0] * self.num_classes
+    weights = np.ones([self.num_classes], np.float32)
     for key, weight in class_weight.items():
       name = key.decode("utf-8") if isinstance(key, bytes) else str(key)
       if self.labels and name in self.labels:
@@ -283,14 +285,11 @@ class TextClassifier(task_model.TaskModel):
           np.isfinite(weight) and weight >= 0):
         raise ValueError(f"fit: class_weight[{key!r}]={weight!r}: expected a number >= 0")
       weights[index] = float(weight)
-    before = self.task.class_weights
-    self.task.class_weights = weights
-    self.train_function = None  # traced with the weights
-    try:
-      yield
-    finally:
-      self.task.class_weights = before
-      self.train_function = None
+    texts = self._texts(x)
+    n = int((texts[0] if isinstance(texts, tuple) else texts).shape[0])
+    per_example = weights[self.encode_labels(y, n)]
+    given = task_model.example_weights(sample_weight, n)
+    return per_example if given is None else per_example * given
 
   def distillation_batches(self, x, y, unlabeled, batch_size, seed):
     texts = self._texts(x)

@@ -177,8 +177,8 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
   keeper.restore_or_initialize(init_checkpoint, warm_start_adaptation(trainer))
   start_step = int(trainer.step.numpy())
   if start_step >= num_train_steps:
-    logging.warning("Nothing to train: the checkpoint in %s is at step %d, --num_train_steps=%d "
-                    "(raise it to train on)", output_dir, start_step, num_train_steps)
+    logging.warning("Nothing to train: the checkpoint in %s is at step %d, this run's last "
+                    "step is %d", output_dir, start_step, num_train_steps)
   # Steps that read this input: fewer than start_step if a resumed run changed the input.
   stream = getattr(dataset_fn, "stream", None)
   stream_began = input_stream.first_step(output_dir, stream, start_step)
@@ -212,13 +212,15 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
           step, metrics, training_loop.current_learning_rate(trainer.optimizer))
       at_evaluation = evaluating and (step % eval_every_steps == 0 or step >= num_train_steps)
       if step % save_checkpoints_steps == 0 or step >= num_train_steps or at_evaluation:
-        keeper.save("step %d" % step)
+        # The record first: a run killed between the two resumes the new input where its
+        # checkpoint left it, not from the beginning.
         input_stream.record(output_dir, stream, stream_began, chief)
+        keeper.save("step %d" % step)
       if at_evaluation:
         stopped_early = bool(on_evaluation(step))
     if stop.requested and step % save_checkpoints_steps and step < num_train_steps:
-      keeper.save("stop requested by signal")
       input_stream.record(output_dir, stream, stream_began, chief)
+      keeper.save("stop requested by signal")
   finally:
     stop.restore()
     if writer is not None:

@@ -209,15 +209,15 @@ class StopRequest:
     self.requested = False
     self.signum = None
     self._lock = threading.Lock()
+    # The watcher before the handlers (signals are set from the main thread only).
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    self._pipe = (read_fd, write_fd)
+    self._previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    self._watcher = threading.Thread(target=self._watch, args=(read_fd,), daemon=True,
+                                     name="stop-request")
+    self._watcher.start()
     self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
-    self._previous_fd, self._pipe = None, None
-    if threading.current_thread() is threading.main_thread():
-      read_fd, write_fd = os.pipe()
-      os.set_blocking(write_fd, False)
-      self._pipe = (read_fd, write_fd)
-      self._previous_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-      threading.Thread(target=self._watch, args=(read_fd,), daemon=True,
-                       name="stop-request").start()
 
   def _request(self, signum):
     """The first signal: note it; a second SIGINT: True (stop at once)."""
@@ -245,18 +245,16 @@ class StopRequest:
           os._exit(128 + signal.SIGINT)  # pylint: disable=protected-access  (now, from a thread)
 
   def _handle(self, signum, frame):
-    del frame
-    if self._pipe is None and self._request(signum):  # no watcher: the handler's own turn
-      raise KeyboardInterrupt
+    del signum, frame  # the watcher has it (this runs only when TensorFlow returns)
 
   def restore(self):
+    signal.set_wakeup_fd(self._previous_fd)
     for s, previous in self._previous.items():
       signal.signal(s, previous)
-    if self._pipe is not None:
-      signal.set_wakeup_fd(self._previous_fd)
-      for fd in self._pipe:
-        os.close(fd)
-      self._pipe = None
+    read_fd, write_fd = self._pipe
+    os.close(write_fd)  # the watcher reads the end of the pipe and returns
+    self._watcher.join(timeout=5)
+    os.close(read_fd)
 
 
 REAL_TOKENS = "real_tokens"  # a train loop's mean real tokens per step (`ProgressLog` reads it)

@@ -487,12 +487,25 @@ def test_weights_labels_and_datasets_as_keras_users_give_them(tiny_dir, tmp_path
   with pytest.raises(ValueError, match=r"validation_split=0.1 of 8 examples leaves none to "
                      r"validate on"):
     clf.fit(TEXTS, LABELS, validation_split=0.1)
+  # The weights are split with the examples; the validation examples keep theirs.
+  history = clf.fit(TEXTS, LABELS, sample_weight=weights + 0.5, validation_split=0.5,
+                    epochs=1, verbose=0).history
+  np.testing.assert_allclose(
+      history["val_loss"][-1],
+      clf.evaluate(TEXTS[4:], LABELS[4:], sample_weight=weights[4:] + 0.5, return_dict=True,
+                   verbose=0)["loss"], rtol=1e-5)
 
   # Star ratings 1..5: an int y that is no rating is an error, not the id of the first one.
   stars = ob.TextClassifier.from_preset(tiny_dir, labels=[1, 2, 3, 4, 5], sequence_length=16)
   with pytest.raises(ValueError, match=r"y\[0\]: label 0 is not in labels \['1', '2', '3', "
                      r"'4', '5'\] \(whole numbers are these labels' names, not ids\)"):
     stars.fit(TEXTS[:2], [0, 5])
+  # In a dataset too: ratings 1 and 5 are the first and last labels, not ids 1 and 5.
+  ratings = [1, 5, 2, 4]
+  np.testing.assert_allclose(
+      stars.evaluate(tf.data.Dataset.from_tensor_slices((TEXTS[:4], ratings)).batch(4),
+                     return_dict=True, verbose=0)["loss"],
+      stars.evaluate(TEXTS[:4], ratings, return_dict=True, verbose=0)["loss"], rtol=1e-6)
 
 
 def test_a_multi_label_name_holding_the_separator_is_refused_at_export(tiny_dir, tmp_path):

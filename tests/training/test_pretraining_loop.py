@@ -286,8 +286,8 @@ def test_warm_start_resume_mismatch_tensorboard_and_eval(data, tmp_path):
   # Fewer steps than the checkpoint's: nothing trains, and the run says so.
   done = _cli(_args(data, first, num_train_steps=4, save_checkpoints_steps=2,
                     steps_per_loop=2), process=False)
-  assert (f"Nothing to train: the checkpoint in {first} is at step 6, --num_train_steps=4"
-          in done.stderr), done.stderr[-2000:]
+  assert (f"Nothing to train: the checkpoint in {first} is at step 6, this run's last step is "
+          f"4" in done.stderr), done.stderr[-2000:]
   assert tf.train.latest_checkpoint(first).endswith("ckpt-6")
   # Warm start: weights only, the step starts at 0 in a new directory.
   warm = _cli(_args(data, tmp_path / "warm", num_train_steps=2, steps_per_loop=2,
