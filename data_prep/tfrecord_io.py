@@ -280,7 +280,10 @@ class AtomicFile:
     gfile().rename(self.tmp_path, self.path, overwrite=True)
 
   def abort(self):
-    self.close()
+    try:
+      self.close()
+    except Exception:  # pylint: disable=broad-except  (a failed flush: the file goes anyway)
+      pass
     if gfile().exists(self.tmp_path):
       gfile().remove(self.tmp_path)
 

@@ -169,7 +169,7 @@ def test_create_classifier_data_finds_a_missing_split_before_writing(tmp_path):
   out = tmp_path / "out"
   proc = _run("data_prep.create_classifier_data", "--task_name=RTE", f"--data_dir={data}",
               f"--vocab_file={UNCASED_VOCAB}", "--max_seq_length=32", f"--output_dir={out}")
-  assert f"RTE: no test.tsv in {data} (--splits=train,dev,test)" in proc.stderr, proc.stderr
+  assert f"RTE: no test.tsv in {data} (the splits: train, dev, test)" in proc.stderr, proc.stderr
   assert not out.exists() or not os.listdir(out)
 
 

@@ -66,7 +66,7 @@ def write_task(task_name, splits, output_dir, vocab_file, do_lower_case, max_seq
                if not tfrecord_io.is_file(os.path.join(data_dir, f"{split}.tsv"))]
     if missing:  # before any split is written
       raise FileNotFoundError(f"{processor.name}: no {', '.join(missing)} in {data_dir} "
-                              f"(--splits={','.join(splits)})")
+                              f"(the splits: {', '.join(splits)})")
   for split in splits:
     yield write_split(processor, split, output_dir, vocab_file, do_lower_case, max_seq_length,
                       data_dir, tfds_data_dir, max_train_examples if split == "train" else 0,

@@ -71,7 +71,7 @@ def check_record_kind(paths, dynamic):
   """ValueError naming the file and the flag when the first record of a file is masked
   offline but `dynamic` is set, or unmasked (`--masking=none`) but it is not."""
   for path in paths:
-    # pylint: disable-next=protected-access  (the reader that names a bad file)
+    # (the reader that names a bad file)
     keys = record_checks.first_example(path, schema.compression_of(path)).features.feature
     masked = any(name in keys for name in _OFFLINE_FEATURES)
     if dynamic and masked:
