@@ -84,7 +84,8 @@ def _shape_report(path, model):
   return lines
 
 
-def _raise_mismatch(path, model, error):
+def raise_mismatch(path, model, error):
+  """The ValueError of a checkpoint that does not fit `model`: its shapes, or what it is."""
   if not any("ATTRIBUTES" in name for name, _ in tf.train.list_variables(path)):
     # Its variables are named as google-research's (bert/embeddings/...), not as a run's.
     raise ValueError(f"checkpoint {path} is a TF1 (name-based) checkpoint, as google-research "
@@ -152,7 +153,7 @@ class CheckpointKeeper:
         try:
           self.checkpoint.restore(latest).assert_existing_objects_matched()
         except (ValueError, tf.errors.InvalidArgumentError, AssertionError) as e:
-          _raise_mismatch(latest, self.model, e)
+          raise_mismatch(latest, self.model, e)
       logging.info("RESUMED from %s at step %d (model, optimizer, step, learning rate "
                    "schedule; the input skips what was consumed)%s.", latest,
                    int(self.step.numpy()),

@@ -33,6 +33,7 @@ class ClassifierSettings(file_splits.DelimitedFilesSettings):
   # a single-label classifier of truncated texts.
   RECORDED_FLAGS = ("problem_type", "multi_label_threshold", "label_separator", "doc_stride")
   RECORDED_MODEL_TYPE = "classifier"
+  HEAD_FLAGS = ("problem_type",)  # what the trained head is: refused when they contradict it
 
   task_name: Optional[str] = option(
       None, "GLUE task: CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI.")

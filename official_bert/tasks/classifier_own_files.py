@@ -71,6 +71,8 @@ class OwnFilesJob(file_splits.FileSplitsJob):
     if len(labels) < (1 if self.problem_type == "multi_label" else 2):
       raise ValueError(f"{s.train_file or '--label_names'}: {len(labels)} label(s) {labels}; "
                        "classification needs two or more")
+    finetuning_runner.check_trained_labels(
+        s, labels, "--label_names" if s.label_names else f"--train_file={s.train_file}")
     model_files.write_labels(s.output_dir, labels)
     return labels
 

@@ -94,6 +94,7 @@ class NerJob:
     warned of, `file_splits.warn_rare_labels`), or those of the run in --output_dir."""
     s = self.settings
     if self.tags:
+      finetuning_runner.check_trained_labels(s, self.tags, "the teacher's tags")
       model_files.write_labels(s.output_dir, self.tags)
       return self.tags
     if s.train_file:
@@ -104,6 +105,7 @@ class NerJob:
       labels = conll.tag_set(sentences)
       tags = [tag for sentence in sentences for tag in sentence.tags]
       file_splits.warn_rare_labels(tags, [s.train_file] * len(tags), unit="training tokens")
+      finetuning_runner.check_trained_labels(s, labels, f"--train_file={s.train_file}")
       model_files.write_labels(s.output_dir, labels)
       return labels
     labels = finetuning_runner.trained_labels(s, ("tagger", "feature_tagger"))

@@ -112,6 +112,25 @@ def trained_labels(settings, model_types):
   return init.labels
 
 
+def _trained_here(output_dir):
+  """Whether --output_dir holds a trained model's checkpoint (a run to resume or read)."""
+  return bool(output_dir) and tf.io.gfile.isdir(output_dir) and bool(
+      tf.train.latest_checkpoint(output_dir))
+
+
+def check_trained_labels(settings, labels, given_by):
+  """ValueError, before anything is written, where --output_dir holds a trained model whose
+  labels (names, in id order) are not `labels` (from `given_by`: a flag or the training
+  file): its head would be read under other names, or would not fit."""
+  if not _trained_here(settings.output_dir):
+    return
+  trained = model_files.labels_of(settings.output_dir)
+  if trained and list(trained) != list(labels):
+    raise ValueError(f"--output_dir={settings.output_dir} holds a model trained with labels "
+                     f"{list(trained)} (in that order); {given_by} gives {list(labels)}: use a "
+                     f"new --output_dir, or leave {given_by} out to use the model's labels")
+
+
 def model_config(settings):
   """The model's `config_and_source`, checked against --max_seq_length."""
   config, source = config_and_source(settings)
@@ -362,6 +381,15 @@ def inherit_run_settings(settings, flag_values):
   names = INHERITED_FLAGS
   if record.model_type and record.model_type == kind:
     names += settings.RECORDED_FLAGS  # the task's own, from a record of the same kind
+  if record.model_type and record.model_type == kind and _trained_here(settings.output_dir):
+    # What the trained head is (a classifier's problem type): a flag cannot make it another.
+    for name in getattr(settings, "HEAD_FLAGS", ()):
+      if (flag_values[name].present and _recorded(stored.get(name), name)
+          and getattr(settings, name) != stored[name]):
+        raise ValueError(f"--{name}={getattr(settings, name)} but --output_dir="
+                         f"{settings.output_dir} holds a model trained with {name}="
+                         f"{stored[name]} ({source}): leave --{name} out, or use a new "
+                         f"--output_dir")
   inherited = {name: stored[name] for name in names
                if _recorded(stored.get(name), name) and not flag_values[name].present
                and getattr(settings, name) != stored[name]}

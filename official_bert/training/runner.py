@@ -236,8 +236,11 @@ def restore_for_eval(trainer, output_dir, init_checkpoint=None):
   latest = tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
   if latest:
     with checkpointing.damaged_checkpoint_errors(latest):
-      checkpointing.model_checkpoint(trainer.model, step=trainer.step).read(
-          latest).expect_partial()
+      try:
+        checkpointing.model_checkpoint(trainer.model, step=trainer.step).read(
+            latest).expect_partial()
+      except (ValueError, tf.errors.InvalidArgumentError) as e:  # another model's shapes
+        checkpointing.raise_mismatch(latest, trainer.model, e)
     logging.info("Evaluating %s (step %d)", latest, int(trainer.step.numpy()))
   elif init_checkpoint:
     checkpointing.warm_start(trainer.model, init_checkpoint, warm_start_adaptation(trainer))

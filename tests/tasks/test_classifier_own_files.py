@@ -105,6 +105,22 @@ def test_single_label_csv_tsv_jsonl_weights_ids_and_export(tmp_path):
   assert proc.returncode == 1, proc.stderr[-2000:]
   assert ("bad_dev.jsonl:2: label 'mixed' is not in the label set ['neg', 'neutral', 'pos']"
           in proc.stderr)
+  # Flags that contradict the trained head are refused before anything is written: labels in
+  # another order read every prediction under another name, and another problem type read
+  # the softmax head as sigmoids (both exited 0), another count failed in TensorFlow.
+  record = (out / "run_settings.json").read_text()
+  other = _write_csv(tmp_path / "other.csv", ["text", "label"], [["a", "x"], ["b", "y"]])
+  for flags, message in (
+      (["--label_names=pos,neutral,neg"], "holds a model trained with labels ['neg', "
+       "'neutral', 'pos'] (in that order); --label_names gives ['pos', 'neutral', 'neg']"),
+      ([f"--train_file={other}", "--do_train"], f"--train_file={other} gives ['x', 'y']"),
+      (["--problem_type=multi_label"], "--problem_type=multi_label but --output_dir="
+       f"{out} holds a model trained with problem_type=single_label")):
+    proc = run_script("official_bert.run_classifier", tmp_path, f"--test_file={test}",
+                      f"--output_dir={out}", "--do_predict", *flags, check=False)
+    assert proc.returncode == 1 and message in proc.stderr, (flags, proc.stderr[-2000:])
+  assert (out / "labels.txt").read_text() == "neg\nneutral\npos\n"
+  assert (out / "run_settings.json").read_text() == record
 
   # export without --label_names/--num_labels: label strings from labels.txt.
   exporter.export(model_folder.read(str(out), tiny_config(tmp_path), need(UNCASED_VOCAB), True),
