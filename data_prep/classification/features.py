@@ -102,7 +102,10 @@ def convert_examples(examples, label_list, max_seq_length, tokenizer):
                        f"labels: {label_list}")
     else:
       labels[i] = label_map[example.label]
-    packed = pack_pair(ids_a[i], ids_b.get(i), cls_id, sep_id, max_seq_length)
+    second = ids_b.get(i)
+    if second is not None and len(second) == 0:
+      second = None  # an empty text_b: one segment, as the original (`if tokens_b:`), export
+    packed = pack_pair(ids_a[i], second, cls_id, sep_id, max_seq_length)
     cols["input_ids"][i], cols["input_mask"][i], cols["segment_ids"][i], cut = packed
     truncated += cut
   if truncated:

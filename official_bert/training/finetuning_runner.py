@@ -80,10 +80,12 @@ def _read_once(path, flag, **kwargs):
 
 def _own_folder(settings):
   """The `model_folder.ModelFolder` of --output_dir, if an earlier run of it wrote its files
-  there (`model_files.write`): a resumed, --do_eval or --do_predict run on it needs no model
-  flags."""
+  there (`model_files.write`) and trained: a resumed, --do_eval or --do_predict run on it
+  needs no model flags. Files without a checkpoint are a failed run's: --init_checkpoint's
+  model is the one."""
   output_dir = getattr(settings, "output_dir", None)  # extract_features' settings have none
-  if output_dir and tf.io.gfile.exists(os.path.join(output_dir, model_files.CONFIG_FILE)):
+  if (output_dir and tf.io.gfile.exists(os.path.join(output_dir, model_files.CONFIG_FILE))
+      and _trained_here(output_dir)):
     return _read_once(output_dir, "--output_dir", require_vocab=False)
   return None
 

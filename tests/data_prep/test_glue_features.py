@@ -61,6 +61,12 @@ def test_convert_examples_labels_and_errors(tokenizer):
     cf.convert_examples(examples, ["0", "1"], 12, tokenizer)
   regression = cf.convert_examples([examples[0]._replace(label=3.25)], [None], 12, tokenizer)
   assert regression["label_ids"].dtype == np.float32 and regression["label_ids"][0, 0] == 3.25
+  # An empty (or blank) second text is one segment, as the original writes it and the export
+  # packs it: it was [CLS] a [SEP] [SEP], where the export served [CLS] a [SEP].
+  empty = cf.convert_examples([examples[1]._replace(text_b=b) for b in ("", "  ", None)],
+                              ["entailment", "not_entailment"], 12, tokenizer)
+  for name in ("input_ids", "input_mask", "segment_ids"):
+    assert (empty[name] == empty[name][2]).all(), (name, empty[name])
 
 
 def test_written_records_read_back_through_the_input_pipeline(tmp_path):
