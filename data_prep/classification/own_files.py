@@ -142,6 +142,8 @@ def parse_label(value, problem_type, separator, where):
   if problem_type == "multi_label":  # an empty field or list (or null): no label
     parts = value if isinstance(value, list) else str(value or "").split(separator)
     return sorted({str(p).strip() for p in parts if str(p).strip()})
+  if value is None or isinstance(value, (list, dict)):
+    raise ValueError(f"{where}: label {json.dumps(value)} is not a label (a name or number)")
   label = value if isinstance(value, str) else json.dumps(value)
   if not label.strip():
     raise ValueError(f"{where}: empty label")
@@ -173,6 +175,10 @@ def read_examples(path, columns, problem_type="single_label", separator=",", lab
         raise _missing(path, line, column, list(record))
       values.append(None if column is None else record[column])
     text, text_b, label = values
+    for column, value in ((columns.text, text), (columns.text_b, text_b)):
+      if isinstance(value, (list, dict)) or (value is None and column == columns.text):
+        raise ValueError(f"{where}: {column} is {json.dumps(value)}, not a text")
+    text_b = "" if columns.text_b is not None and text_b is None else text_b  # null: none
     if has_labels:
       label = parse_label(label, problem_type, separator, where)
       for one in (label if problem_type == "multi_label" else [label]):

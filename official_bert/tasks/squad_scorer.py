@@ -213,8 +213,21 @@ def evaluate_files(data_file, prediction_file, na_prob_file=None, na_prob_thresh
                    strict=False):
   version, dataset = read_dataset(data_file)
   predictions = _read_json_object(prediction_file, "predictions")
+  _check_values(predictions, prediction_file, str, "an answer text (predictions.json, not "
+                "nbest_predictions.json)")
   check_coverage(dataset, predictions, data_file, prediction_file, strict)
   if version == "1.1":
     return evaluate_v1(dataset, predictions)
   na_probs = _read_json_object(na_prob_file, "na-prob") if na_prob_file else None
+  if na_probs is not None:
+    _check_values(na_probs, na_prob_file, (int, float), "a probability (null_odds.json)")
   return evaluate_v2(dataset, predictions, na_probs, na_prob_thresh)
+
+
+def _check_values(values, path, kind, what):
+  """ValueError naming `path` and the first question id whose value is not `kind`."""
+  bad = next((k for k, v in values.items()
+              if not isinstance(v, kind) or isinstance(v, bool)), None)
+  if bad is not None:
+    raise ValueError(f"{path}: the value of {bad!r} is {json.dumps(values[bad])[:80]}, not "
+                     f"{what}")

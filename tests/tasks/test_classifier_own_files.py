@@ -245,6 +245,19 @@ def test_readers_quotes_labels_and_ids(tmp_path):
   bom = tmp_path / "bom.csv"  # as spreadsheets export it
   bom.write_bytes(b"\xef\xbb\xbftext,label\nhi,x\n")
   assert own_files.read_examples(str(bom), own_files.Columns("text")).examples[0].label == "x"
+  # JSON nulls: a null label or text was read as the class "null" or the text "None".
+  jsonl = tmp_path / "n.jsonl"
+  for record, message in (({"text": "bad", "label": None}, r"n.jsonl:1: label null is not a "
+                           r"label"),
+                          ({"text": None, "label": "neg"}, r"n.jsonl:1: text is null, not a "
+                           r"text"),
+                          ({"text": ["a", "b"], "label": "neg"}, r"text is \["),):
+    jsonl.write_text(json.dumps(record) + "\n")
+    with pytest.raises(ValueError, match=message):
+      own_files.read_examples(str(jsonl), own_files.Columns("text"))
+  jsonl.write_text(json.dumps({"text": "a", "text_b": None, "label": "neg"}) + "\n")
+  pair = own_files.read_examples(str(jsonl), own_files.Columns("text", "text_b"))
+  assert pair.examples[0].text_b == ""  # no second text: one segment
 
 
 def test_windows_cover_long_texts_and_average():

@@ -127,6 +127,17 @@ def test_command_line_errors_name_the_file(tmp_path):
     proc = _cli(*args)
     assert proc.returncode == 1 and "bad.json: malformed JSON" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr
+  # run_squad's other files given as these: a traceback (a list has no .lower()).
+  nbest = tmp_path / "nbest.json"
+  nbest.write_text(json.dumps({k: [{"text": v}] for k, v in V1_PREDS.items()}))
+  proc = _cli(data, str(nbest))
+  assert proc.returncode == 1 and "nbest.json: the value of " in proc.stderr, proc.stderr
+  assert "not an answer text (predictions.json, not nbest_predictions.json)" in proc.stderr
+  data2, pred2 = _files(tmp_path, V2, V2_PREDS)
+  proc = _cli(data2, pred2, "--na-prob-file", pred2)
+  assert proc.returncode == 1 and "not a probability (null_odds.json)" in proc.stderr, (
+      proc.stderr)
+  assert "Traceback" not in proc.stderr
 
 
 def test_module_runs_as_a_script(tmp_path):
