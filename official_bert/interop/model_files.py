@@ -130,6 +130,23 @@ def model_entries(directory):
       for prefix in prefixes))
 
 
+def others_files(directory, given=()):
+  """The names in `directory` that a run's `write` would replace (its config, vocabulary,
+  tokenizer_config.json) or that make it another model's folder (a Hugging Face model), where
+  no run of ours is there (no run record, which `write` puts first, and no checkpoint): a
+  user's vocab.txt, a downloaded model. `given`: paths the run reads as they are (its
+  --vocab_file there). [] for a run's folder, a new one, or one without such files."""
+  if not tf.io.gfile.isdir(directory):
+    return []
+  listing = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)}
+  if RUN_SETTINGS_FILE in listing or tf.train.latest_checkpoint(directory):
+    return []
+  read_as_given = {tfrecord_io.absolute(path) for path in given if path}
+  return sorted(name for name in listing & {CONFIG_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE,
+                                            HF_WEIGHTS_FILE}
+                if tfrecord_io.absolute(os.path.join(directory, name)) not in read_as_given)
+
+
 def model_file_paths(directory):
   """The paths of `MODEL_FILES` in `directory` (what best/ copies, where present)."""
   return [os.path.join(directory, name) for name in MODEL_FILES]
@@ -142,6 +159,10 @@ def write(output_dir, config, vocab_file, do_lower_case, record):
   no tokenizer_config.json, and the record says nothing of the case."""
   paths = model_file_paths(output_dir)
   config_path, vocab_path, tokenizer_path, settings_path = paths[:4]
+  if do_lower_case is not None:
+    record = dataclasses.replace(record, do_lower_case=bool(do_lower_case))
+  # The record first: the folder is then a run's (`others_files`), whatever stops the rest.
+  tfrecord_io.write_text(settings_path, record.to_json())
   write_config_file(config_path, config)
   if tfrecord_io.absolute(vocab_file) != tfrecord_io.absolute(vocab_path):
     tfrecord_io.copy_file(vocab_file, vocab_path)  # byte for byte
@@ -149,8 +170,6 @@ def write(output_dir, config, vocab_file, do_lower_case, record):
     paths.remove(tokenizer_path)
   else:
     write_tokenizer_config(output_dir, do_lower_case)
-    record = dataclasses.replace(record, do_lower_case=bool(do_lower_case))
-  tfrecord_io.write_text(settings_path, record.to_json())
   return paths
 
 

@@ -225,6 +225,11 @@ def run(settings, job, record=None):
   if not settings.output_dir:
     raise ValueError("--output_dir is required")
   output_dir = settings.output_dir
+  theirs = model_files.others_files(output_dir, (settings.vocab_file, settings.bert_config_file))
+  if theirs:  # before any work: the run would write over them, or beside another model
+    raise ValueError(f"--output_dir={output_dir} holds {', '.join(theirs)}, not a run's (no "
+                     f"{model_files.RUN_SETTINGS_FILE}, no checkpoint): a run writes its model "
+                     f"files there; choose a new --output_dir, or move them")
   tracking = check_training_controls(settings)
   runner.check_optimizer_settings(settings)
   tfrecord_io.make_dirs(output_dir, "--output_dir")

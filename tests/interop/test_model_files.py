@@ -117,3 +117,20 @@ def test_weight_side_files_are_written_atomically(tmp_path, monkeypatch):
   assert json.loads((out / "config.json").read_text()) == {"hidden_size": 8}
   state = tf.train.get_checkpoint_state(str(out))
   assert state.model_checkpoint_path == str(out / "bert_model.ckpt")
+
+
+def test_others_files_are_those_a_run_would_replace_where_no_run_is(tmp_path):
+  """A user's vocab.txt or a Hugging Face model in a new --output_dir: a fine-tuning run
+  replaced the vocabulary (and its tokenizer_config.json) and wrote its checkpoint beside the
+  other model, which export then read."""
+  folder = tmp_path / "out"
+  folder.mkdir()
+  for name in ("vocab.txt", "model.safetensors", "notes.txt", "labels.txt"):
+    (folder / name).write_text("mine")
+  assert model_files.others_files(str(folder)) == ["model.safetensors", "vocab.txt"]
+  # The run's own --vocab_file there is read as it is, not replaced.
+  assert model_files.others_files(str(folder), (str(folder / "vocab.txt"), None)) == [
+      "model.safetensors"]
+  assert model_files.others_files(str(tmp_path / "new")) == []
+  (folder / model_files.RUN_SETTINGS_FILE).write_text("{}")  # a run's folder (one that failed)
+  assert model_files.others_files(str(folder)) == []
