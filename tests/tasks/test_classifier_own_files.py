@@ -121,6 +121,11 @@ def test_single_label_csv_tsv_jsonl_weights_ids_and_export(tmp_path):
     assert proc.returncode == 1 and message in proc.stderr, (flags, proc.stderr[-2000:])
   assert (out / "labels.txt").read_text() == "neg\nneutral\npos\n"
   assert (out / "run_settings.json").read_text() == record
+  # An earlier labelled test file's scores do not stay beside an unlabelled one's predictions.
+  (out / "test_results.txt").write_text("accuracy = 1.0\n")
+  run_script("official_bert.run_classifier", tmp_path, f"--test_file={test}",
+             f"--output_dir={out}", "--do_predict")
+  assert not (out / "test_results.txt").exists()
 
   # export without --label_names/--num_labels: label strings from labels.txt.
   exporter.export(model_folder.read(str(out), tiny_config(tmp_path), need(UNCASED_VOCAB), True),

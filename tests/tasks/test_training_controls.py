@@ -165,6 +165,12 @@ def test_final_scores_and_predictions_come_from_the_best_checkpoint(tmp_path):
   assert again.returncode == 0, again.stderr[-3000:]
   ours = (out / "test_results.tsv").read_text()
   assert len(ours.splitlines()) == 4 and ours == (out / "best" / "test_results.tsv").read_text()
+  # A later --do_predict on OUTPUT_DIR reads the last checkpoint, and says where the best is.
+  last = run_command("official_bert.run_classifier", "--task_name=MRPC", f"--data_dir={data}",
+                     f"--output_dir={out}", "--do_predict")
+  assert last.returncode == 0, last.stderr[-3000:]
+  assert (f"{out / 'best'} holds the best checkpoint of the training (ckpt-3); this run reads "
+          f"the last (step 6): give --output_dir={out / 'best'} for the best") in last.stderr
 
 
 def test_cased_vocabulary_with_lower_casing_stops_before_training(tmp_path):
