@@ -43,16 +43,18 @@ def read_instances(paths, max_seq_length, max_predictions_per_seq):
     features = schema.pretraining_features(max_seq_length, max_predictions_per_seq)
   _, v2_names = record_checks.check_files(paths, features)
   spec = schema.tf_feature_spec(features, v2_names=v2_names)
-  columns = {name: [] for name in schema.tf_feature_spec(features)}
+  # Each column (the writer's v1 name) and its key in these files' records.
+  keys = {name: schema.V2_NAMES.get(name, name) if v2_names else name
+          for name in schema.tf_feature_spec(features)}
+  columns = {name: [] for name in keys}
   for path in paths:
     ds = tf.data.TFRecordDataset(path, compression_type=schema.compression_of(path))
     count = 0
     try:
       for record in ds:
         parsed = tf.io.parse_single_example(record, spec)
-        for name in columns:
-          columns[name].append(parsed[schema.V2_NAMES.get(name, name) if v2_names
-                                      else name].numpy())
+        for name, key in keys.items():
+          columns[name].append(parsed[key].numpy())
         count += 1
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
       raise ValueError(f"{path}: damaged after record {count} (truncated, corrupt, or records "

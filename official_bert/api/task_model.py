@@ -436,13 +436,11 @@ class TaskModel(BackboneModelConfig, keras.Model):
       if y is not None:
         raise ValueError("y must be None when x is a tf.data.Dataset of (x, y) batches")
       return self.map_batches(self.user_batches(x)).prefetch(AUTOTUNE)
-    if sample_weight is not None:
-      return self.make_dataset(x, y, batch_size, shuffle, seed,
-                               sample_weight=sample_weight).prefetch(AUTOTUNE)
-    return self.make_dataset(x, y, batch_size, shuffle, seed).prefetch(AUTOTUNE)
+    return self.make_dataset(x, y, batch_size, shuffle, seed,
+                             **_weights(sample_weight)).prefetch(AUTOTUNE)
 
   # Whether `fit`/`evaluate` take `sample_weight` (a weight per example, which the subclass's
-  # `make_dataset` takes) and `fit` a `class_weight` (`_weighted_classes`).
+  # `make_dataset` takes) and `fit` a `class_weight` (`class_weights_of_examples`).
   takes_example_weights = False
 
   def _example_weights(self, kwargs, call, x):
@@ -647,9 +645,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
   def _trace_predict_for_every_shape(self, dataset):
     """Traces Keras' predict function once for batches of any size and length. Keras traces
     it at the first batch's shapes and again, relaxed, at the first batch of others (the last,
-    shorter batch; a batch cut to shorter sequences): the first trace is then wasted (a tiny
-    model's predict: 0.7 s of 2.2). TensorFlow's eager predict with one step per call, under
-    the default strategy, where Keras calls it with the batch itself."""
+    shorter batch; a batch cut to shorter sequences): the first trace is then wasted.
+    TensorFlow's eager predict with one step per call, under the default strategy, where
+    Keras calls it with the batch itself."""
     if (not ON_TENSORFLOW or self.run_eagerly or self.steps_per_execution != 1
         or (self.predict_function is not None
             and self.predict_function is self._relaxed_predict_function())
@@ -789,8 +787,8 @@ def plain_label(label):
 
 
 def _weights(sample_weight):
-  """`_dataset`'s keyword for a sample_weight: none without one (a subclass's `_dataset`,
-  MaskedLM's, takes no weights)."""
+  """`_dataset`'s and `make_dataset`'s keyword for a sample_weight: none without one (a
+  subclass's, MaskedLM's, takes no weights)."""
   return {} if sample_weight is None else {"sample_weight": sample_weight}
 
 

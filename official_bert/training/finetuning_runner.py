@@ -275,13 +275,13 @@ def run(settings, job, record=None):
       use_best(settings, job, task, trainer, data, keeper, evaluated)
   else:
     runner.restore_for_eval(trainer, output_dir, init)  # raises if there is nothing
-    best = tf.train.latest_checkpoint(best_checkpoint.best_dir(output_dir))
+    best_dir = best_checkpoint.best_dir(output_dir)
+    best = tf.train.latest_checkpoint(best_dir)
     last = tf.train.latest_checkpoint(output_dir)
     if best and last and os.path.basename(best) != os.path.basename(last):
       logging.warning("%s holds the best checkpoint of the training (%s); this run reads the "
-                      "last (step %d): give --output_dir=%s for the best", os.path.join(
-                          output_dir, best_checkpoint.BEST_DIR), os.path.basename(best),
-                      int(trainer.step.numpy()), best_checkpoint.best_dir(output_dir))
+                      "last (step %d): give --output_dir=%s for the best", best_dir,
+                      os.path.basename(best), int(trainer.step.numpy()), best_dir)
   results.update(evaluate_and_predict(settings, job, task, trainer, data, evaluated))
   return results
 
