@@ -203,13 +203,16 @@ class TextTokenizer(tf.Module):
         tf.reshape(self.normalize(texts), [-1]), self._word_break, self._own_word)
     return tf.RaggedTensor.from_row_splits(words, row_splits, validate=False)
 
+  def word_pieces(self, words):
+    """[n] words (`split_words`' output) -> [n, (pieces)] int64 WordPiece ids; a word longer
+    than `max_input_chars_per_word` is one [UNK]."""
+    too_long = tf.strings.length(words, unit="UTF8_CHAR") > self.max_input_chars_per_word
+    return self._wordpiece.tokenize(tf.where(too_long, UNK, words))
+
   def tokenize(self, texts):
     """[batch] string -> [batch, (tokens)] int64 WordPiece ids."""
     words = self.split_words(texts)  # [batch, (words)]
-    flat = words.flat_values
-    too_long = tf.strings.length(flat, unit="UTF8_CHAR") > self.max_input_chars_per_word
-    flat = tf.where(too_long, UNK, flat)
-    pieces = self._wordpiece.tokenize(flat)  # [words, (pieces)]
+    pieces = self.word_pieces(words.flat_values)  # [words, (pieces)]
     # Each text's pieces: `words.with_flat_values(pieces).merge_dims(1, 2)`, without its checks.
     splits = tf.gather(pieces.row_splits, words.row_splits)  # [batch + 1]
     return tf.RaggedTensor.from_row_splits(pieces.flat_values, splits, validate=False)

@@ -15,8 +15,9 @@ The same steps as `create_squad_data` + `run_squad --do_predict`, vectorized ove
 
 Answer text: like the original's `get_final_text`, the predicted pieces are mapped back to
 the characters of the context's words: exactly, when each word's pieces spell it character
-for character (lower-casing and accent stripping keep the count); otherwise the whole words
-of the span (the original's fallback). Words are joined by one space, as the original joins
+for character (lower-casing and accent stripping keep the count; an [UNK] piece spells the
+basic token it stands for) and no predicted piece is [UNK]; otherwise the whole words of the
+span (the original's fallback). Words are joined by one space, as the original joins
 them; `answer_start`/`answer_end` are character offsets (code points) into the context, end
 exclusive, so `context[answer_start:answer_end]` is the span as written.
 """
@@ -102,16 +103,23 @@ class SquadAnswerer:
   def _pieces(self, context):
     """Context words and their pieces, with what `get_final_text` needs per piece."""
     words, word_start, word_length = split_words(context)
-    word_pieces = tf.cast(self.tokenizer.tokenize(words.flat_values), tf.int64)  # [w, (p)]
+    # Each word's basic tokens (normalized, as the original's BasicTokenizer gives them to
+    # `get_final_text`), then their pieces: an [UNK] piece spells its whole basic token.
+    basic = self.tokenizer.split_words(words.flat_values)  # [w, (t)]
+    basic_pieces = tf.cast(self.tokenizer.word_pieces(basic.flat_values), tf.int64)  # [t, (p)]
+    word_pieces = tf.RaggedTensor.from_row_splits(
+        basic_pieces.flat_values, tf.gather(basic_pieces.row_splits, basic.row_splits),
+        validate=False)  # [w, (p)]
     piece_ids = word_pieces.flat_values
     piece_word = word_pieces.value_rowids()  # global word of each piece
-    piece_len = tf.gather(self.piece_lengths, piece_ids)
+    is_unk = tf.equal(piece_ids, self.unk_id)
+    basic_length = tf.strings.length(basic.flat_values, unit="UTF8_CHAR")
+    piece_len = tf.where(is_unk,
+                         tf.gather(tf.cast(basic_length, tf.int64), basic_pieces.value_rowids()),
+                         tf.gather(self.piece_lengths, piece_ids))
     piece_offset = _segment_exclusive_cumsum(piece_len, piece_word, word_pieces.nrows())
     spelled = tf.math.unsorted_segment_sum(piece_len, piece_word, word_pieces.nrows())
-    has_unk = tf.math.unsorted_segment_max(tf.cast(tf.equal(piece_ids, self.unk_id), tf.int64),
-                                           piece_word, word_pieces.nrows())
-    aligned = ((spelled == word_length.flat_values) & (has_unk <= 0)
-               & (word_pieces.row_lengths() > 0))
+    aligned = (spelled == word_length.flat_values) & (word_pieces.row_lengths() > 0)
     # Where each word starts in " ".join(words) of its text.
     word_text = words.value_rowids()
     joined_start = _segment_exclusive_cumsum(word_length.flat_values + 1, word_text,
@@ -123,6 +131,8 @@ class SquadAnswerer:
                 word_length=word_length.flat_values, joined_start=joined_start,
                 unaligned_before=tf.cumsum(tf.cast(~aligned, tf.int64), exclusive=True),
                 num_unaligned=tf.reduce_sum(tf.cast(~aligned, tf.int64)),
+                unk_before=tf.cumsum(tf.cast(is_unk, tf.int64), exclusive=True),
+                num_unk=tf.reduce_sum(tf.cast(is_unk, tf.int64)),
                 pieces=pieces, piece_word=piece_word, piece_len=piece_len,
                 piece_offset=piece_offset)
 
@@ -203,7 +213,11 @@ class SquadAnswerer:
     pe = first_piece + tf.gather_nd(doc_piece, tf.stack([window, tf.cast(e, tf.int64)], 1))
     ws, we = tf.gather(p["piece_word"], ps), tf.gather(p["piece_word"], pe)
     unaligned = tf.gather(tf.concat([p["unaligned_before"], [p["num_unaligned"]]], 0), we + 1)
-    exact = tf.equal(unaligned - tf.gather(p["unaligned_before"], ws), 0)
+    # The original finds the predicted pieces' text in the words' basic tokens: never when it
+    # holds "[UNK]"; then, as when a word's pieces do not spell it, the whole words.
+    unk = tf.gather(tf.concat([p["unk_before"], [p["num_unk"]]], 0), pe + 1)
+    exact = (tf.equal(unaligned - tf.gather(p["unaligned_before"], ws), 0)
+             & tf.equal(unk - tf.gather(p["unk_before"], ps), 0))
     into_start = tf.where(exact, tf.gather(p["piece_offset"], ps), 0)
     into_end = tf.where(exact, tf.gather(p["piece_offset"], pe) + tf.gather(p["piece_len"], pe),
                         tf.gather(p["word_length"], we))

@@ -1,0 +1,77 @@
+"""The squad export's answer text for a span is the original `get_final_text`'s.
+
+A model stand-in puts the start and end logits on chosen context pieces, so every span of a
+context is answered; the export's text must be what run_squad's postprocessing (the
+original's `get_final_text` over the span's whole words) gives for the same pieces. The
+contexts hold words with [UNK] pieces beside known ones ("abc(☃)"), pieces that do not spell
+their word, accents and upper case.
+"""
+
+import pytest
+import tensorflow as tf
+
+from data_prep import tokenization
+from official_bert.serving import squad_answers
+from official_bert.tasks import squad_postprocess
+
+SEQ = 48
+VOCAB = ("[PAD] [UNK] [CLS] [SEP] [MASK] the a cat sat on mat dog who what where . , ? ! ( ) "
+         "##s ##ing play guitar man abc snow ##man cafe").split()
+QUESTION = "who sat ?"
+CONTEXTS = [
+    "The snowman abc(☃) sat on the mat .",
+    "A ☃cat sat, snowmanx ( the dog ) played.",
+    "Café CAT ☃☃ (abc) the",
+]
+
+
+class _SpanModel:
+  """Puts the best start logit on window position `start` and the best end on `end`."""
+
+  def __init__(self):
+    self.start = self.end = 0
+
+  def __call__(self, inputs, training=False):
+    columns = tf.range(SEQ)[None, :]
+    shape = tf.shape(inputs["input_word_ids"])
+    peak = lambda at: tf.broadcast_to(tf.where(columns == at, 10.0, 0.0), shape)
+    return {"start_logits": peak(self.start), "end_logits": peak(self.end)}
+
+
+def _expected(context, first, last, tokenizer):
+  """run_squad's text for context pieces first..last (the original's get_final_text)."""
+  words = context.split()
+  pieces, piece_word = [], []
+  for w, word in enumerate(words):
+    word_pieces = tokenizer.tokenize(word)
+    pieces += word_pieces
+    piece_word += [w] * len(word_pieces)
+  pred_text = squad_postprocess._detokenize(pieces[first:last + 1])
+  orig_text = " ".join(words[piece_word[first]:piece_word[last] + 1])
+  tok_orig_text = " ".join(tokenizer.basic_tokenizer.tokenize(orig_text))
+  return squad_postprocess.get_final_text(pred_text, orig_text, tok_orig_text), len(pieces)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_every_span_has_the_original_text(tmp_path, context):
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+  full = tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
+  model = _SpanModel()
+  answerer = squad_answers.SquadAnswerer(model, full.text_tokenizer, VOCAB, SEQ, doc_stride=64,
+                                         max_query_length=8, n_best_size=1)
+  context_start = len(full.tokenize(QUESTION)) + 2  # [CLS] question [SEP]
+  _, num_pieces = _expected(context, 0, 0, full)
+  assert "[UNK]" in full.tokenize(context)
+  checked = 0
+  for first in range(num_pieces):
+    for last in range(first, num_pieces):
+      expected, _ = _expected(context, first, last, full)
+      model.start, model.end = context_start + first, context_start + last
+      got = answerer(tf.constant([QUESTION]), tf.constant([context]))
+      assert got["answer_text"].numpy()[0].decode() == expected, (first, last)
+      start, end = got["answer_start"].numpy()[0], got["answer_end"].numpy()[0]
+      # The offsets point at the text as written (the span's words, one space between).
+      assert " ".join(context[start:end].split()) == expected, (first, last)
+      checked += 1
+  assert checked == num_pieces * (num_pieces + 1) // 2 > 20
