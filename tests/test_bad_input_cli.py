@@ -174,19 +174,21 @@ def test_create_classifier_data_finds_a_missing_split_before_writing(tmp_path):
 
 
 def test_a_fine_tuning_output_dir_of_another_model_is_refused(tmp_path, checkpoint):
-  """A Hugging Face folder (or a user's vocab.txt) as --output_dir: the run wrote its files
-  over them and its checkpoint beside the other model."""
+  """A Hugging Face folder (or a user's vocab.txt or labels.txt) as --output_dir: the run wrote
+  its files over them and its checkpoint beside the other model."""
   out = tmp_path / "hf"
   out.mkdir()
   (out / "model.safetensors").write_text("weights")
   (out / "vocab.txt").write_text("mine")
+  (out / "labels.txt").write_text("yes\nno\n")
   proc = _run("official_bert.run_classifier", f"--bert_config_file={checkpoint['config']}",
               f"--vocab_file={UNCASED_VOCAB}", f"--init_checkpoint={checkpoint['prefix']}",
               "--task_name=MRPC", f"--data_dir={GLUE_DATA}/MRPC", f"--output_dir={out}",
               "--do_train")
-  assert (f"--output_dir={out} holds model.safetensors, vocab.txt, not a run's (no "
+  assert (f"--output_dir={out} holds labels.txt, model.safetensors, vocab.txt, not a run's (no "
           f"run_settings.json, no checkpoint)") in proc.stderr, proc.stderr[-2000:]
-  assert sorted(os.listdir(out)) == ["model.safetensors", "vocab.txt"]
+  assert sorted(os.listdir(out)) == ["labels.txt", "model.safetensors", "vocab.txt"]
+  assert (out / "labels.txt").read_text() == "yes\nno\n"
   assert (out / "vocab.txt").read_text() == "mine"
 
 

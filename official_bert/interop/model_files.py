@@ -131,11 +131,12 @@ def model_entries(directory):
 
 
 def others_files(directory, given=()):
-  """The names in `directory` that a run's `write` would replace (its config, vocabulary,
-  tokenizer_config.json) or that make it another model's folder (a Hugging Face model), where
-  no run of ours is there (no run record, which `write` puts first, and no checkpoint): a
-  user's vocab.txt, a downloaded model. `given`: paths the run reads as they are (its
-  --vocab_file there). [] for a run's folder, a new one, or one without such files."""
+  """The names in `directory` that a run's `write` or `write_labels` would replace (its config,
+  vocabulary, tokenizer_config.json, labels.txt) or that make it another model's folder (a
+  Hugging Face model), where no run of ours is there (no run record, which both put first, and
+  no checkpoint): a user's vocab.txt or labels.txt, a downloaded model. `given`: paths the
+  run reads as they are (its --vocab_file there). [] for a run's folder, a new one, or one
+  without such files."""
   if not tf.io.gfile.isdir(directory):
     return []
   listing = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)}
@@ -143,7 +144,7 @@ def others_files(directory, given=()):
     return []
   read_as_given = {tfrecord_io.absolute(path) for path in given if path}
   return sorted(name for name in listing & {CONFIG_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE,
-                                            HF_WEIGHTS_FILE}
+                                            LABELS_FILE, HF_WEIGHTS_FILE}
                 if tfrecord_io.absolute(os.path.join(directory, name)) not in read_as_given)
 
 
@@ -260,7 +261,9 @@ def labels_of(directory, record=None):
 def write_labels(directory, labels, required=True):
   """`directory`/labels.txt: `labels` in id order, one a line (read by `labels_beside`).
   Not `required` (the run record beside it holds them): nothing is written where a label has
-  a line break.
+  a line break. Where `directory` holds no run record, an empty one is written first (`write`
+  fills it): a run that stops before it leaves a run's folder, not a labels.txt that
+  `others_files` would take for the user's.
 
   Raises:
     ValueError: a label with a line break, which the file cannot hold as one line.
@@ -271,6 +274,9 @@ def write_labels(directory, labels, required=True):
   if broken:
     raise ValueError(f"label {broken[0]!r} holds a line break, which {LABELS_FILE} (one label "
                      f"a line) cannot hold: remove line breaks from the labels")
+  record_path = os.path.join(directory, RUN_SETTINGS_FILE)
+  if not tf.io.gfile.exists(record_path):
+    tfrecord_io.write_text(record_path, run_record.RunRecord().to_json())
   tfrecord_io.write_text(os.path.join(directory, LABELS_FILE),
                          "".join(f"{label}\n" for label in labels))
 

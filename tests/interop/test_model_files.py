@@ -127,10 +127,19 @@ def test_others_files_are_those_a_run_would_replace_where_no_run_is(tmp_path):
   folder.mkdir()
   for name in ("vocab.txt", "model.safetensors", "notes.txt", "labels.txt"):
     (folder / name).write_text("mine")
-  assert model_files.others_files(str(folder)) == ["model.safetensors", "vocab.txt"]
+  assert model_files.others_files(str(folder)) == ["labels.txt", "model.safetensors",
+                                                    "vocab.txt"]
   # The run's own --vocab_file there is read as it is, not replaced.
   assert model_files.others_files(str(folder), (str(folder / "vocab.txt"), None)) == [
-      "model.safetensors"]
+      "labels.txt", "model.safetensors"]
   assert model_files.others_files(str(tmp_path / "new")) == []
   (folder / model_files.RUN_SETTINGS_FILE).write_text("{}")  # a run's folder (one that failed)
   assert model_files.others_files(str(folder)) == []
+  # A run that wrote its labels and stopped (a bad dev file) left a run's folder: its rerun
+  # may go on.
+  stopped = tmp_path / "stopped"
+  stopped.mkdir()
+  model_files.write_labels(str(stopped), ["neg", "pos"])
+  assert (stopped / "labels.txt").read_text() == "neg\npos\n"
+  assert model_files.others_files(str(stopped)) == []
+  assert model_files.read_run_settings(str(stopped)) == run_record.RunRecord()
