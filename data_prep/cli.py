@@ -62,8 +62,9 @@ def check_output_files(output_flag="output_file", input_flags=("input_file", "vo
     for pattern in (value if isinstance(value, list) else str(value or "").split(",")):
       pattern = pattern.strip()
       if pattern and "://" not in pattern:
-        inputs.update({os.path.realpath(p): name
-                       for p in glob.glob(os.path.expanduser(pattern))})
+        pattern = os.path.expanduser(pattern)
+        # The pattern as a name too: "data[1].txt" is a file as well as a glob.
+        inputs.update({os.path.realpath(p): name for p in glob.glob(pattern) + [pattern]})
   for path in outputs:
     if "://" in path:
       continue

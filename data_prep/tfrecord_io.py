@@ -146,12 +146,14 @@ def glob(pattern):
 
 def expand_patterns(patterns, error=ValueError):
   """Comma-separated paths/globs -> files: each pattern's matches sorted (`glob`: hidden
-  files only when asked for), directories left out, de-duplicated in order. A pattern that
+  files only when asked for; a pattern that matches nothing but names a file, that file),
+  directories left out, de-duplicated in order. A pattern that
   matches no file, or no pattern at all, raises `error` naming it."""
   files = []
   for pattern in [p.strip() for p in (patterns or "").split(",") if p.strip()]:
     matches = glob(pattern) if _glob.has_magic(pattern) else [pattern]
-    matches = [m for m in matches if is_file(m)]
+    matches = [m for m in matches if is_file(m)] or (
+        [pattern] if is_file(pattern) else [])  # "data[1].txt": a name, as a glob none
     if not matches:
       raise error(f"input file not found: {pattern!r} matches no file")
     files.extend(m for m in matches if m not in files)

@@ -130,6 +130,14 @@ def test_an_output_file_that_is_a_folder_or_an_input_is_refused_before_any_work(
     proc = _run(module, f"--input_file={tmp_path}/*.txt", f"--output_file={corpus}", *flags)
     assert f"--output_file={corpus} is also the --input_file" in proc.stderr, (
         module, proc.stderr[-2000:])
+  # A name that is also a glob ([1] a character class) is the file it names.
+  bracketed = tmp_path / "c[1].txt"
+  bracketed.write_text(corpus.read_text())
+  proc = _run("data_prep.learn_vocab", f"--input_file={bracketed}", f"--output_file={bracketed}",
+              "--vocab_size=50", "--min_count=1")
+  assert f"--output_file={bracketed} is also the --input_file" in proc.stderr, proc.stderr[-2000:]
+  assert bracketed.read_text() == corpus.read_text()
+  bracketed.unlink()
   assert sorted(os.listdir(tmp_path)) == ["c.txt", "out"]
   assert os.listdir(folder) == ["mine.txt"]
   assert corpus.read_text().startswith("One sentence.")

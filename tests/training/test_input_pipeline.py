@@ -81,6 +81,9 @@ def test_expand_patterns_skips_hidden_temporary_files_and_folders(tmp_path):
   assert ip.expand_patterns(str(tmp_path / ".*")) == [str(tmp_path / ".b.tfrecord.tmp-123")]
   with pytest.raises(ValueError, match=r"'/nonexistent/\*' matches no file"):
     ip.expand_patterns("/nonexistent/*")
+  # A name that is also a glob matching nothing ([1] a character class) is the file it names.
+  (tmp_path / "c[1].tfrecord").write_bytes(b"")
+  assert ip.expand_patterns(str(tmp_path / "c[1].tfrecord")) == [str(tmp_path / "c[1].tfrecord")]
   with pytest.raises(ValueError, match="no input files"):
     ip.expand_patterns(" , ")
 
