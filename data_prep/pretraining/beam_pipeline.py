@@ -17,6 +17,8 @@ Steps (the local writer's, distributed):
 The counts of the summary come from Beam metrics.
 """
 
+import contextlib
+import logging as logging_lib
 import re
 import time
 
@@ -180,6 +182,35 @@ def _user_error(e):
   return corpus.CorpusError(re.sub(r"( \[while running '[^\]]*'\])+$", "", text))
 
 
+class _DropUserErrors(logging_lib.Filter):
+  """Drops a worker's log of a bad-input error with its traceback: the driver re-raises the
+  error, which the command reports in one line."""
+
+  def filter(self, record):
+    error = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(error, Exception) and _user_error(error) is not None)
+
+
+@contextlib.contextmanager
+def _quiet_user_errors():
+  """While an in-process runner (DirectRunner) runs: its workers log on these loggers."""
+  loggers = [logging_lib.getLogger(name) for name in _WORKER_LOGGERS]
+  drop = _DropUserErrors()
+  for logger in loggers:
+    logger.addFilter(drop)
+  try:
+    yield
+  finally:
+    for logger in loggers:
+      logger.removeFilter(drop)
+
+
+# Where Beam's in-process workers log a failed bundle (with the traceback).
+_WORKER_LOGGERS = ("apache_beam.runners.worker.bundle_processor",
+                   "apache_beam.runners.worker.sdk_worker",
+                   "apache_beam.runners.common")
+
+
 def _remove(paths):
   paths = [p for p in paths if FileSystems.exists(p)]
   if paths:
@@ -241,8 +272,9 @@ def run(settings, beam_args):
   p = beam.Pipeline(runner=_runner(options), options=options)
   build(p, settings, opts, files, tfrecord_io.absolute(output))
   try:
-    result = p.run()
-    result.wait_until_finish()
+    with _quiet_user_errors():
+      result = p.run()
+      result.wait_until_finish()
   except BaseException as e:
     _remove_temporary(tfrecord_io.absolute(output))
     error = _user_error(e) if isinstance(e, Exception) else None

@@ -9,6 +9,9 @@ chunk size, not the corpus. The output is byte-identical for any number of worke
 """
 
 import collections
+import contextlib
+import functools
+import logging as logging_lib
 import os
 import time
 
@@ -35,11 +38,40 @@ def run(settings, beam_args=()):
   """
   if not beam_args:
     return _run_local(settings)
-  from data_prep.pretraining import beam_pipeline  # pylint: disable=g-import-not-at-top
+  with _without_beam_cloud_notices():
+    from data_prep.pretraining import beam_pipeline  # pylint: disable=g-import-not-at-top
   if not beam_pipeline.runner_of(beam_args):
     raise ValueError(f"unknown argument(s) {beam_args}: not flags of this program; Beam "
                      "pipeline options need --runner (e.g. --runner=DirectRunner)")
   return beam_pipeline.run(settings, beam_args)
+
+
+# What Beam's import logs where its optional Google Cloud clients are not installed (a path on
+# gs:// then fails with Beam's own clear error); on every run, they read as trouble.
+_BEAM_CLOUD_NOTICES = {
+    "": "apitools not found",
+    "apache_beam.io.filesystems": "Failed to import GCSFileSystem",
+    "apache_beam.io.gcp.bigquery": "bigquery_storage_v1",
+}
+
+
+def _not_containing(text, record):
+  return text not in record.getMessage()
+
+
+@contextlib.contextmanager
+def _without_beam_cloud_notices():
+  filters = []
+  for name, text in _BEAM_CLOUD_NOTICES.items():
+    logger = logging_lib.getLogger(name or None)
+    notice = functools.partial(_not_containing, text)
+    logger.addFilter(notice)
+    filters.append((logger, notice))
+  try:
+    yield
+  finally:
+    for logger, notice in filters:
+      logger.removeFilter(notice)
 
 
 def _run_local(settings):

@@ -214,6 +214,10 @@ def test_bad_utf8_names_file_and_line_and_writes_nothing(tmp_path):
   proc = _cli(args)
   assert proc.returncode == 1, proc.stderr[-3000:]
   assert "latin1.txt:1501: invalid UTF-8 at byte 3 of the line" in proc.stderr.splitlines()[-1]
+  # One line: no worker's traceback of the same error before it, no notices of Beam's
+  # optional Google Cloud clients.
+  assert "Traceback" not in proc.stderr and "invalid UTF-8" not in proc.stderr.splitlines()[-2]
+  assert "apitools" not in proc.stderr and "GCSFileSystem" not in proc.stderr, proc.stderr
   assert not out.parent.exists() or os.listdir(out.parent) == []
   replaced = beam_pipeline.run(
       _settings(str(path), tmp_path / "beam.tfrecord", errors="replace"), IN_PROCESS)
