@@ -77,10 +77,11 @@ def check_output_files(output_flag="output_file", input_flags=("input_file", "vo
                        f"--{output_flag}")
 
 
-def warn_case_mismatch():
-  """A data tool's warning when --do_lower_case contradicts its --vocab_file (where the
-  vocabulary can tell): the records are written as asked, but most upper-case words (or all
-  of a cased vocabulary's) become [UNK] or rare pieces. The fine-tuning commands refuse it."""
+def check_case_mismatch():
+  """A data tool's guard, the fine-tuning commands' rule: ValueError when --do_lower_case
+  contradicts its --vocab_file (where the vocabulary can tell), before any work: most
+  upper-case words (or all of a cased vocabulary's) would become [UNK] or rare pieces.
+  --allow_case_mismatch writes the records as asked, with a warning."""
   if "vocab_file" not in flags.FLAGS or not flags.FLAGS.vocab_file:
     return
   from data_prep.vocab import case  # pylint: disable=g-import-not-at-top  (TensorFlow)
@@ -88,8 +89,20 @@ def warn_case_mismatch():
     contradiction = case.contradiction(flags.FLAGS.vocab_file, flags.FLAGS.do_lower_case)
   except Exception:  # pylint: disable=broad-except  (TensorFlow's NotFoundError is none)
     return  # a missing or unreadable vocabulary is reported where it is read
-  if contradiction:
-    logging.warning("%s. The records are written as asked.", contradiction)
+  if not contradiction:
+    return
+  if flags.FLAGS.allow_case_mismatch:
+    logging.warning("%s. --allow_case_mismatch: the records are written as asked.",
+                    contradiction)
+    return
+  raise ValueError(f"{contradiction} (or pass --allow_case_mismatch if this is intended)")
+
+
+def define_case_override():
+  """--allow_case_mismatch, for the tools that check --do_lower_case (`check_case_mismatch`)."""
+  flags.DEFINE_bool("allow_case_mismatch", False,
+                    "Write the records with a --do_lower_case that the --vocab_file "
+                    "contradicts (refused otherwise).")
 
 
 class Interrupted(Exception):
@@ -108,12 +121,14 @@ def _raise_interrupted(signum, frame):
 def define_tokenizer_flags(max_seq_length=128, vocab_help="The WordPiece vocabulary file.",
                            do_lower_case=True):
   """--vocab_file, --do_lower_case and --max_seq_length: how every writer tokenizes and packs,
-  with google-research/bert's names and meaning (defaults: the writer's settings')."""
+  with google-research/bert's names and meaning (defaults: the writer's settings'), and
+  --allow_case_mismatch (`check_case_mismatch`)."""
   flags.DEFINE_string("vocab_file", None, vocab_help)
   flags.DEFINE_bool("do_lower_case", do_lower_case,
                     "Lower-case and strip accents (uncased models).")
   flags.DEFINE_integer("max_seq_length", max_seq_length,
                        "Tokens per sequence, [CLS] and [SEP]s included.")
+  define_case_override()
 
 
 def missing_flags(names):

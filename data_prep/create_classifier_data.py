@@ -35,7 +35,7 @@ def define_flags():
 
 def main(argv):
   del argv  # no positional arguments (`cli.launch` checks)
-  cli.warn_case_mismatch()
+  cli.check_case_mismatch()
   for path, meta in glue_records.write_task(
       FLAGS.task_name, FLAGS.splits, FLAGS.output_dir, FLAGS.vocab_file, FLAGS.do_lower_case,
       FLAGS.max_seq_length, FLAGS.data_dir, FLAGS.tfds_data_dir, FLAGS.max_train_examples,

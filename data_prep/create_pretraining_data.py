@@ -104,7 +104,7 @@ def define_flags():
 
 def main(argv):
   """argv[1:]: the arguments that are not our flags, i.e. Beam's pipeline options."""
-  cli.warn_case_mismatch()
+  cli.check_case_mismatch()
   settings = writer.Settings(**{name: getattr(FLAGS, name) for name in writer.Settings._fields})
   writer.run(settings, beam_args=argv[1:])
 

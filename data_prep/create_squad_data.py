@@ -52,7 +52,7 @@ def define_flags():
 
 def main(argv):
   del argv  # no positional arguments (`cli.launch` checks)
-  cli.warn_case_mismatch()
+  cli.check_case_mismatch()
   writing.run(
       writing.Settings(**{name: getattr(flags.FLAGS, name) for name in writing.Settings._fields}))
 

@@ -35,12 +35,13 @@ def define_flags():
   flags.DEFINE_integer("num_new_tokens", None, "[unusedN] slots to fill (at most).")
   flags.DEFINE_string("output_file", None, "The new vocabulary (same line count).")
   flags.DEFINE_bool("do_lower_case", True, "Lower-case and strip accents (uncased models).")
+  cli.define_case_override()
   flags.DEFINE_integer("min_count", 2, "Words seen fewer times are never added.")
 
 
 def main(argv):
   del argv  # no positional arguments (`cli.launch` checks)
-  cli.warn_case_mismatch()
+  cli.check_case_mismatch()
   return extend.extend_and_write(FLAGS.output_file, FLAGS.vocab_file, FLAGS.input_file,
                                  FLAGS.num_new_tokens, FLAGS.do_lower_case, FLAGS.min_count)
 

@@ -150,22 +150,29 @@ def test_an_output_file_that_is_a_folder_or_an_input_is_refused_before_any_work(
   assert len(vocab.read_text().splitlines()) == len(open(UNCASED_VOCAB).read().splitlines())
 
 
-def test_the_data_tools_warn_of_a_case_the_vocabulary_contradicts(tmp_path):
+def test_the_data_tools_refuse_a_case_the_vocabulary_contradicts(tmp_path):
   """--do_lower_case=False with an uncased vocabulary (google-research users' habit): most
-  upper-case words became [UNK] without a word; the fine-tuning commands refuse it."""
+  upper-case words became [UNK] without a word. Refused as the fine-tuning commands refuse
+  it, before any work; --allow_case_mismatch writes as asked, with a warning."""
   corpus = tmp_path / "c.txt"
   corpus.write_text("The Film was Moving.\nIt Ended well.\n\nA Second document.\nIts end.\n")
-  for module, flags in (("data_prep.create_pretraining_data",
-                         [f"--output_file={tmp_path / 'p.tfrecord'}"]),
-                        ("data_prep.extend_vocab",
-                         [f"--output_file={tmp_path / 'v.txt'}", "--num_new_tokens=1"])):
-    for lower_case, warned in (("False", True), ("True", False)):
-      proc = _run(module, f"--input_file={corpus}", f"--vocab_file={UNCASED_VOCAB}",
-                  f"--do_lower_case={lower_case}", *flags, check_fails=False)
+  said = f"--do_lower_case=False but the vocabulary {UNCASED_VOCAB} is uncased"
+  for module, output, flags in (
+      ("data_prep.create_pretraining_data", tmp_path / "p.tfrecord", []),
+      ("data_prep.extend_vocab", tmp_path / "v.txt", ["--num_new_tokens=1"])):
+    common = [f"--input_file={corpus}", f"--vocab_file={UNCASED_VOCAB}",
+              f"--output_file={output}", *flags]
+    proc = _run(module, *common, "--do_lower_case=False")
+    assert said in proc.stderr and "--allow_case_mismatch if this is intended" in proc.stderr, (
+        module, proc.stderr[-2000:])
+    assert not output.exists()
+    for more, warned in ((["--do_lower_case=False", "--allow_case_mismatch"], True),
+                         (["--do_lower_case=True"], False)):
+      proc = _run(module, *common, *more, check_fails=False)
       assert proc.returncode == 0, proc.stderr[-2000:]
-      said = (f"--do_lower_case=False but the vocabulary {UNCASED_VOCAB} is uncased" in
-              proc.stderr)
-      assert said == warned, (module, lower_case, proc.stderr[-2000:])
+      assert (said in proc.stderr) == warned, (module, more, proc.stderr[-2000:])
+      assert output.exists()
+      output.unlink()
 
 
 def test_create_classifier_data_finds_a_missing_split_before_writing(tmp_path):

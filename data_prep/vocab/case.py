@@ -1,6 +1,6 @@
 """Whether a vocabulary is cased, read from its entries, and what contradicts it: the
 fine-tuning commands' case guard (`official_bert.interop.case_check`) and the data tools'
-warning ask here."""
+(`data_prep.cli.check_case_mismatch`) ask here."""
 
 import functools
 import os

@@ -15,7 +15,7 @@ import os
 from data_prep import tokenization
 from data_prep.vocab import case as vocab_case
 
-# How a vocabulary says its case (one copy, with the data tools' warning).
+# How a vocabulary says its case (one copy, with the data tools' guard).
 vocabulary_is_cased = vocab_case.vocabulary_is_cased
 vocabulary_file_is_cased = vocab_case.vocabulary_file_is_cased
 
