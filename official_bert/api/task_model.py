@@ -583,6 +583,11 @@ class TaskModel(BackboneModelConfig, keras.Model):
                      if isinstance(v, keras.random.SeedGenerator)]
     for i, generator in enumerate(generators):
       generator.state.assign(np.array([seed + i, 0], generator.state.dtype))
+    if keras.backend.backend() == "torch":
+      # Keras' torch dropout draws from torch's global generator when the layer's
+      # SeedGenerator has no initial seed (its fast path), not from the state above.
+      import torch  # pylint: disable=g-import-not-at-top  (the torch backend only)
+      torch.manual_seed(seed)
     if not self.untrained_weights:
       return
     variables = dict(weight_names.model_weight_pairs(self.network))

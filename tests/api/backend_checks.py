@@ -58,7 +58,8 @@ def task_outputs(folders):
 def newcomer_checks(tiny, work):
   """What a user meets first on this backend (a tiny classifier): an empty predict is a
   clear error and leaves the model working (Keras' JAX predict used to break it); a LoRA
-  model saves as a folder; export and a string keras.Input say they need TensorFlow.
+  model saves as a folder; a seeded fit repeats; export and a string keras.Input say they
+  need TensorFlow.
   {name: value}."""
   out = {}
   classifier = ob.TextClassifier.from_preset(tiny, num_classes=2, sequence_length=8)
@@ -77,6 +78,12 @@ def newcomer_checks(tiny, work):
   classifier.save(os.path.join(work, "lora_folder"))
   again = ob.TextClassifier.from_preset(os.path.join(work, "lora_folder")).predict(TEXTS)
   out["lora_folder_round_trip_max_diff"] = float(np.abs(again - lora).max())
+  # fit(seed=...) repeats a run, dropout included (torch's dropout draws from torch's own
+  # global generator).
+  out["seeded_fit_losses"] = [
+      ob.TextClassifier.from_preset(tiny, num_classes=2, sequence_length=8).fit(
+          TEXTS, LABELS, epochs=1, batch_size=2, seed=3, verbose=0).history["loss"]
+      for _ in range(2)]
   preprocessor = ob.Preprocessor.from_preset(tiny, sequence_length=8)
   try:
     preprocessor(keras.Input(shape=(), dtype="string"))

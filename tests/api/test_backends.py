@@ -148,6 +148,8 @@ def test_the_api_on_another_backend_matches_tensorflow_and_trains(backend,
   assert "needs KERAS_BACKEND=tensorflow" in newcomer["export_error"]
   assert "python -m official_bert.export --checkpoint=FOLDER" in newcomer["export_error"]
   assert newcomer["lora_folder_round_trip_max_diff"] < 1e-6
+  first, second = newcomer["seeded_fit_losses"]
+  assert first == second, newcomer["seeded_fit_losses"]
   assert "needs the TensorFlow backend" in newcomer["string_input_error"]
   # Every task model's inference from the same folder: TensorFlow's outputs.
   _assert_same_task_outputs(results["task_outputs"],
