@@ -83,7 +83,42 @@ def read_safetensors(path):
     data = f.read()
   try:
     return safetensors.numpy.load(data)
+  except KeyError:  # a dtype numpy lacks: bfloat16, HF's common half precision
+    return _load_with_bfloat16(data, path)
   except (safetensors.SafetensorError, ValueError) as e:
+    raise ValueError(f"{path}: not a readable safetensors file (truncated or corrupt?): "
+                     f"{e}") from None
+
+
+# safetensors' dtype names as numpy dtypes (little-endian, as the format stores them).
+_SAFETENSORS_DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4",
+                       "I16": "<i2", "I8": "i1", "U8": "u1", "BOOL": "?"}
+
+
+def _load_with_bfloat16(data, path):
+  """`safetensors.numpy.load` for a file holding bfloat16 tensors, read as float32 (exact: a
+  bfloat16 is a float32's upper 16 bits). The format: an 8-byte little-endian header length,
+  the JSON header ({name: {dtype, shape, data_offsets}}), then the tensors' bytes."""
+  try:
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + length])
+    body = memoryview(data)[8 + length:]
+    tensors = {}
+    for name, entry in header.items():
+      if name == "__metadata__":
+        continue
+      begin, end = entry["data_offsets"]
+      raw = body[begin:end]
+      if entry["dtype"] == "BF16":
+        bits = np.frombuffer(raw, "<u2").astype(np.uint32) << 16
+        array = bits.view(np.float32)
+      elif entry["dtype"] in _SAFETENSORS_DTYPES:
+        array = np.frombuffer(raw, _SAFETENSORS_DTYPES[entry["dtype"]])
+      else:
+        raise ValueError(f"tensor {name} has dtype {entry['dtype']}, which is not read here")
+      tensors[name] = array.reshape(entry["shape"]).copy()
+    return tensors
+  except (ValueError, KeyError, TypeError) as e:
     raise ValueError(f"{path}: not a readable safetensors file (truncated or corrupt?): "
                      f"{e}") from None
 

@@ -154,6 +154,48 @@ def test_save_then_load_reproduces_outputs(tmp_path, prefix):
     np.testing.assert_array_equal(value, target(x)[key])
 
 
+def _bfloat16_safetensors(state, path):
+  """`state` written as a bfloat16 safetensors file (what torch's save_file writes for a
+  bfloat16 model), by hand: numpy has no bfloat16. Returns the float32 values it holds."""
+  header, chunks, offset, held = {}, [], 0, {}
+  for name, value in state.items():
+    bits = (np.ascontiguousarray(value, np.float32).view(np.uint32) >> 16).astype("<u2")
+    held[name] = (bits.astype(np.uint32) << 16).view(np.float32)
+    chunks.append(bits.tobytes())
+    header[name] = {"dtype": "BF16", "shape": list(value.shape),
+                    "data_offsets": [offset, offset + len(chunks[-1])]}
+    offset += len(chunks[-1])
+  header["__metadata__"] = {"format": "pt"}
+  text = json.dumps(header).encode()
+  path.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(chunks))
+  return held
+
+
+def test_a_bfloat16_checkpoint_loads_as_its_float32_values(tmp_path):
+  """Hugging Face models are often saved in bfloat16, which numpy (and safetensors.numpy)
+  cannot read: it was a KeyError traceback."""
+  source = BertEncoder(**TINY)
+  hf_weights.save_hf_weights(source, str(tmp_path / "f32.safetensors"))
+  held = _bfloat16_safetensors(load_file(str(tmp_path / "f32.safetensors")),
+                               tmp_path / "model.safetensors")
+  read = hf_weights.read_safetensors(str(tmp_path / "model.safetensors"))
+  assert sorted(read) == sorted(held)
+  for name, value in held.items():
+    assert read[name].dtype == np.float32
+    np.testing.assert_array_equal(read[name], value)
+  # The model reads it as it reads those values in float32.
+  target, reference = BertEncoder(**TINY), BertEncoder(**TINY)
+  weights_io.load_weights(target, str(tmp_path / "model.safetensors"))
+  save_file(held, str(tmp_path / "held.safetensors"))
+  weights_io.load_weights(reference, str(tmp_path / "held.safetensors"))
+  for key, value in reference(_inputs()).items():
+    np.testing.assert_array_equal(value, target(_inputs())[key])
+  (tmp_path / "broken.safetensors").write_bytes(
+      (tmp_path / "model.safetensors").read_bytes()[:-7])
+  with pytest.raises(ValueError, match="broken.safetensors: not a readable safetensors file"):
+    hf_weights.read_safetensors(str(tmp_path / "broken.safetensors"))
+
+
 def test_legacy_gamma_beta_names_and_extras(tmp_path, caplog):
   source = BertEncoder(**TINY)
   path = str(tmp_path / "model.safetensors")
