@@ -141,6 +141,10 @@ def student_settings(settings, teacher, given):
   layers = None
   if s.student_num_layers:
     directory = os.path.join(s.output_dir, STUDENT_INIT_DIR)
+    # Before the student's start is rewritten: a student trained there with other layers.
+    finetuning_runner.check_trained_config(
+        s, dataclasses.replace(teacher.config, num_hidden_layers=s.student_num_layers),
+        f"--student_num_layers={s.student_num_layers}")
     tfrecord_io.make_dirs(s.output_dir, "--output_dir")
     layers = student_init.write(teacher, directory, s.student_num_layers)
     logging.info("Student: %d layers, from the teacher's layers %s (of %d), in %s",

@@ -133,11 +133,36 @@ def check_trained_labels(settings, labels, given_by):
                      f"new --output_dir, or leave {given_by} out to use the model's labels")
 
 
+# The config fields that make a trained model another one (its weights' shapes, its function):
+# a run in an --output_dir that trained with other values would restore part of the model.
+_MODEL_DEFINING = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                   "intermediate_size", "hidden_act", "max_position_embeddings",
+                   "type_vocab_size")
+
+
 def model_config(settings):
-  """The model's `config_and_source`, checked against --max_seq_length."""
+  """The model's `config_and_source`, checked against --max_seq_length and against the model
+  trained in --output_dir (`check_trained_config`)."""
   config, source = config_and_source(settings)
   config.check_sequence_length(settings.max_seq_length, "--max_seq_length", source)
+  check_trained_config(settings, config, source)
   return config
+
+
+def check_trained_config(settings, config, source):
+  """ValueError when --output_dir holds a model trained with another config than `config`
+  (from `source`): the run would resume (or evaluate) it with part of its weights, and
+  rewrite its bert_config.json."""
+  own = _own_folder(settings)
+  if own is None or own.config is None or source == own.config_file:
+    return
+  differ = [f"{name} {getattr(own.config, name)} vs {getattr(config, name)}"
+            for name in _MODEL_DEFINING if getattr(own.config, name) != getattr(config, name)]
+  if differ:
+    raise ValueError(f"--output_dir={settings.output_dir} holds a model trained with another "
+                     f"config than {source} ({'; '.join(differ)}): a run there resumes, "
+                     f"evaluates or predicts with that model. Choose a new --output_dir, or "
+                     f"leave the model flags out to use the trained one")
 
 
 def config_and_source(settings):

@@ -143,6 +143,17 @@ def test_student_of_teacher_layers_exports_and_loads(teacher):
   # ... and loads in the Python API like any classifier folder.
   model = ob.TextClassifier.from_preset(str(out))
   np.testing.assert_allclose(model.predict(texts), expected, atol=2e-6)
+  # A rerun with another --student_num_layers would resume the trained student with part of
+  # its layers (or none of a third): refused before its start or its files are rewritten.
+  before = {p.name: p.read_bytes() for p in (out / "student_init").iterdir()}
+  proc = run_command("official_bert.run_distillation", f"--teacher={teacher_dir}", "--do_train",
+                     f"--train_file={files['train']}", "--student_num_layers=2",
+                     f"--unlabeled_file={files['unlabeled']}", f"--output_dir={out}")
+  assert proc.returncode == 1
+  assert ("holds a model trained with another config than --student_num_layers=2 "
+          "(num_hidden_layers 1 vs 2)") in proc.stderr, proc.stderr[-2000:]
+  assert {p.name: p.read_bytes() for p in (out / "student_init").iterdir()} == before
+  assert json.loads((out / "bert_config.json").read_text())["num_hidden_layers"] == 1
 
 
 def test_tagger_student_with_unlabeled_sentences(tmp_path):

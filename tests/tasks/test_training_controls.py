@@ -119,6 +119,25 @@ def test_output_dir_exports_and_predicts_without_model_flags(trained):
   assert len((out / "MRPC.tsv").read_text().splitlines()) == 11
 
 
+def test_a_run_with_another_config_in_a_trained_output_dir_is_refused(trained):
+  """Another --bert_config_file (fewer layers) in a trained OUTPUT_DIR "resumed": the layers
+  both had were restored, the others dropped without a word, and bert_config.json and the
+  latest checkpoint became the smaller model's."""
+  tmp, data, out, _ = trained
+  config = json.loads((out / "bert_config.json").read_text())
+  other = tmp / "one_layer.json"
+  other.write_text(json.dumps(dict(config, num_hidden_layers=1)))
+  before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+  proc = run_command("official_bert.run_classifier", "--task_name=MRPC", f"--data_dir={data}",
+                     f"--output_dir={out}", f"--bert_config_file={other}", "--do_train",
+                     "--num_train_steps=12")
+  assert proc.returncode == 1
+  assert (f"--output_dir={out} holds a model trained with another config than {other} "
+          f"(num_hidden_layers {config['num_hidden_layers']} vs 1)") in proc.stderr, (
+              proc.stderr[-2000:])
+  assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
 def test_early_stopping_keeps_patience_across_a_resume(tmp_path):
   data = _glue_slice(tmp_path, train=24, dev=8, test=1)
   out = tmp_path / "out"
