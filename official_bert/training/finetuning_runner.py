@@ -133,6 +133,25 @@ def check_trained_labels(settings, labels, given_by):
                      f"new --output_dir, or leave {given_by} out to use the model's labels")
 
 
+def check_init_labels(settings, labels):
+  """ValueError where --init_checkpoint is a model trained with `labels` (this run's, in id
+  order) in another order: its head fits, is loaded, and would score each label as another
+  (a CoNLL --data_dir's fixed order on a model trained on own files, --label_names reordered).
+  Other label sets (a new task on a trained model) are the user's choice."""
+  if not labels or _trained_here(settings.output_dir):
+    return  # a resumed --output_dir: `check_trained_labels`
+  init = _init_folder(settings)
+  if init is None or not init.labels:
+    return
+  trained, given = [str(label) for label in init.labels], [str(label) for label in labels]
+  if trained != given and sorted(trained) == sorted(given):
+    raise ValueError(f"--init_checkpoint={settings.init_checkpoint} was trained with labels "
+                     f"{trained} (in that order); this run's are the same in another order, "
+                     f"{given}: its head would score each label as another. Give the labels in "
+                     f"the model's order (--label_names, or own files: --train_file, "
+                     f"--dev_file, --test_file, whose labels the model's record keeps)")
+
+
 # The config fields that make a trained model another one (its weights' shapes, its function):
 # a run in an --output_dir that trained with other values would restore part of the model.
 _MODEL_DEFINING = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
@@ -264,6 +283,8 @@ def run(settings, job, record=None):
   check_case(settings)  # before hours of training on mangled text
   vocab = vocab_file(settings)
   data = job.prepare()
+  if hasattr(job, "run_record"):
+    check_init_labels(settings, job.run_record().labels)
   task = job.make_task(config)
   steps, warmup = settings_lib.finetuning_steps(settings, data.num_train_examples or 1)
   trainer = runner.make_trainer(settings, strategy, task, steps, warmup)

@@ -121,6 +121,15 @@ def test_single_label_csv_tsv_jsonl_weights_ids_and_export(tmp_path):
     assert proc.returncode == 1 and message in proc.stderr, (flags, proc.stderr[-2000:])
   assert (out / "labels.txt").read_text() == "neg\nneutral\npos\n"
   assert (out / "run_settings.json").read_text() == record
+  # The same from --init_checkpoint into a new --output_dir: its head fits and was loaded
+  # under the reordered names (dev accuracy 0.91 -> 0.09 in a user's run, exit 0).
+  proc = run_script("official_bert.run_classifier", tmp_path, f"--dev_file={dev}",
+                    f"--init_checkpoint={out}", f"--output_dir={tmp_path / 'warm'}",
+                    "--do_eval", "--label_names=pos,neutral,neg", check=False)
+  assert proc.returncode == 1 and (
+      f"--init_checkpoint={out} was trained with labels ['neg', 'neutral', 'pos'] (in that "
+      "order); this run's are the same in another order, ['pos', 'neutral', 'neg']"
+  ) in proc.stderr, proc.stderr[-2000:]
   # An earlier labelled test file's scores do not stay beside an unlabelled one's predictions.
   (out / "test_results.txt").write_text("accuracy = 1.0\n")
   run_script("official_bert.run_classifier", tmp_path, f"--test_file={test}",
