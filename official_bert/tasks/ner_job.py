@@ -33,6 +33,10 @@ class NerSettings(settings_lib.OwnFilesSettings):
   """CoNLL-2003 (--data_dir) or own CoNLL-column files, any tag scheme (IO, IOB1, BIO, BIOES,
   plain labels); a one-column test file (tokens only) is predicted only."""
 
+  # A trained tagger given as --init_checkpoint to evaluate or predict into a new --output_dir
+  # is read at its recorded --max_seq_length and case (`inherit_run_settings`).
+  RECORDED_MODEL_TYPE = ("tagger", "feature_tagger")
+
   data_dir: Optional[str] = option(None, "Folder with the CoNLL-2003 files (either spelling).")
   token_column: int = option(0, "Column of the token in --train_file/--dev_file/--test_file.")
   tag_column: int = option(-1, "Column of the tag (negative: from the end).")

@@ -21,6 +21,7 @@ from official_bert.training.settings import option
 
 @dataclasses.dataclass(frozen=True)
 class SwagSettings(settings_lib.FinetuningSettings):
+  RECORDED_MODEL_TYPE = "multiple_choice"  # `inherit_run_settings`: as ner_job's
   data_dir: Optional[str] = option(None, "Folder with the SWAG train.csv, val.csv, test.csv.")
 
 

@@ -428,20 +428,23 @@ def inherit_run_settings(settings, flag_values):
   trains cased without a flag)."""
   record = model_files.read_run_settings(settings.output_dir)
   source = os.path.join(settings.output_dir, model_files.RUN_SETTINGS_FILE)
-  kind = getattr(settings, "RECORDED_MODEL_TYPE", None)
-  if record.model_type is None and kind and not getattr(settings, "do_train", False):
+  # The model types this task trains (a job's RECORDED_MODEL_TYPE: one, or a tuple of them).
+  kinds = getattr(settings, "RECORDED_MODEL_TYPE", None) or ()
+  kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+  if record.model_type is None and kinds and not getattr(settings, "do_train", False):
     # Evaluating or predicting into a new --output_dir with a model trained as this task (a
     # command's OUTPUT_DIR, its best/, a folder the Python API saved): as it was trained.
     # Training anew from it (other data) takes the flags as given.
     init = _init_folder(settings)
-    if init is not None and init.record.model_type == kind:
+    if init is not None and init.record.model_type in kinds:
       record = init.record
       source = os.path.join(model_files.directory_of(init.path), model_files.RUN_SETTINGS_FILE)
   stored = record.values()
   names = INHERITED_FLAGS
-  if record.model_type and record.model_type == kind:
-    names += settings.RECORDED_FLAGS  # the task's own, from a record of the same kind
-  if record.model_type and record.model_type == kind and _trained_here(settings.output_dir):
+  same_kind = bool(record.model_type) and record.model_type in kinds
+  if same_kind:
+    names += getattr(settings, "RECORDED_FLAGS", ())  # the task's own, from its kind's record
+  if same_kind and _trained_here(settings.output_dir):
     # What the trained head is (a classifier's problem type): a flag cannot make it another.
     for name in getattr(settings, "HEAD_FLAGS", ()):
       if (flag_values[name].present and _recorded(stored.get(name), name)

@@ -63,6 +63,15 @@ def test_bioes_files_train_evaluate_and_predict_untagged(tmp_path):
              "--do_predict")
   assert [line.split()[0] for line in (out / "test_predictions.txt").read_text().splitlines()
           if line] == words
+  # The trained folder as --init_checkpoint of an evaluation into a new --output_dir: read as
+  # it was trained (its --max_seq_length=32, not the default 128: other windows, other scores).
+  proc = run_command("official_bert.run_ner", f"--init_checkpoint={out}", f"--dev_file={dev}",
+                     "--tag_column=2", f"--output_dir={tmp_path / 'evaluated'}", "--do_eval")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert f"From {out / 'run_settings.json'}: --max_seq_length=32" in proc.stderr
+  scores = [{k: v for k, v in read_results(folder / "eval_results.txt").items()
+             if k != "global_step"} for folder in (tmp_path / "evaluated", out)]
+  assert scores[0] == scores[1] and "entity_f1" in scores[0]
 
 
 def test_chinese_characters_each_get_a_prediction(tmp_path):
