@@ -12,6 +12,7 @@ teacher's job (`classifier_job`, `ner_job`) wrapped in `DistillationJob`:
 The teacher's label set, vocabulary, case and sequence length are the student's.
 """
 
+import csv
 import dataclasses
 import json
 import os
@@ -307,10 +308,21 @@ def read_unlabeled_examples(path, settings):
 
 
 def read_unlabeled_sentences(path, settings):
-  """A tagger's unlabeled sentences (`conll.Sentence`, tags None): a .txt has one sentence a
-  line, its words split on spaces; another file is read as CoNLL columns (tags ignored)."""
-  if path.endswith(".txt"):
+  """A tagger's unlabeled sentences (`conll.Sentence`, tags None), words split on spaces:
+  a .txt holds one sentence a line, unless it is CoNLL columns (`_looks_like_conll`: the
+  CoNLL-2003 files are .txt); a .jsonl, or a .tsv/.csv whose header names --text_column, is
+  read by that column; another file is read as CoNLL columns (tags ignored)."""
+  extension = os.path.splitext(path)[1].lower()
+  if extension == ".txt" and not _looks_like_conll(path):
     return [conll.Sentence(line.split(), None) for line in _lines(path)]
+  if extension == ".jsonl" or (extension in (".tsv", ".csv")
+                               and _header_names(path, settings.text_column, settings.quoting)):
+    columns = own_files.Columns(settings.text_column, None, "\0no label column")
+    examples = own_files.read_examples(path, columns, need_labels=False,
+                                       quoting=settings.quoting).examples
+    return [conll.Sentence(e.text_a.split(), None) for e in examples]
+  logging.info("--unlabeled_file=%s: read as CoNLL columns (token column %d)", path,
+               settings.token_column)
   sentences = conll.read_conll(path,
                                None,
                                settings.tag_column,
@@ -318,6 +330,27 @@ def read_unlabeled_sentences(path, settings):
                                to_iob2=False,
                                allow_untagged=True)
   return [conll.Sentence(x.words, None) for x in sentences]
+
+
+def _looks_like_conll(path):
+  """Whether a text file is CoNLL columns, not one sentence a line: blank lines between
+  sentences, and every other line (-DOCSTART- aside) the same number of fields."""
+  lines = tfrecord_io.read_text(path).splitlines()
+  blocks = "\n".join(lines).strip().count("\n\n")
+  fields = {len(line.split()) for line in lines
+            if line.strip() and not line.startswith("-DOCSTART-")}
+  return blocks > 0 and len(fields) == 1
+
+
+def _header_names(path, column, quoting):
+  """Whether the first line of a .tsv/.csv names `column` (a file of columns by name)."""
+  first = next(iter(tfrecord_io.read_text(path).lstrip("\ufeff").splitlines()), "")
+  delimiter = "\t" if path.lower().endswith(".tsv") else ","
+  if quoting == "none":
+    names = first.split(delimiter)
+  else:
+    names = next(csv.reader([first], delimiter=delimiter), [])
+  return column in [name.strip() for name in names]
 
 
 def unlabeled_classifier_columns(examples, labels, problem_type, max_seq_length, tokenizer):

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 from conftest import CONLL_DATA
 from conftest import REPO
@@ -22,6 +23,7 @@ import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 import official_bert as ob
 from official_bert.interop import model_files
 from official_bert.interop import weights_io
+from official_bert.tasks import distillation_job
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
@@ -188,6 +190,30 @@ def test_tagger_student_with_unlabeled_sentences(tmp_path):
     assert (weights > 0).sum() == 9 or (weights > 0).sum() == 5
   record = json.loads((out / model_files.RUN_SETTINGS_FILE).read_text())
   assert record["model_type"] == "tagger" and record["distillation"]["teacher_layers"] == [1]
+
+
+def test_a_taggers_unlabeled_sentences_in_every_documented_form(tmp_path):
+  """One sentence a line (.txt), by --text_column (.jsonl; a .tsv with that header) and CoNLL
+  columns, also in a .txt as CoNLL-2003's own files are: a CoNLL .txt was read a line per
+  sentence (each token line a "sentence" holding its tags), a .jsonl/.tsv as CoNLL columns."""
+  sentences = [["EU", "rejects", "German", "call", "."], ["Peter", "Blackburn"]]
+  settings = types.SimpleNamespace(text_column="sentence", quoting="csv", token_column=0,
+                                   tag_column=-1)
+  files = {
+      "lines.txt": "".join(" ".join(words) + "\n" for words in sentences),
+      "texts.jsonl": "".join(json.dumps({"sentence": " ".join(words), "id": i}) + "\n"
+                             for i, words in enumerate(sentences)),
+      "texts.tsv": "id\tsentence\n" + "".join(f"{i}\t{' '.join(words)}\n"
+                                             for i, words in enumerate(sentences)),
+  }
+  conll_text = "-DOCSTART- -X- -X- O\n\n" + "\n".join(
+      "".join(f"{word} NNP B-NP O\n" for word in words) for words in sentences)
+  files.update({"conll.txt": conll_text, "conll.tsv": conll_text.replace(" ", "\t")})
+  for name, text in files.items():
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    read = distillation_job.read_unlabeled_sentences(str(tmp_path / name), settings)
+    assert [s.words for s in read] == sentences, name
+    assert all(s.tags is None for s in read)
 
 
 def test_bad_teacher_and_student_flags_are_named(tmp_path):
