@@ -108,16 +108,19 @@ def read_teacher(settings):
 
 
 def complete_from_teacher(settings, teacher, given):
-  """`settings` with the teacher's sequence length, case, labels and problem type where the
-  flags do not say (the student reads the teacher's inputs and outputs)."""
+  """`settings` with the teacher's sequence length, case, labels, problem type, --doc_stride,
+  threshold and label separator where the flags do not say (the student reads the teacher's
+  inputs and outputs)."""
   record, changes = teacher.record, {}
   if "max_seq_length" not in given and record.max_seq_length:
     changes["max_seq_length"] = record.max_seq_length
   if "do_lower_case" not in given:
     changes["do_lower_case"] = teacher.do_lower_case
   if teacher.model_type == "classifier":
-    if "problem_type" not in given and record.get("problem_type"):
-      changes["problem_type"] = record.get("problem_type")
+    # How the teacher read its texts and labels (windows of long texts, multi-label names).
+    for name in ("problem_type", "doc_stride", "multi_label_threshold", "label_separator"):
+      if name not in given and record.get(name):
+        changes[name] = record.get(name)
     if not settings.label_names and teacher.labels and file_splits.uses_own_files(settings):
       changes["label_names"] = tuple(teacher.labels)
   return dataclasses.replace(settings, **changes)

@@ -22,6 +22,7 @@ import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 
 import official_bert as ob
 from official_bert.interop import model_files
+from official_bert.interop import run_record
 from official_bert.interop import weights_io
 from official_bert.tasks import distillation_job
 
@@ -214,6 +215,28 @@ def test_a_taggers_unlabeled_sentences_in_every_documented_form(tmp_path):
     read = distillation_job.read_unlabeled_sentences(str(tmp_path / name), settings)
     assert [s.words for s in read] == sentences, name
     assert all(s.tags is None for s in read)
+
+
+def test_the_student_reads_its_inputs_as_the_teacher_did():
+  """A teacher trained with --doc_stride (windows of long texts) gave a student that cut each
+  text to its first window, and an export without windows; the multi-label threshold and
+  separator stayed the defaults. Flags given win."""
+  record = run_record.RunRecord.of(
+      "classifier", labels=["a", "b"], num_labels=2, problem_type="multi_label", doc_stride=6,
+      multi_label_threshold=0.3, label_separator="|", max_seq_length=16)
+  teacher = types.SimpleNamespace(record=record, do_lower_case=False, model_type="classifier",
+                                  labels=["a", "b"])
+  settings = distillation_job.DistillationSettings(teacher="t", train_file="x.tsv",
+                                                   output_dir="o")
+  student = distillation_job.complete_from_teacher(settings, teacher, {"train_file"})
+  assert (student.doc_stride, student.problem_type, student.multi_label_threshold,
+          student.label_separator) == (6, "multi_label", 0.3, "|")
+  assert (student.max_seq_length, student.do_lower_case, student.label_names) == (
+      16, False, ("a", "b"))
+  given = dataclasses.replace(settings, doc_stride=8, max_seq_length=32)
+  student = distillation_job.complete_from_teacher(given, teacher,
+                                                   {"train_file", "doc_stride", "max_seq_length"})
+  assert (student.doc_stride, student.max_seq_length) == (8, 32)
 
 
 def test_bad_teacher_and_student_flags_are_named(tmp_path):
