@@ -13,7 +13,6 @@ import os
 
 import tensorflow as tf
 
-from official_bert.interop import case_check
 from official_bert.interop import checkpointing
 from official_bert.interop import folder_writes
 from official_bert.interop import model_files
@@ -44,7 +43,8 @@ def load(path, read_weights=True, lower_case=None, allow_case_mismatch=False):
   Raises:
     FileNotFoundError: nothing at `path`, or no vocabulary / config beside it.
     ValueError: a `lower_case` the folder contradicts; a damaged run record or
-      tokenizer_config.json (`model_files.DamagedFileError`).
+      tokenizer_config.json (`model_files.DamagedFileError`); a config this library cannot
+      build (another position embedding type or activation, ...).
   """
   path = os.fspath(path)
   if not (tf.io.gfile.exists(path) or tf.io.gfile.exists(path + ".index")):
@@ -56,9 +56,7 @@ def load(path, read_weights=True, lower_case=None, allow_case_mismatch=False):
   try:
     folder = model_folder.read(path, do_lower_case=lower_case,
                                allow_case_mismatch=allow_case_mismatch, names=NAMES)
-  except (case_check.CaseMismatchError, model_files.DamagedFileError):
-    raise  # the lower_case given, contradicted by the folder; a file to correct
-  except ValueError as e:
+  except model_folder.MissingModelFileError as e:
     raise FileNotFoundError(str(e)) from None  # no config or vocabulary
   weights = weights_io.read_weights(path) if read_weights else None
   return Preset(path, folder.config, folder.vocab_file, folder.do_lower_case, weights,

@@ -98,6 +98,12 @@ class TaskModel(BackboneModelConfig, keras.Model):
   default_sequence_length = 128
 
   @classmethod
+  def folder_sequence_length(cls, preset):
+    """The length this task reads a folder's model at by the folder's own files, or None."""
+    del preset
+    return None
+
+  @classmethod
   def from_preset(cls, path, sequence_length=None, lower_case=None, allow_case_mismatch=False,
                   **kwargs):
     """Any model folder (`presets.load`: the one reader). A folder trained as this task (a
@@ -111,8 +117,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
     # The class's default only where the model takes that many positions (a small model's
     # folder needs no argument).
     if sequence_length is None:
-      sequence_length = stored.get("max_seq_length") or model_folder.default_sequence_length(
-          preset.config, cls.default_sequence_length)
+      sequence_length = (stored.get("max_seq_length") or cls.folder_sequence_length(preset)
+                         or model_folder.default_sequence_length(preset.config,
+                                                                 cls.default_sequence_length))
     backbone = Backbone.from_bert_config(preset.config, name="encoder")
     preprocessor = Preprocessor(preset.vocab_file, preset.do_lower_case, sequence_length)
     arguments, require_heads = cls.preset_arguments(path, preset, stored, dict(kwargs))

@@ -26,6 +26,7 @@ import tensorflow as tf
 
 from official_bert.api import task_model
 from official_bert.api.preprocessor import as_string_tensor
+from official_bert.interop import model_folder
 from official_bert.modeling import sentence_embedding
 from official_bert.modeling.sentence_embedding import SentenceEmbedder
 from official_bert.tasks import embedding
@@ -55,6 +56,11 @@ class TextEmbedder(task_model.TaskModel):
     self._loss_options = dict(_LOSS_DEFAULTS)
     self.pooling = pooling
     self.normalize = bool(normalize)
+
+  @classmethod
+  def folder_sequence_length(cls, preset):
+    """A sentence-transformers folder's length (all-MiniLM-L6-v2: 256): its vectors."""
+    return model_folder.embedding_sequence_length(preset.path, preset.config)
 
   @classmethod
   def preset_arguments(cls, path, preset, stored, kwargs):

@@ -19,12 +19,14 @@ tokenizer_config.json, run record or vocabulary is refused with the commands' ca
 """
 
 import dataclasses
+import json
 import os
 from typing import Optional
 
 from absl import logging
 import tensorflow as tf
 
+from data_prep import tfrecord_io
 from official_bert.interop import case_check
 from official_bert.interop import hf_weights
 from official_bert.interop import model_files
@@ -117,6 +119,32 @@ def default_sequence_length(config, preferred=DEFAULT_SEQUENCE_LENGTH):
   return min(preferred, config.max_position_embeddings)
 
 
+class MissingModelFileError(ValueError):
+  """No config or vocabulary beside a model, and none given (`read`)."""
+
+
+# sentence-transformers' settings file beside a model it saved (all-MiniLM-L6-v2's).
+SENTENCE_TRANSFORMERS_CONFIG = "sentence_bert_config.json"
+
+
+def embedding_sequence_length(path, config=None):
+  """The length sentence-transformers embeds at with the model at `path` (a folder or a
+  prefix in it): its sentence_bert_config.json's max_seq_length, within `config`'s positions;
+  None without one. An embedder read from such a folder takes it as its default, so that its
+  vectors are sentence-transformers' for long texts too."""
+  directory = model_files.directory_of(os.fspath(path))
+  file = os.path.join(directory, SENTENCE_TRANSFORMERS_CONFIG)
+  if not tf.io.gfile.exists(file):
+    return None
+  try:
+    length = json.loads(tfrecord_io.read_text(file)).get("max_seq_length")
+  except (ValueError, AttributeError):
+    return None  # not ours to judge: the default applies
+  if not isinstance(length, int) or isinstance(length, bool) or length < 3:
+    return None
+  return min(length, config.max_position_embeddings) if config else length
+
+
 def read(path, config_file=None, vocab_file=None, do_lower_case=None,
          allow_case_mismatch=False, names=Names(), require_config=True, require_vocab=True):
   """Reads the model at `path` (see the module doc); the other arguments override the folder.
@@ -138,14 +166,14 @@ def read(path, config_file=None, vocab_file=None, do_lower_case=None,
   elif files.hf_config:
     config_file, config = files.hf_config, hf_weights.load_hf_config(files.hf_config)
   elif require_config:
-    raise ValueError(f"{names.config} is required: {names.path}={path} has no "
+    raise MissingModelFileError(f"{names.config} is required: {names.path}={path} has no "
                      f"{model_files.CONFIG_FILE} (ours) or {model_files.HF_CONFIG_FILE} "
                      "(Hugging Face's) beside it")
   vocab_file = vocab_file or files.vocab
   if not vocab_file and require_vocab:
     only_json = files.directory and tf.io.gfile.exists(
         os.path.join(files.directory, "tokenizer.json"))
-    raise ValueError(f"{names.vocab} is required: {names.path}={path} has no "
+    raise MissingModelFileError(f"{names.vocab} is required: {names.path}={path} has no "
                      f"{model_files.VOCAB_FILE} beside it" + (
                          " (its tokenizer.json is not read: save the tokenizer's vocab.txt "
                          "there, e.g. transformers' tokenizer.save_vocabulary(path))"

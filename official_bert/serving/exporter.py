@@ -418,8 +418,10 @@ def trained_settings(folder, model_type, flag_values, given):
     logging.info("From %s beside --checkpoint: %s", model_files.RUN_SETTINGS_FILE, defaults)
   value = {name: defaults.get(name, flag_values[name]) for name in FROM_RUN_SETTINGS}
   if "max_seq_length" not in set(given) | set(defaults) and folder.config is not None:
-    value["max_seq_length"] = model_folder.default_sequence_length(folder.config,
-                                                                   value["max_seq_length"])
+    embedding = (model_folder.embedding_sequence_length(folder.path, folder.config)
+                 if model_type == "encoder" else None)  # a sentence-transformers folder's
+    value["max_seq_length"] = embedding or model_folder.default_sequence_length(
+        folder.config, value["max_seq_length"])
   if model_type != "classifier":
     return value, None
   # --doc_stride's default (128) is squad's: a classifier windows only when asked or trained so.

@@ -219,7 +219,13 @@ def embedder_settings(settings, given):
       settings = dataclasses.replace(settings, do_lower_case=case)
   record = model_files.beside(settings.init_checkpoint).record
   if "max_seq_length" not in given:
-    if not record.max_seq_length:
+    embedding = model_folder.embedding_sequence_length(settings.init_checkpoint)
+    if not record.max_seq_length and embedding:  # a sentence-transformers folder's
+      logging.info("--max_seq_length=%d: from its %s", embedding,
+                   model_folder.SENTENCE_TRANSFORMERS_CONFIG)
+      settings = dataclasses.replace(settings, max_seq_length=embedding)
+      settings = finetuning_runner.fitting_sequence_length(settings)
+    elif not record.max_seq_length:
       settings = finetuning_runner.fitting_sequence_length(settings)
     elif record.max_seq_length != settings.max_seq_length:
       logging.info("--max_seq_length=%d: from its run record", record.max_seq_length)

@@ -180,6 +180,35 @@ def test_the_default_sequence_length_fits_a_small_model(folders):
     assert feature_extraction.embedder_settings(extract, given=set()).max_seq_length == 32
 
 
+def test_an_embedder_of_a_sentence_transformers_folder_takes_its_length(tmp_path):
+  """all-MiniLM-L6-v2 embeds at 256 (sentence_bert_config.json); the API, the export and
+  extract_features cut its texts at 128 (cosine 0.976 with sentence-transformers' vector of a
+  200-piece text). An embedder takes the folder's length on every route; the other tasks
+  keep theirs; an argument or flag wins."""
+  path = tiny_model_folder(tmp_path / "st")
+  (tmp_path / "st" / model_folder.SENTENCE_TRANSFORMERS_CONFIG).write_text(
+      json.dumps({"max_seq_length": 64, "do_lower_case": False}))
+  assert model_folder.embedding_sequence_length(path) == 64
+  assert ob.TextEmbedder.from_preset(path).preprocessor.sequence_length == 64
+  assert ob.TextEmbedder.from_preset(path, sequence_length=16).preprocessor.sequence_length == 16
+  assert ob.TextClassifier.from_preset(path, num_classes=2).preprocessor.sequence_length == 128
+  flag_values = dict(dict.fromkeys(exporter.FROM_RUN_SETTINGS), max_seq_length=128)
+  folder = model_folder.read(path)
+  assert exporter.trained_settings(folder, "encoder", flag_values, set())[0][
+      "max_seq_length"] == 64
+  assert exporter.trained_settings(folder, "classifier", dict(flag_values, num_labels=2),
+                                   set())[0]["max_seq_length"] == 128
+  extract = feature_extraction.ExtractSettings(init_checkpoint=path, input_file="x",
+                                               output_file="y")
+  assert feature_extraction.embedder_settings(extract, given=set()).max_seq_length == 64
+  # Within the model's positions; a file it cannot read leaves the default.
+  settings_file = tmp_path / "st" / model_folder.SENTENCE_TRANSFORMERS_CONFIG
+  settings_file.write_text('{"max_seq_length": 512}')
+  assert model_folder.embedding_sequence_length(path, folder.config) == 128
+  settings_file.write_text("not json")
+  assert model_folder.embedding_sequence_length(path) is None
+
+
 def test_a_fine_tuning_command_fits_a_small_model_without_a_flag(folders, tmp_path):
   """run_classifier from a 32-position model, no --max_seq_length: its default 128 would not
   fit; it trains at 32. A flag given, or a run record's length, is kept."""
