@@ -81,3 +81,6 @@ def test_json_lines_and_npz_equal_the_encoder_layers(tmp_path):
                      "input_type_ids": np.zeros_like(ids)})["encoder_outputs"]
   expected = 0.5 * np.asarray(outputs[-1]) + 2 * np.asarray(outputs[-2])
   np.testing.assert_allclose(arrays["values"][:1, :5, 0], expected[:, :5], atol=1e-5)
+  # No --layers: the original's last four, within this 3-layer model's layers (not an error).
+  _extract(tmp_path, checkpoint, tmp_path / "default.npz")
+  assert np.load(tmp_path / "default.npz")["layers"].tolist() == [-1, -2, -3]

@@ -25,6 +25,7 @@ import dataclasses
 import json
 import os
 
+from absl import logging
 import tensorflow as tf
 
 from data_prep import tfrecord_io
@@ -65,6 +66,40 @@ def directory_of(path):
   return os.path.dirname(path)
 
 
+def latest_checkpoint(directory):
+  """`tf.train.latest_checkpoint`, without its ERROR log where the `checkpoint` file names a
+  prefix that is not there (a folder copied from where it was trained: `weights_io` reads the
+  prefix of that name beside it): the latest checkpoint's prefix, or None."""
+  state = tf.train.get_checkpoint_state(directory)
+  if state is None or not state.model_checkpoint_path:
+    return None
+  prefix = state.model_checkpoint_path
+  return prefix if tf.io.gfile.exists(prefix + ".index") else None
+
+
+_WARNED_NORMALIZATION = set()
+
+
+def _warn_of_other_normalization(path, settings):
+  """Hugging Face's BertTokenizer can keep accents while lower-casing (strip_accents false), or
+  strip them without (true), and leave CJK characters unsplit (tokenize_chinese_chars false);
+  BERT's tokenizer, ours, strips accents exactly when it lower-cases and splits CJK. Such a
+  folder's text tokenizes differently here: said once per file."""
+  lower = settings.get("do_lower_case")
+  strip = settings.get("strip_accents")
+  other = []
+  if isinstance(strip, bool) and isinstance(lower, bool) and strip != lower:
+    other.append(f"strip_accents={str(strip).lower()} with do_lower_case={str(lower).lower()}")
+  if settings.get("tokenize_chinese_chars") is False:
+    other.append("tokenize_chinese_chars=false")
+  if other and path not in _WARNED_NORMALIZATION:
+    _WARNED_NORMALIZATION.add(path)
+    logging.warning("%s: %s; this library's tokenizer (BERT's) strips accents exactly when it "
+                    "lower-cases and splits CJK characters, so words with accents (or CJK "
+                    "text) may tokenize differently from the Hugging Face tokenizer of this "
+                    "model", path, " and ".join(other))
+
+
 def beside(path):
   """The files next to the weights at `path` (a file, prefix or directory): `ModelFiles`.
 
@@ -84,9 +119,11 @@ def beside(path):
     advice = ". Correct it, or remove it to take the case from the folder's run record or "\
              "vocabulary"
     try:
-      do_lower_case = _read_json_object(tokenizer_config).get("do_lower_case")
+      settings = _read_json_object(tokenizer_config)
     except ValueError as e:
       raise DamagedFileError(f"{e}{advice}") from None
+    do_lower_case = settings.get("do_lower_case")
+    _warn_of_other_normalization(tokenizer_config, settings)
     if do_lower_case is not None and not isinstance(do_lower_case, bool):
       raise DamagedFileError(f"{tokenizer_config}: do_lower_case should be true or false, got "
                              f"{json.dumps(do_lower_case)}{advice}")
@@ -140,7 +177,7 @@ def others_files(directory, given=()):
   if not tf.io.gfile.isdir(directory):
     return []
   listing = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)}
-  if RUN_SETTINGS_FILE in listing or tf.train.latest_checkpoint(directory):
+  if RUN_SETTINGS_FILE in listing or latest_checkpoint(directory):
     return []
   read_as_given = {tfrecord_io.absolute(path) for path in given if path}
   return sorted(name for name in listing & {CONFIG_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE,
@@ -311,7 +348,7 @@ def write_head_config(output_dir, head_config):
   content = json.dumps({"model_type": "feature_tagger", **head_config}, indent=2) + "\n"
   if tf.io.gfile.exists(path):
     old = tfrecord_io.read_text(path)
-    if old != content and tf.train.latest_checkpoint(output_dir):
+    if old != content and latest_checkpoint(output_dir):
       raise ValueError(f"{path} describes another feature-based model than these flags "
                        f"({old.strip()} vs {content.strip()}): use a new --output_dir")
   tfrecord_io.write_text(path, content)

@@ -135,9 +135,12 @@ def assign_canonical_weights(model, tensors, source, require_heads=True,
     for scope in sorted({_head_scope(n) for n, _ in pairs} - {None}):
       if scope not in file_scopes:
         skipped_scopes.add(scope)
-        logging.warning("%s has no weights for the model's head (%s*): the head starts "
+        # A classifier's head is top-level (the original's output_weights, output_bias).
+        shown = (f"{scope}*" if scope != "<top-level>" else
+                 ", ".join(n for n, _ in pairs if _head_scope(n) == scope))
+        logging.warning("%s has no weights for the model's head (%s): the head starts "
                         "from random values and must be trained (fit, or a run_* command) "
-                        "before its predictions mean anything.", source, scope)
+                        "before its predictions mean anything.", source, shown)
 
   missing, misshaped, todo = [], [], []
   misshaped_heads = set()

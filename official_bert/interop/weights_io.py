@@ -90,7 +90,7 @@ def _resolve(path):
     hf_file = os.path.join(path, model_files.HF_WEIGHTS_FILE)
     if tf.io.gfile.exists(hf_file):
       return "hf", hf_file
-    latest = tf.train.latest_checkpoint(path)
+    latest = model_files.latest_checkpoint(path)
     if latest is not None:
       return "checkpoint", latest
     state_file = os.path.join(path, "checkpoint")
@@ -121,6 +121,12 @@ def _resolve(path):
     best = os.path.join(path, "best")
     hint = (f"; its best/ holds the model (a run with --num_restarts keeps the best one "
             f"there): read {best}" if tf.io.gfile.isdir(best) else "")
+    others = sorted(name for name in tf.io.gfile.listdir(path)
+                    if name.endswith((".bin", ".safetensors", ".h5", ".msgpack", ".pt")))
+    if others:  # weights in a format or layout this reader does not take
+      hint += (f"; it holds {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}, "
+               f"which are not read: one {model_files.HF_WEIGHTS_FILE} is (with transformers: "
+               f"model.save_pretrained(DIR, safe_serialization=True, max_shard_size='10GB'))")
     raise FileNotFoundError(f"no checkpoint in directory {path} (no `checkpoint` file "
                             f"naming one, no PREFIX.index, no {model_files.HF_WEIGHTS_FILE})"
                             f"{hint}")

@@ -275,8 +275,10 @@ def run(settings):
   if settings.layer_weights and mean:
     raise ValueError("--layer_weights applies to --pooling=sum; --pooling=mean gives each "
                      "chosen layer's mean side by side")
-  chosen = settings.layers or (("-1",) if mean or one_vector else DEFAULT_LAYERS)
   config = finetuning_runner.model_config(settings)
+  # The default (the last four) within a smaller model's layers.
+  chosen = settings.layers or (("-1",) if mean or one_vector else tuple(
+      layer for layer in DEFAULT_LAYERS if -int(layer) <= config.num_hidden_layers))
   layers = layer_selection.parse_layers(chosen, config.num_hidden_layers)
   given = layer_names(chosen, config.num_hidden_layers)
   weights = (_parse_list("layer_weights", settings.layer_weights, float)

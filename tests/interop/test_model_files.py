@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import logging
 import os
 
 import numpy as np
@@ -143,3 +144,23 @@ def test_others_files_are_those_a_run_would_replace_where_no_run_is(tmp_path):
   assert (stopped / "labels.txt").read_text() == "neg\npos\n"
   assert model_files.others_files(str(stopped)) == []
   assert model_files.read_run_settings(str(stopped)) == run_record.RunRecord()
+
+
+def test_a_tokenizer_config_that_normalizes_otherwise_is_warned_of_once(tmp_path, caplog):
+  """Hugging Face's strip_accents=false with do_lower_case=true (some non-English uncased
+  models): "Café" became "cafe" here, "café" there, without a word."""
+  (tmp_path / "tokenizer_config.json").write_text(
+      json.dumps({"do_lower_case": True, "strip_accents": False}))
+  with caplog.at_level(logging.WARNING):
+    for _ in range(2):
+      assert model_files.beside(str(tmp_path)).do_lower_case is True
+  said = [r.getMessage() for r in caplog.records if "strip_accents=false" in r.getMessage()]
+  assert len(said) == 1 and "tokenize differently from the Hugging Face tokenizer" in said[0]
+  caplog.clear()
+  other = tmp_path / "plain"
+  other.mkdir()
+  (other / "tokenizer_config.json").write_text(
+      json.dumps({"do_lower_case": True, "strip_accents": None}))
+  with caplog.at_level(logging.WARNING):
+    model_files.beside(str(other))
+  assert "tokenize differently" not in caplog.text

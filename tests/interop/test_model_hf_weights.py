@@ -248,3 +248,11 @@ def test_heads_optional_only_when_asked(tmp_path, caplog):
                                       require_heads=False)
   assert "cls/predictions/" in caplog.text
   assert not any(n.startswith("cls/") for n in names)
+  # A classifier's head is the original's top-level output_weights and output_bias: named.
+  classifier = model_types.build_model("classifier", BertConfig(**TINY), 3)
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    weights_io.assign_weights(classifier, weights_io.read_weights(path), require_heads=False)
+  assert "no weights for the model's head (output_bias, output_weights)" in caplog.text or (
+      "no weights for the model's head (output_weights, output_bias)" in caplog.text), (
+          caplog.text)

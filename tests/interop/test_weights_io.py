@@ -1,6 +1,7 @@
 """The one reader/loader (`weights_io`): every format into a tiny model, damaged files, ram://."""
 
 import json
+import logging
 import os
 
 import keras
@@ -95,7 +96,16 @@ def test_a_folder_without_a_checkpoint_file_reads_its_one_checkpoint(written, tm
   (release / "checkpoint").write_text(
       'model_checkpoint_path: "/home/someone/mrpc_output/bert_model.ckpt"\n'
       'all_model_checkpoint_paths: "/home/someone/mrpc_output/bert_model.ckpt"\n')
-  assert weights_io.read_weights(str(release)).source == str(release / "bert_model.ckpt")
+  # ... without TensorFlow's "ERROR ... Couldn't match files for checkpoint" first.
+  seen = []
+  handler = logging.Handler()
+  handler.emit = seen.append
+  logging.getLogger("tensorflow").addHandler(handler)
+  try:
+    assert weights_io.read_weights(str(release)).source == str(release / "bert_model.ckpt")
+  finally:
+    logging.getLogger("tensorflow").removeHandler(handler)
+  assert not [r for r in seen if r.levelno >= logging.ERROR], [r.getMessage() for r in seen]
 
 
 def test_a_prefix_a_file_of_it_and_the_safetensors_file_also_work(written):
@@ -183,6 +193,12 @@ def test_a_text_file_is_not_a_checkpoint(tmp_path):
   with pytest.raises(FileNotFoundError, match="no checkpoint at"):
     weights_io.read_weights(str(tmp_path / "nothing"))
   with pytest.raises(FileNotFoundError, match="no checkpoint in directory"):
+    weights_io.read_weights(str(tmp_path))
+  # PyTorch's pytorch_model.bin, sharded safetensors: named, with the way to one file.
+  for name in ("pytorch_model.bin", "model-00001-of-00002.safetensors"):
+    (tmp_path / name).write_bytes(b"weights")
+  with pytest.raises(FileNotFoundError, match=r"it holds model-00001-of-00002.safetensors, "
+                     r"pytorch_model.bin, which are not read: one model.safetensors is"):
     weights_io.read_weights(str(tmp_path))
 
 
