@@ -98,12 +98,22 @@ def read_teacher(settings):
   tagger raises ValueError naming --teacher."""
   if not settings.teacher:
     raise ValueError("--teacher is required: a trained classifier or tagger folder")
-  teacher = model_folder.read(settings.teacher, names=model_folder.Names(path="--teacher"))
+  expected = ("a teacher is a trained classifier or tagger folder (a run_classifier or run_ner "
+              "OUTPUT_DIR or its best/, a TextClassifier or TokenTagger saved with save(), a "
+              "distilled student)")
+  try:
+    teacher = model_folder.read(settings.teacher, names=model_folder.Names(path="--teacher"))
+  except model_folder.MissingModelFileError:
+    raise ValueError(f"--teacher={settings.teacher}: no model folder (no bert_config.json or "
+                     f"config.json, or no vocab.txt, beside it): {expected}") from None
+  if teacher.model_type is None:
+    raise ValueError(f"--teacher={settings.teacher}: a model with no run record of its "
+                     f"training (a pretrained model?): {expected}")
   if teacher.model_type not in TEACHER_TYPES:
     raise ValueError(
-        f"--teacher={settings.teacher}: its run record names model type "
-        f"{teacher.model_type!r}; a teacher is a trained classifier or tagger (run_classifier, "
-        "run_ner, TextClassifier or TokenTagger folder)")
+        f"--teacher={settings.teacher}: a {teacher.model_type} model (its run record); "
+        f"{expected}" + ("; a feature-based run_ner tagger (frozen encoder, BiLSTM head) is "
+                        "not one" if teacher.model_type == "feature_tagger" else ""))
   return teacher
 
 

@@ -244,10 +244,19 @@ def test_bad_teacher_and_student_flags_are_named(tmp_path):
   proc = run_command("official_bert.run_distillation", f"--teacher={pretrained}",
                      "--student_num_layers=1", "--do_train", f"--output_dir={tmp_path / 'o'}")
   assert proc.returncode == 1
-  assert "--teacher=" in proc.stderr and "classifier or tagger" in proc.stderr
+  assert (f"--teacher={pretrained}: a model with no run record of its training (a pretrained "
+          "model?): a teacher is a trained classifier or tagger folder") in proc.stderr
   proc = run_command("official_bert.run_distillation", f"--teacher={tmp_path / 'missing'}",
                      "--do_train", f"--output_dir={tmp_path / 'o'}")
   assert proc.returncode == 1 and "--teacher" in proc.stderr
+  # A data file as --teacher: not "--bert_config_file is required" (a flag this command
+  # refuses), but what a teacher is.
+  (tmp_path / "train.tsv").write_text("text\tlabel\na\t0\n")
+  proc = run_command("official_bert.run_distillation", f"--teacher={tmp_path / 'train.tsv'}",
+                     "--student_num_layers=1", "--do_train", f"--output_dir={tmp_path / 'o'}")
+  assert proc.returncode == 1 and (
+      f"--teacher={tmp_path / 'train.tsv'}: no model folder (no bert_config.json or "
+      "config.json, or no vocab.txt, beside it)") in proc.stderr, proc.stderr[-2000:]
 
 
 def test_python_api_distills_a_classifier(teacher, tmp_path):
