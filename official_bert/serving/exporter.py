@@ -76,13 +76,22 @@ def _display_vocab(vocab, vocab_size, vocab_file):
   return list(vocab) + [f"[id {i}]" for i in range(len(vocab), vocab_size)]
 
 
+# The model types with a task head of their own (one is not another's).
+_HEAD_TYPES = ("classifier", "tagger", "feature_tagger", "squad", "multiple_choice")
+
+
 def model_type_of(folder, model_type):
   """`model_type` if given, else the one the run record of `folder` (a
   `model_folder.ModelFolder`) names (ValueError when it names none: a pretrained model, which
   may be exported as several types)."""
-  if model_type:
-    return model_type
   stored = folder.model_type
+  if model_type:
+    if stored in _HEAD_TYPES and model_type in _HEAD_TYPES and model_type != stored:
+      # Its head would be read as another kind (a label-count error at best).
+      raise ValueError(f"--model_type={model_type} but --checkpoint={folder.path} was trained "
+                       f"as a {stored} (its {model_files.RUN_SETTINGS_FILE}): leave "
+                       f"--model_type out, or --model_type=encoder for its encoder's vectors")
+    return model_type
   if not stored:
     raise ValueError(f"--model_type is required: --checkpoint={folder.path} has no run record "
                      f"({model_files.RUN_SETTINGS_FILE}) naming its model type (a pretrained "

@@ -340,6 +340,14 @@ def test_export_takes_the_model_type_from_the_run_record(folders):
   assert exporter.model_type_of(read["hf"], "encoder") == "encoder"
   with pytest.raises(ValueError, match="--model_type is required: .* no run record"):
     exporter.model_type_of(read["hf"], None)
+  # A trained head exported as another kind: "trained for another set of labels" at best.
+  classifier = dataclasses.replace(read["output_dir"],
+                                   record=run_record.RunRecord.of("classifier"))
+  assert exporter.model_type_of(classifier, "encoder") == "encoder"
+  assert exporter.model_type_of(classifier, "classifier") == "classifier"
+  with pytest.raises(ValueError, match=r"--model_type=tagger but --checkpoint=.* was trained "
+                     r"as a classifier \(its run_settings.json\)"):
+    exporter.model_type_of(classifier, "tagger")
 
 
 def test_a_folder_with_only_tokenizer_json_says_what_to_save(folders, tmp_path):
