@@ -26,6 +26,7 @@ from data_prep import schema
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
 from data_prep.classification import own_files
+from data_prep.classification import windows
 from data_prep.classification.glue_processors import InputExample
 from data_prep.tagging import conll
 from data_prep.tagging import features as ner_features
@@ -127,9 +128,13 @@ def complete_from_teacher(settings, teacher, given):
   if "do_lower_case" not in given:
     changes["do_lower_case"] = teacher.do_lower_case
   if teacher.model_type == "classifier":
-    # How the teacher read its texts and labels (windows of long texts, multi-label names).
-    for name in ("problem_type", "doc_stride", "multi_label_threshold", "label_separator"):
-      if name not in given and record.get(name):
+    # How the teacher read its texts and labels (windows of long texts, multi-label names):
+    # the classifier's recorded flags, --doc_stride only where the student reads own files
+    # (a GLUE --task_name takes none).
+    own = file_splits.uses_own_files(settings)
+    for name in classifier_job.ClassifierSettings.RECORDED_FLAGS:
+      if (name not in given and record.get(name)
+          and (own or name != "doc_stride")):
         changes[name] = record.get(name)
     if not settings.label_names and teacher.labels and file_splits.uses_own_files(settings):
       changes["label_names"] = tuple(teacher.labels)
@@ -249,14 +254,14 @@ class DistillationJob:
         s.unlabeled_file, vocab, s.do_lower_case, s.max_seq_length, len(texts), s.random_seed,
         labels=labels, kind=self.teacher.model_type, problem_type=self._problem_type(),
         columns=[s.text_column, s.text_b_column, s.token_column, s.tag_column],
-        quoting=s.quoting, unlabeled=UNLABELED)
+        quoting=s.quoting, unlabeled=UNLABELED, doc_stride=s.doc_stride)
 
     def build():
       tokenizer = classifier_features.cached_tokenizer(vocab, s.do_lower_case)
       if tagger:
         return unlabeled_tagger_columns(texts, labels, s.max_seq_length, tokenizer)
       return unlabeled_classifier_columns(texts, labels, self._problem_type(),
-                                          s.max_seq_length, tokenizer)
+                                          s.max_seq_length, tokenizer, s.doc_stride)
 
     path = os.path.join(s.output_dir, UNLABELED_RECORDS)
     classifier_features.cached_tfrecord(path, key, build)
@@ -366,9 +371,11 @@ def _header_names(path, column, quoting):
   return column in [name.strip() for name in names]
 
 
-def unlabeled_classifier_columns(examples, labels, problem_type, max_seq_length, tokenizer):
+def unlabeled_classifier_columns(examples, labels, problem_type, max_seq_length, tokenizer,
+                                 doc_stride=None):
   """(schema, columns, meta) of classifier records whose label says "none" (`UNLABELED`;
-  NaN for a regression score), so that only the soft loss uses them."""
+  NaN for a regression score), so that only the soft loss uses them; with `doc_stride`, one
+  record per window of a long text, as the labeled records."""
   regression = problem_type == "regression"
   label_list = [None] if regression else list(labels)
   placeholder = 0.0 if regression else label_list[0]
@@ -380,6 +387,9 @@ def unlabeled_classifier_columns(examples, labels, problem_type, max_seq_length,
   else:
     columns["label_ids"] = np.full_like(columns["label_ids"], np.nan if regression else UNLABELED)
     features = schema.classifier_features(max_seq_length, regression)
+  if doc_stride:
+    columns, _ = windows.windowed_columns(examples, columns, max_seq_length, doc_stride,
+                                          tokenizer)
   return features, columns, {}
 
 

@@ -12,6 +12,7 @@ import types
 
 from conftest import CONLL_DATA
 from conftest import REPO
+from conftest import UNCASED_VOCAB
 from conftest import run_command
 from conftest import tiny_model_folder
 from harness import TINY
@@ -20,6 +21,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 
+from data_prep import tokenization
+from data_prep.classification.glue_processors import InputExample
 import official_bert as ob
 from official_bert.interop import model_files
 from official_bert.interop import run_record
@@ -237,6 +240,25 @@ def test_the_student_reads_its_inputs_as_the_teacher_did():
   student = distillation_job.complete_from_teacher(given, teacher,
                                                    {"train_file", "doc_stride", "max_seq_length"})
   assert (student.doc_stride, student.max_seq_length) == (8, 32)
+  # A GLUE student (--task_name) takes no --doc_stride (own files' only), whatever the teacher.
+  glue = distillation_job.DistillationSettings(teacher="t", task_name="SST-2", data_dir="d",
+                                               output_dir="o")
+  assert distillation_job.complete_from_teacher(glue, teacher, {"task_name"}).doc_stride is None
+
+
+def test_unlabeled_long_texts_are_windowed_as_the_labeled_ones():
+  """With the teacher's --doc_stride, the transfer set was still cut to each text's first
+  window while the labeled texts were windowed."""
+  tokenizer = tokenization.FullTokenizer(UNCASED_VOCAB)
+  texts = [InputExample("u0", "the film was good " * 12, None, None),
+           InputExample("u1", "short", None, None)]
+  _, plain, _ = distillation_job.unlabeled_classifier_columns(
+      texts, ["neg", "pos"], "single_label", 16, tokenizer)
+  _, windowed, _ = distillation_job.unlabeled_classifier_columns(
+      texts, ["neg", "pos"], "single_label", 16, tokenizer, doc_stride=8)
+  assert len(plain["input_ids"]) == 2 and len(windowed["input_ids"]) > 3
+  assert (windowed["label_ids"] == distillation_job.UNLABELED).all()
+  np.testing.assert_array_equal(windowed["input_ids"][0], plain["input_ids"][0])
 
 
 def test_bad_teacher_and_student_flags_are_named(tmp_path):
