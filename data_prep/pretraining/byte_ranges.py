@@ -69,6 +69,11 @@ def expand_inputs(patterns):
                      and (hidden_ok or not os.path.basename(m.path).startswith("."))
                      and not m.path.endswith("/")  # an object store's folder marker
                      and not ("://" not in m.path and os.path.isdir(m.path)))
+    if not matches and is_glob:  # "data[1].txt": a name, as a glob none
+      literal = glob.escape(pattern)
+      matches = [(pattern, m.size_in_bytes) for m in _match(
+          os.path.join(".", literal) if bare else literal)
+                 if not m.path.endswith("/") and not os.path.isdir(m.path)][:1]
     if not matches:
       raise corpus.CorpusError(f"input file not found: {pattern!r} matches no file")
     for path, size in matches:

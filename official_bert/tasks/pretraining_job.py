@@ -99,6 +99,7 @@ def run(settings, record=None):
   # --bert_config_file, else the --init_checkpoint folder's (continued pretraining of a
   # released model) or a resumed OUTPUT_DIR's.
   config, config_file = finetuning_runner.config_and_source(s)
+  finetuning_runner.check_trained_config(s, config, config_file)  # a resume of another model
   tfrecord_io.make_dirs(s.output_dir, "--output_dir")
   strategy = runner.setup_runtime(s)
   config.check_sequence_length(s.max_seq_length, "--max_seq_length", config_file)

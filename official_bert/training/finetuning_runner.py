@@ -123,8 +123,10 @@ def _trained_here(output_dir):
 def check_trained_labels(settings, labels, given_by):
   """ValueError, before anything is written, where --output_dir holds a trained model whose
   labels (names, in id order) are not `labels` (from `given_by`: a flag or the training
-  file): its head would be read under other names, or would not fit."""
+  file): its head would be read under other names, or would not fit. Also
+  `check_init_labels`, before the run writes its labels."""
   if not _trained_here(settings.output_dir):
+    check_init_labels(settings, labels)
     return
   trained = model_files.labels_of(settings.output_dir)
   if trained and list(trained) != list(labels):
@@ -283,7 +285,7 @@ def run(settings, job, record=None):
   check_case(settings)  # before hours of training on mangled text
   vocab = vocab_file(settings)
   data = job.prepare()
-  if hasattr(job, "run_record"):
+  if hasattr(job, "run_record"):  # the fixed label sets (GLUE, CoNLL's --data_dir) too
     check_init_labels(settings, job.run_record().labels)
   task = job.make_task(config)
   steps, warmup = settings_lib.finetuning_steps(settings, data.num_train_examples or 1)

@@ -317,7 +317,7 @@ def test_input_expansion_has_the_local_writers_rules(tmp_path, monkeypatch):
   """`expand_inputs` lists through Beam (s3://, hdfs://: what the workers read), by the rules
   of the one local expansion (`tfrecord_io.expand_patterns`): same files, same errors; a
   relative glob too (Beam's local file system matches no bare "*.txt")."""
-  for name in ("b.txt", "a.txt", ".hidden.txt", ".a.txt.tmp-123", "sub/c.txt"):
+  for name in ("b.txt", "a.txt", ".hidden.txt", ".a.txt.tmp-123", "sub/c.txt", "c[1].md"):
     (tmp_path / name).parent.mkdir(exist_ok=True)
     (tmp_path / name).write_text(name)
   d = str(tmp_path)
@@ -325,7 +325,7 @@ def test_input_expansion_has_the_local_writers_rules(tmp_path, monkeypatch):
   for patterns in (f"{d}/*", f"{d}/*.txt", f"{d}/.*", f"{d}/a.txt,{d}/*", f"{d}/.hidden.txt",
                    f"{d}/*/c.txt", f"{d}/sub", f"{d}/", f"{d}/none*", f"{d}/missing.txt",
                    f"{d}/a.txt, {d}/none*", " , ", "*.txt", "a.txt", "./*.txt", "sub/*.txt",
-                   "none*"):
+                   "none*", f"{d}/c[1].md", "c[1].md"):
     try:
       want = corpus.expand_input_patterns(patterns)
     except corpus.CorpusError as e:

@@ -130,6 +130,7 @@ def test_single_label_csv_tsv_jsonl_weights_ids_and_export(tmp_path):
       f"--init_checkpoint={out} was trained with labels ['neg', 'neutral', 'pos'] (in that "
       "order); this run's are the same in another order, ['pos', 'neutral', 'neg']"
   ) in proc.stderr, proc.stderr[-2000:]
+  assert not (tmp_path / "warm" / "labels.txt").exists()  # refused before its labels
   # An earlier labelled test file's scores do not stay beside an unlabelled one's predictions.
   (out / "test_results.txt").write_text("accuracy = 1.0\n")
   run_script("official_bert.run_classifier", tmp_path, f"--test_file={test}",
