@@ -127,9 +127,14 @@ def read_records(path, quoting="csv"):
   return header, records
 
 
+class MissingColumnError(ValueError):
+  """A column (flag) that the file's header (or a JSON line) does not have."""
+
+
 def _missing(path, line, column, header):
   where = path if line is None else f"{path}:{line}"
-  return ValueError(f"{where}: no column {column!r}; columns: {', '.join(map(str, header))}")
+  return MissingColumnError(
+      f"{where}: no column {column!r}; columns: {', '.join(map(str, header))}")
 
 
 def parse_label(value, problem_type, separator, where):

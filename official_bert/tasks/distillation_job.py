@@ -12,7 +12,6 @@ teacher's job (`classifier_job`, `ner_job`) wrapped in `DistillationJob`:
 The teacher's label set, vocabulary, case and sequence length are the student's.
 """
 
-import csv
 import dataclasses
 import json
 import os
@@ -319,7 +318,13 @@ def read_unlabeled_examples(path, settings):
       raise ValueError(f"--unlabeled_file={path}: a .txt holds one text a line; text pairs "
                        "(--text_b_column) need a .tsv/.csv/.jsonl")
     return [InputExample(f"unlabeled-{i}", text, None, None) for i, text in enumerate(_lines(path))]
-  columns = own_files.Columns(settings.text_column, settings.text_b_column, "\0no label column")
+  return _unlabeled_by_column(path, settings, settings.text_b_column)
+
+
+def _unlabeled_by_column(path, settings, text_b_column):
+  """The texts of a .tsv/.csv/.jsonl's --text_column (and `text_b_column`) as
+  `InputExample`s, labels ignored (`own_files`)."""
+  columns = own_files.Columns(settings.text_column, text_b_column, "\0no label column")
   examples = own_files.read_examples(path, columns, need_labels=False,
                                      quoting=settings.quoting).examples
   return [e._replace(label=None) for e in examples]
@@ -329,16 +334,19 @@ def read_unlabeled_sentences(path, settings):
   """A tagger's unlabeled sentences (`conll.Sentence`, tags None), words split on spaces:
   a .txt holds one sentence a line, unless it is CoNLL columns (`_looks_like_conll`: the
   CoNLL-2003 files are .txt); a .jsonl, or a .tsv/.csv whose header names --text_column, is
-  read by that column; another file is read as CoNLL columns (tags ignored)."""
+  read by that column (as a classifier's); another file is read as CoNLL columns
+  (tags ignored)."""
   extension = os.path.splitext(path)[1].lower()
   if extension == ".txt" and not _looks_like_conll(path):
     return [conll.Sentence(line.split(), None) for line in _lines(path)]
-  if extension == ".jsonl" or (extension in (".tsv", ".csv")
-                               and _header_names(path, settings.text_column, settings.quoting)):
-    columns = own_files.Columns(settings.text_column, None, "\0no label column")
-    examples = own_files.read_examples(path, columns, need_labels=False,
-                                       quoting=settings.quoting).examples
-    return [conll.Sentence(e.text_a.split(), None) for e in examples]
+  if extension in (".jsonl", ".tsv", ".csv"):
+    try:
+      return [conll.Sentence(e.text_a.split(), None)
+              for e in _unlabeled_by_column(path, settings, None)]
+    except own_files.MissingColumnError:
+      if extension == ".jsonl":
+        raise
+      # A .tsv/.csv without that column: CoNLL columns (run_ner's own files often are .tsv).
   logging.info("--unlabeled_file=%s: read as CoNLL columns (token column %d)", path,
                settings.token_column)
   sentences = conll.read_conll(path,
@@ -351,24 +359,16 @@ def read_unlabeled_sentences(path, settings):
 
 
 def _looks_like_conll(path):
-  """Whether a text file is CoNLL columns, not one sentence a line: blank lines between
-  sentences, and every other line (-DOCSTART- aside) the same number of fields."""
-  lines = tfrecord_io.read_text(path).splitlines()
-  blocks = "\n".join(lines).strip().count("\n\n")
-  fields = {len(line.split()) for line in lines
-            if line.strip() and not line.startswith("-DOCSTART-")}
-  return blocks > 0 and len(fields) == 1
-
-
-def _header_names(path, column, quoting):
-  """Whether the first line of a .tsv/.csv names `column` (a file of columns by name)."""
-  first = next(iter(tfrecord_io.read_text(path).lstrip("\ufeff").splitlines()), "")
-  delimiter = "\t" if path.lower().endswith(".tsv") else ","
-  if quoting == "none":
-    names = first.split(delimiter)
-  else:
-    names = next(csv.reader([first], delimiter=delimiter), [])
-  return column in [name.strip() for name in names]
+  """Whether a text file is CoNLL columns, not one sentence a line: blank (or whitespace)
+  lines between sentences, and every other line (-DOCSTART- aside) the same number of
+  fields."""
+  lines = [line.strip() for line in tfrecord_io.read_text(path).splitlines()]
+  first, last = next((i for i, x in enumerate(lines) if x), 0), len(lines)
+  while last > first and not lines[last - 1]:
+    last -= 1
+  inner = lines[first:last]
+  fields = {len(line.split()) for line in inner if line and not line.startswith("-DOCSTART-")}
+  return "" in inner and len(fields) == 1
 
 
 def unlabeled_classifier_columns(examples, labels, problem_type, max_seq_length, tokenizer,

@@ -212,7 +212,9 @@ def test_a_taggers_unlabeled_sentences_in_every_documented_form(tmp_path):
   }
   conll_text = "-DOCSTART- -X- -X- O\n\n" + "\n".join(
       "".join(f"{word} NNP B-NP O\n" for word in words) for words in sentences)
-  files.update({"conll.txt": conll_text, "conll.tsv": conll_text.replace(" ", "\t")})
+  files.update({"conll.txt": conll_text, "conll.tsv": conll_text.replace(" ", "\t"),
+                "spaced.txt": conll_text.replace("\n\n", "\n  \n") + "\n\n",
+                "blank_first.tsv": "\n" + files["texts.tsv"]})
   for name, text in files.items():
     (tmp_path / name).write_text(text, encoding="utf-8")
     read = distillation_job.read_unlabeled_sentences(str(tmp_path / name), settings)
