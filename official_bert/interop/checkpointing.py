@@ -17,6 +17,7 @@ from absl import logging
 import keras
 import tensorflow as tf
 
+from official_bert.interop import model_files
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
 
@@ -147,7 +148,7 @@ class CheckpointKeeper:
 
     `adaptation` applies to the warm start only: a resumed run's checkpoint is its own model's.
     """
-    latest = tf.train.latest_checkpoint(self.output_dir)
+    latest = model_files.latest_checkpoint(self.output_dir)
     if latest:
       with damaged_checkpoint_errors(latest):
         try:

@@ -72,7 +72,7 @@ def write_output(model, model_type, bert_config, path, output_format, hf_prefix=
                                                   prefix)
   else:
     written = checkpointing.model_checkpoint(model).write(prefix)
-    # So that `tf.train.latest_checkpoint(directory)` (and --init_checkpoint=DIR) finds it.
+    # So that `model_files.latest_checkpoint(directory)` (and --init_checkpoint=DIR) finds it.
     tf1_checkpoint.write_checkpoint_state(written)
   return written, directory
 
@@ -147,7 +147,7 @@ def _check_not_a_training_run(directory):
   """ValueError if `directory` holds a training run's checkpoints (with the optimizer's
   state): --overwrite would replace them all with the converted model's, and the run could
   not resume."""
-  latest = tf.train.latest_checkpoint(directory) if tf.io.gfile.isdir(directory) else None
+  latest = model_files.latest_checkpoint(directory) if tf.io.gfile.isdir(directory) else None
   if latest and any(name.startswith("optimizer/")
                     for name, _ in tf.train.list_variables(latest)):
     raise ValueError(f"{directory} holds a training run's checkpoints ({os.path.basename(latest)}"

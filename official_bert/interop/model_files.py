@@ -74,7 +74,10 @@ def latest_checkpoint(directory):
   if state is None or not state.model_checkpoint_path:
     return None
   prefix = state.model_checkpoint_path
-  return prefix if tf.io.gfile.exists(prefix + ".index") else None
+  if tf.io.gfile.exists(prefix + ".index"):
+    return prefix
+  # A V1 checkpoint is the one file at its prefix.
+  return prefix if tf.io.gfile.exists(prefix) and not tf.io.gfile.isdir(prefix) else None
 
 
 _WARNED_NORMALIZATION = set()

@@ -462,7 +462,7 @@ def run(settings, given, record=None):
   if settings.do_train:
     settings, layers = student_settings(settings, teacher, given)
   else:  # a trained student in OUTPUT_DIR: evaluated or predicted as the plain task
-    if not tf.train.latest_checkpoint(settings.output_dir):
+    if not model_files.latest_checkpoint(settings.output_dir):
       raise ValueError(f"--output_dir={settings.output_dir} holds no trained student (no "
                        "checkpoint): add --do_train")
     settings, layers = complete_from_teacher(settings, teacher, given), None

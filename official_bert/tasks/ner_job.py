@@ -9,7 +9,6 @@ import os
 from typing import Optional
 
 from absl import logging
-import tensorflow as tf
 
 from data_prep import schema
 from data_prep import tfrecord_io
@@ -157,7 +156,7 @@ class NerJob:
     s = self.settings
     head_config = None
     stored = _stored_head_config(s.output_dir)
-    if not s.feature_based and stored and tf.train.latest_checkpoint(s.output_dir):
+    if not s.feature_based and stored and model_files.latest_checkpoint(s.output_dir):
       # The run in --output_dir was feature-based: evaluate/predict/resume it as such.
       logging.info("%s: the model in --output_dir is feature-based (%s)",
                    model_files.HEAD_CONFIG_FILE, stored)

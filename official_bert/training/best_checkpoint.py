@@ -23,6 +23,7 @@ import tensorflow as tf
 from data_prep import tfrecord_io
 from official_bert.interop import checkpointing
 from official_bert.interop import folder_writes
+from official_bert.interop import model_files
 from official_bert.training import evaluation
 
 BEST_DIR = "best"
@@ -142,7 +143,7 @@ class BestKeeper:
       return False
     # The chief wrote best/ when it evaluated best_step; training went on after that, so
     # every worker finds it complete.
-    path = tf.train.latest_checkpoint(self.directory)
+    path = model_files.latest_checkpoint(self.directory)
     if path is None:
       logging.warning("No checkpoint in %s: keeping the last step's weights", self.directory)
       return False

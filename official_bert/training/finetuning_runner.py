@@ -117,7 +117,7 @@ def trained_labels(settings, model_types):
 def _trained_here(output_dir):
   """Whether --output_dir holds a trained model's checkpoint (a run to resume or read)."""
   return bool(output_dir) and tf.io.gfile.isdir(output_dir) and bool(
-      tf.train.latest_checkpoint(output_dir))
+      model_files.latest_checkpoint(output_dir))
 
 
 def check_trained_labels(settings, labels, given_by):
@@ -324,8 +324,8 @@ def run(settings, job, record=None):
   else:
     runner.restore_for_eval(trainer, output_dir, init)  # raises if there is nothing
     best_dir = best_checkpoint.best_dir(output_dir)
-    best = tf.train.latest_checkpoint(best_dir)
-    last = tf.train.latest_checkpoint(output_dir)
+    best = model_files.latest_checkpoint(best_dir)
+    last = model_files.latest_checkpoint(output_dir)
     if best and last and os.path.basename(best) != os.path.basename(last):
       logging.warning("%s holds the best checkpoint of the training (%s); this run reads the "
                       "last (step %d): give --output_dir=%s for the best", best_dir,

@@ -59,7 +59,7 @@ def _result(directory, k, results):
 def _copy_weights_and_files(source, target):
   """`target` anew (built beside, swapped in) from `source`'s latest checkpoint, model files
   and scores."""
-  latest = tf.train.latest_checkpoint(source)
+  latest = model_files.latest_checkpoint(source)
   if latest is None:
     raise ValueError(f"no checkpoint in {source}")
 

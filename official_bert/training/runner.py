@@ -19,6 +19,7 @@ from data_prep import cli
 from data_prep import record_checks
 from data_prep import schema
 from official_bert.interop import checkpointing
+from official_bert.interop import model_files
 from official_bert.interop import weight_loading
 from official_bert.modeling import model_types
 from official_bert.training import cpu_threads
@@ -233,7 +234,7 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
 
 def restore_for_eval(trainer, output_dir, init_checkpoint=None):
   """Weights to evaluate without training: the latest in `output_dir`, else init_checkpoint."""
-  latest = tf.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
+  latest = model_files.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
   if latest:
     with checkpointing.damaged_checkpoint_errors(latest):
       try:
