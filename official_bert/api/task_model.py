@@ -592,7 +592,8 @@ class TaskModel(BackboneModelConfig, keras.Model):
       generator.state.assign(np.array([seed + i, 0], generator.state.dtype))
     if keras.backend.backend() == "torch":
       # Keras' torch dropout draws from torch's global generator when the layer's
-      # SeedGenerator has no initial seed (its fast path), not from the state above.
+      # SeedGenerator has no initial seed (its fast path), not from the state above: a seeded
+      # fit seeds torch's global generator (torch.manual_seed), as a seeded torch script does.
       import torch  # pylint: disable=g-import-not-at-top  (the torch backend only)
       torch.manual_seed(seed)
     if not self.untrained_weights:

@@ -103,7 +103,7 @@ def _load_with_bfloat16(data, path):
     length = int.from_bytes(data[:8], "little")
     header = json.loads(data[8:8 + length])
     body = memoryview(data)[8 + length:]
-    tensors = {}
+    tensors, unsupported = {}, []
     for name, entry in header.items():
       if name == "__metadata__":
         continue
@@ -115,12 +115,17 @@ def _load_with_bfloat16(data, path):
       elif entry["dtype"] in _SAFETENSORS_DTYPES:
         array = np.frombuffer(raw, _SAFETENSORS_DTYPES[entry["dtype"]])
       else:
-        raise ValueError(f"tensor {name} has dtype {entry['dtype']}, which is not read here")
+        unsupported.append(f"{name} ({entry['dtype']})")
+        continue
       tensors[name] = array.reshape(entry["shape"]).copy()
-    return tensors
   except (ValueError, KeyError, TypeError) as e:
     raise ValueError(f"{path}: not a readable safetensors file (truncated or corrupt?): "
                      f"{e}") from None
+  if unsupported:
+    raise ValueError(f"{path}: tensors of a dtype this reader does not take (float32, "
+                     f"float16, bfloat16 and integers are read): {', '.join(unsupported[:3])}"
+                     f"{', ...' if len(unsupported) > 3 else ''}; save the model in float32")
+  return tensors
 
 
 def write_safetensors(state_dict, path):

@@ -22,6 +22,9 @@ from official_bert.modeling.sentence_embedding import SentenceEmbedder
 MODEL_TYPES = ("encoder", "pretraining", "classifier", "squad", "tagger", "multiple_choice",
                "feature_tagger")
 NEEDS_NUM_LABELS = ("classifier", "tagger", "feature_tagger")
+# The types with a task head of their own (one is not another's; encoder and pretraining are
+# the pretrained model's).
+HEAD_TYPES = tuple(t for t in MODEL_TYPES if t not in ("encoder", "pretraining"))
 
 
 def skips_padding(model_type, static_shapes):

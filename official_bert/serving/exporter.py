@@ -76,17 +76,14 @@ def _display_vocab(vocab, vocab_size, vocab_file):
   return list(vocab) + [f"[id {i}]" for i in range(len(vocab), vocab_size)]
 
 
-# The model types with a task head of their own (one is not another's).
-_HEAD_TYPES = ("classifier", "tagger", "feature_tagger", "squad", "multiple_choice")
-
-
 def model_type_of(folder, model_type):
   """`model_type` if given, else the one the run record of `folder` (a
   `model_folder.ModelFolder`) names (ValueError when it names none: a pretrained model, which
   may be exported as several types)."""
   stored = folder.model_type
   if model_type:
-    if stored in _HEAD_TYPES and model_type in _HEAD_TYPES and model_type != stored:
+    if (stored in model_types.HEAD_TYPES and model_type in model_types.HEAD_TYPES
+        and model_type != stored):
       # Its head would be read as another kind (a label-count error at best).
       raise ValueError(f"--model_type={model_type} but --checkpoint={folder.path} was trained "
                        f"as a {stored} (its {model_files.RUN_SETTINGS_FILE}): leave "

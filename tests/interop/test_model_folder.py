@@ -180,6 +180,23 @@ def test_the_default_sequence_length_fits_a_small_model(folders):
     assert feature_extraction.embedder_settings(extract, given=set()).max_seq_length == 32
 
 
+def test_from_preset_names_a_config_it_cannot_build_as_such(folders, tmp_path):
+  """A Hugging Face config of another position embedding type was a FileNotFoundError (every
+  error of the reader was taken for a missing file)."""
+  folder = tmp_path / "relative"
+  shutil.copytree(folders["hf", "uncased"], folder)
+  config = json.loads((folder / "config.json").read_text())
+  (folder / "config.json").write_text(json.dumps(dict(config,
+                                                      position_embedding_type="relative_key")))
+  with pytest.raises(ValueError, match="relative_key") as raised:
+    ob.TextEmbedder.from_preset(str(folder))
+  assert not isinstance(raised.value, FileNotFoundError)
+  (folder / "vocab.txt").unlink()
+  (folder / "config.json").write_text(json.dumps(config))
+  with pytest.raises(FileNotFoundError, match="a vocabulary is required"):
+    ob.TextEmbedder.from_preset(str(folder))
+
+
 def test_an_embedder_of_a_sentence_transformers_folder_takes_its_length(tmp_path):
   """all-MiniLM-L6-v2 embeds at 256 (sentence_bert_config.json); the API, the export and
   extract_features cut its texts at 128 (cosine 0.976 with sentence-transformers' vector of a

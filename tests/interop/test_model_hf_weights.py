@@ -194,6 +194,12 @@ def test_a_bfloat16_checkpoint_loads_as_its_float32_values(tmp_path):
       (tmp_path / "model.safetensors").read_bytes()[:-7])
   with pytest.raises(ValueError, match="broken.safetensors: not a readable safetensors file"):
     hf_weights.read_safetensors(str(tmp_path / "broken.safetensors"))
+  # A dtype neither numpy nor this reader takes (float8): named as such, not as corruption.
+  text = json.dumps({"w": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}}).encode()
+  (tmp_path / "f8.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + b"\0\0")
+  with pytest.raises(ValueError, match=r"f8.safetensors: tensors of a dtype this reader does "
+                     r"not take .*: w \(F8_E4M3\); save the model in float32"):
+    hf_weights.read_safetensors(str(tmp_path / "f8.safetensors"))
 
 
 def test_legacy_gamma_beta_names_and_extras(tmp_path, caplog):
