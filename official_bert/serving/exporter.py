@@ -417,6 +417,14 @@ def trained_settings(folder, model_type, flag_values, given):
   win over training's run_settings.json in `folder` (`run_settings_defaults`).
   """
   defaults = run_settings_defaults(folder, given)
+  trained = [str(label) for label in (folder.labels or [])]
+  names = [str(label) for label in (flag_values.get("label_names") or [])]
+  if "label_names" in given and names != trained and sorted(names) == sorted(trained):
+    # Renaming is the flag's purpose; the same names in another order serve each as another.
+    raise ValueError(f"--label_names={','.join(names)}: --checkpoint={folder.path} was trained "
+                     f"with these labels in another order, {trained}: each would be served "
+                     f"as another. Leave --label_names out (the record's), or give them in "
+                     f"that order")
   if model_type != "encoder":  # an embedder's settings: not for its encoder's other uses
     defaults = {k: v for k, v in defaults.items()
                 if k not in ("pooling", "normalize_embeddings")}

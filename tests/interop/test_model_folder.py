@@ -365,6 +365,18 @@ def test_export_takes_the_model_type_from_the_run_record(folders):
   with pytest.raises(ValueError, match=r"--model_type=tagger but --checkpoint=.* was trained "
                      r"as a classifier \(its run_settings.json\)"):
     exporter.model_type_of(classifier, "tagger")
+  # --label_names renames the trained labels; the same names in another order are refused.
+  labelled = dataclasses.replace(classifier, labels=["neg", "pos"])
+  flag_values = dict(dict.fromkeys(exporter.FROM_RUN_SETTINGS), max_seq_length=16)
+  value, _ = exporter.trained_settings(labelled, "classifier",
+                                       dict(flag_values, label_names=["bad", "good"]),
+                                       given={"label_names"})
+  assert value["label_names"] == ["bad", "good"]
+  with pytest.raises(ValueError, match=r"--label_names=pos,neg: .* trained with these labels "
+                     r"in another order, \['neg', 'pos'\]"):
+    exporter.trained_settings(labelled, "classifier",
+                              dict(flag_values, label_names=["pos", "neg"]),
+                              given={"label_names"})
 
 
 def test_a_folder_with_only_tokenizer_json_says_what_to_save(folders, tmp_path):
