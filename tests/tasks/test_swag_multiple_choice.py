@@ -5,6 +5,7 @@ import json
 
 from conftest import UNCASED_VOCAB
 from conftest import need
+from conftest import run_command
 import numpy as np
 import pytest
 from test_glue_run_classifier import read_results
@@ -94,3 +95,9 @@ def test_run_swag_trains_evaluates_and_predicts(tmp_path):
   rows = [line.split("\t") for line in lines[1:]]
   assert len(rows) == 6 and rows[0][0] == "lsmdc0-0"
   assert all(abs(sum(map(float, r[1:5])) - 1) < 1e-4 and r[5] in "0123" for r in rows)
+  # The trained folder as --init_checkpoint of an evaluation into a new --output_dir: read at
+  # its recorded --max_seq_length (run_script's 32), not the default 128.
+  proc = run_command("official_bert.run_swag", f"--data_dir={data}", f"--init_checkpoint={out}",
+                     f"--output_dir={tmp_path / 'evaluated'}", "--do_eval")
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert f"From {out / 'run_settings.json'}: --max_seq_length=32" in proc.stderr
