@@ -67,17 +67,23 @@ def directory_of(path):
 
 
 def latest_checkpoint(directory):
-  """`tf.train.latest_checkpoint`, without its ERROR log where the `checkpoint` file names a
-  prefix that is not there (a folder copied from where it was trained: `weights_io` reads the
-  prefix of that name beside it): the latest checkpoint's prefix, or None."""
+  """The latest checkpoint's prefix in `directory`, or None: `tf.train.latest_checkpoint`, but
+  the prefix of the name its `checkpoint` file gives found in `directory` first (a folder
+  copied from where google-research's run_* trained it names that absolute path), and without
+  TensorFlow's ERROR log where the prefix is nowhere."""
   state = tf.train.get_checkpoint_state(directory)
   if state is None or not state.model_checkpoint_path:
     return None
-  prefix = state.model_checkpoint_path
-  if tf.io.gfile.exists(prefix + ".index"):
-    return prefix
-  # A V1 checkpoint is the one file at its prefix.
-  return prefix if tf.io.gfile.exists(prefix) and not tf.io.gfile.isdir(prefix) else None
+  named = state.model_checkpoint_path
+  # The prefix of that name in this folder first: a folder copied from where google-research's
+  # run_* wrote it names the absolute path it was trained in, which may hold another model.
+  for prefix in dict.fromkeys([os.path.join(directory, os.path.basename(named)), named]):
+    if tf.io.gfile.exists(prefix + ".index"):
+      return prefix
+    # A V1 checkpoint is the one file at its prefix.
+    if tf.io.gfile.exists(prefix) and not tf.io.gfile.isdir(prefix):
+      return prefix
+  return None
 
 
 _WARNED_NORMALIZATION = set()

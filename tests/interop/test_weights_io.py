@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import shutil
 
 import keras
 import numpy as np
@@ -106,6 +107,16 @@ def test_a_folder_without_a_checkpoint_file_reads_its_one_checkpoint(written, tm
   finally:
     logging.getLogger("tensorflow").removeHandler(handler)
   assert not [r for r in seen if r.levelno >= logging.ERROR], [r.getMessage() for r in seen]
+  # ... also where that absolute path still holds a checkpoint (the original run's folder,
+  # since trained again): the copy's own weights, not those.
+  for name in os.listdir(release):
+    if name.startswith("bert_model.ckpt."):
+      shutil.copy(release / name, release / name.replace("bert_model.ckpt", "bert_model.ckpt-7"))
+  elsewhere = os.path.join(dirs["tf1"], "bert_model.ckpt-7")
+  assert os.path.exists(elsewhere + ".index")
+  (release / "checkpoint").write_text(f'model_checkpoint_path: "{elsewhere}"\n')
+  assert weights_io.read_weights(str(release)).source == str(release / "bert_model.ckpt-7")
+  assert model_files.latest_checkpoint(str(release)) == str(release / "bert_model.ckpt-7")
 
 
 def test_a_prefix_a_file_of_it_and_the_safetensors_file_also_work(written):
