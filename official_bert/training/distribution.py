@@ -65,13 +65,19 @@ def get_strategy(name="one_device",
       cpus = tf.config.list_logical_devices("CPU")
       devices = [d.name for d in cpus[:num_cpus or len(cpus)]]
     return tf.distribute.MirroredStrategy(devices)
-  resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu="" if tpu in (None,
-                                                                                 "local") else tpu,
-                                                               zone=tpu_zone,
-                                                               project=gcp_project)
-  if tpu not in (None, "", "local"):
-    tf.config.experimental_connect_to_cluster(resolver)
-  tf.tpu.experimental.initialize_tpu_system(resolver)
+  try:
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+        tpu="" if tpu in (None, "local") else tpu, zone=tpu_zone, project=gcp_project)
+    if tpu not in (None, "", "local"):
+      tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+  except Exception as e:  # pylint: disable=broad-except  (Google Cloud's errors have no base)
+    # Away from Google Cloud the resolver fails with a credentials or name lookup error (or
+    # finds no TPU): one line naming the flags, not a traceback.
+    where = f"--tpu_name={tpu}" if tpu not in (None, "") else "a local TPU"
+    raise ValueError(f"--use_tpu: cannot reach {where} (--tpu_zone={tpu_zone}, "
+                     f"--gcp_project={gcp_project}): {type(e).__name__}: {e}. Run on a Cloud "
+                     "TPU VM (--tpu_name=local) or with Google Cloud credentials") from None
   return tf.distribute.TPUStrategy(resolver)
 
 
