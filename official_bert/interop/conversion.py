@@ -129,7 +129,7 @@ def convert(input_path,
     path, _ = write_output(model, model_type, config, os.path.join(folder, name),
                            output_format, hf_prefix)
     written.append(os.path.join(directory, os.path.relpath(path, folder)))
-    _write_model_files(folder, config, model_type, beside)
+    _write_model_files(folder, config, model_type, beside, output_format)
 
   _check_not_a_training_run(directory)
   try:
@@ -155,9 +155,10 @@ def _check_not_a_training_run(directory):
                      f"and the run could not resume. Choose another --output")
 
 
-def _write_model_files(folder, config, model_type, beside):
+def _write_model_files(folder, config, model_type, beside, output_format):
   """The files beside the converted weights in the new `folder`: the config, the input's
-  vocabulary and stated case, and, for a model of the input's trained type, its run record
+  vocabulary and stated case (a Hugging Face output: the vocabulary's, where nothing states
+  it), and, for a model of the input's trained type, its run record
   and job files (labels, head config), so that the output exports and loads with no flags,
   as the input."""
   model_files.write_config(folder, config)
@@ -174,6 +175,10 @@ def _write_model_files(folder, config, model_type, beside):
   # be read by its vocabulary alone, which may say otherwise (or too little to tell). Its
   # tokenizer_config.json whole (other keys too), else the case its run record states.
   declared, _ = model_folder.declared_case(beside, beside.record)
+  if declared is None and output_format == "hf" and beside.vocab:
+    # A Hugging Face folder without tokenizer_config.json is lower-cased by transformers'
+    # BertTokenizer: a cased release (no file states its case) would be read wrongly there.
+    declared, _ = model_folder.vocabulary_case(beside.vocab)
   if not copy(model_files.TOKENIZER_CONFIG_FILE) and declared is not None:
     model_files.write_tokenizer_config(folder, declared)
   if beside.record.model_type == model_type:  # else another head (or none): not its task

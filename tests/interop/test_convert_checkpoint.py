@@ -5,12 +5,15 @@ google-research/bert's (with `adam_m`/`adam_v` slots and `global_step`, which mu
 ignored); the reference forward pass is plain numpy, independent of the Keras model.
 """
 
+import dataclasses
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
+from conftest import CASED_VOCAB
 from conftest import REPO
 from conftest import minilm_dir
 from conftest import run_command
@@ -211,6 +214,25 @@ def test_the_case_the_input_states_travels_with_it(tmp_path):
   os.remove(source / model_files.TOKENIZER_CONFIG_FILE)
   conversion.convert(str(source), "tf1", str(tmp_path / "plain") + "/", "ours")
   assert not (tmp_path / "plain" / model_files.TOKENIZER_CONFIG_FILE).exists()
+
+
+def test_a_cased_release_converted_to_hugging_face_says_it_is_cased(tmp_path):
+  """google-research's cased releases have no tokenizer_config.json; a Hugging Face folder
+  without one is lower-cased by transformers' BertTokenizer. The vocabulary's case is written
+  for a Hugging Face output (ours and TF1 outputs are read by the vocabulary as the input)."""
+  tokens = open(CASED_VOCAB, encoding="utf-8").read().splitlines()
+  config = dataclasses.replace(TINY, vocab_size=len(tokens))
+  release = tmp_path / "cased_L-2_H-8_A-2"
+  conversion.write_output(model_types.build_model("encoder", config), "encoder", config,
+                          str(release) + "/", "tf1")
+  shutil.copy(CASED_VOCAB, release / "vocab.txt")
+  model_files.write_config_file(str(release / "bert_config.json"), config)
+  conversion.convert(str(release), "tf1", str(tmp_path / "hf") + "/", "hf")
+  assert json.loads((tmp_path / "hf" / model_files.TOKENIZER_CONFIG_FILE).read_text())[
+      "do_lower_case"] is False
+  conversion.convert(str(release), "tf1", str(tmp_path / "ours") + "/", "ours")
+  assert not (tmp_path / "ours" / model_files.TOKENIZER_CONFIG_FILE).exists()
+  assert model_folder.read(str(tmp_path / "ours")).do_lower_case is False
 
 
 def test_original_tf1_checkpoint_matches_numpy_reference(tmp_path):
