@@ -26,14 +26,17 @@ def parse_layers(values, num_layers, flag="layers"):
   """
   if isinstance(values, str):
     values = [v for v in values.split(",") if v.strip()]
-  indices = []
+  indices, named = [], {}  # named: hidden-state index -> the values that chose it
   for value in values:
     text = str(value).strip().lower()
     if text in (EMBEDDINGS, "emb"):
       indices.append(0)
+      named.setdefault(0, []).append(text)
       continue
     if text == "all":
       indices.extend(range(1, num_layers + 1))
+      for i in range(1, num_layers + 1):
+        named.setdefault(i, []).append("all")
       continue
     try:
       i = int(text)
@@ -44,11 +47,14 @@ def parse_layers(values, num_layers, flag="layers"):
       raise ValueError(f"--{flag}: layer {i} is out of range for a model with {num_layers} "
                        f"layers (use -{num_layers}..{num_layers - 1}, or '{EMBEDDINGS}')")
     indices.append(i + num_layers + 1 if i < 0 else i + 1)
+    named.setdefault(indices[-1], []).append(text)
   if not indices:
     raise ValueError(f"--{flag} names no layer")
-  repeated = sorted({i for i in indices if indices.count(i) > 1})
+  repeated = [" and ".join(named[i]) for i in sorted(set(indices)) if indices.count(i) > 1]
   if repeated:
-    raise ValueError(f"--{flag} names hidden state(s) {repeated} more than once")
+    raise ValueError(f"--{flag}: {'; '.join(repeated)} name the same layer (of a model with "
+                     f"{num_layers} layers: 0..{num_layers - 1}, or -{num_layers}..-1 from the "
+                     f"last): give each layer once")
   return indices
 
 

@@ -34,7 +34,7 @@ def test_parse_layers_names_and_errors():
   assert layer_selection.parse_layers("embeddings,0,-1", 3) == [0, 1, 3]
   assert layer_selection.parse_layers(["all"], 3) == [1, 2, 3]
   for bad, words in ((["x"], "not a layer"), (["3"], "out of range"), (["-4"], "out of range"),
-                     (["-1", "2"], "more than once"), ([], "names no layer")):
+                     (["-1", "2"], "-1 and 2 name the same layer"), ([], "names no layer")):
     with pytest.raises(ValueError, match=words):
       layer_selection.parse_layers(bad, 3)
 
