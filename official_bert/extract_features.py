@@ -45,7 +45,8 @@ def main(flag_values):
 
 def console_main():
   """The `bert-extract-features` command (pyproject.toml's [project.scripts])."""
-  common_flags.define_flags(feature_extraction.ExtractSettings)
+  common_flags.define_flags(feature_extraction.ExtractSettings, original_only=(
+      "use_tpu", "use_one_hot_embeddings", "master", "num_tpu_cores"))
   runner.launch(main, ["input_file", "output_file"])
 
 

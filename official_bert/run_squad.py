@@ -34,7 +34,8 @@ from official_bert.training import runner
 
 
 def define_flags():
-  common_flags.define_flags(squad_job.SquadSettings, max_seq_length=384)
+  common_flags.define_flags(squad_job.SquadSettings, original_only=("verbose_logging",),
+                            max_seq_length=384)
 
 
 def main(flag_values):

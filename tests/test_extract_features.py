@@ -37,6 +37,7 @@ def _extract(tmp_path, checkpoint, output, *flags, process=False):
   else:
     proc = run_command("official_bert.extract_features", *args)
   assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc
 
 
 def test_json_lines_and_npz_equal_the_encoder_layers(tmp_path):
@@ -81,6 +82,12 @@ def test_json_lines_and_npz_equal_the_encoder_layers(tmp_path):
                      "input_type_ids": np.zeros_like(ids)})["encoder_outputs"]
   expected = 0.5 * np.asarray(outputs[-1]) + 2 * np.asarray(outputs[-2])
   np.testing.assert_allclose(arrays["values"][:1, :5, 0], expected[:, :5], atol=1e-5)
-  # No --layers: the original's last four, within this 3-layer model's layers (not an error).
-  _extract(tmp_path, checkpoint, tmp_path / "default.npz")
+  # No --layers: the original's last four, within this 3-layer model's layers (not an error);
+  # the original's TPU flags are accepted ("Unknown command line flag" before), and said unused.
+  proc = _extract(tmp_path, checkpoint, tmp_path / "default.npz", "--use_tpu=False",
+                  "--use_one_hot_embeddings=True", "--master=grpc://10.0.0.2:8470",
+                  "--num_tpu_cores=8")
   assert np.load(tmp_path / "default.npz")["layers"].tolist() == [-1, -2, -3]
+  assert ("--use_one_hot_embeddings=True: google-research/bert's flag, not used here" in
+          proc.stderr and "--master=grpc://10.0.0.2:8470" in proc.stderr), proc.stderr[-2000:]
+  assert "--num_tpu_cores" not in proc.stderr  # its default: nothing to say

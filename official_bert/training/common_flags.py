@@ -6,6 +6,7 @@ import dataclasses
 import typing
 
 from absl import flags
+from absl import logging
 
 from official_bert.training import settings
 
@@ -25,10 +26,41 @@ _DEFINE = {
 }
 
 
-def define_flags(settings_class, **defaults):
+# google-research/bert's flags that mean nothing here (TPUEstimator's settings, which
+# tf.distribute takes otherwise; its debugging output): accepted, so that its command lines
+# run, and named in a warning when given. name -> (define, default, why).
+_ORIGINAL_ONLY = {
+    "master": (flags.DEFINE_string, None, "TPUEstimator's master address; the TPU is found "
+               "through --tpu_name"),
+    "num_tpu_cores": (flags.DEFINE_integer, 8, "TPUEstimator's core count; tf.distribute uses "
+                      "every core of the TPU"),
+    "verbose_logging": (flags.DEFINE_bool, False, "run_squad's alignment debugging output"),
+    "use_one_hot_embeddings": (flags.DEFINE_bool, False, "a TPU speed setting of the "
+                               "original's embedding lookup; the results are the same"),
+    "use_tpu": (flags.DEFINE_bool, False, "extract_features runs on this machine's devices"),
+}
+
+
+def _define_original_only(names):
+  for name in names:
+    define, default, why = _ORIGINAL_ONLY[name]
+    define(name, default, f"google-research/bert's flag, accepted and not used: {why}.")
+
+
+def warn_of_original_only_flags(flag_values):
+  """A warning for each flag of `_ORIGINAL_ONLY` given on the command line."""
+  for name, (_, _, why) in _ORIGINAL_ONLY.items():
+    if name in flag_values and flag_values[name].present and (
+        flag_values[name].value != flag_values[name].default):
+      logging.warning("--%s=%s: google-research/bert's flag, not used here (%s)", name,
+                      flag_values[name].value, why)
+
+
+def define_flags(settings_class, original_only=(), **defaults):
   """One flag per field of `settings_class` (a `settings.RunSettings` subclass), plus the
-  original's aliases. `defaults` overrides a field's default for this script (e.g. a
-  fine-tuning script's batch size)."""
+  original's aliases and the flags of `original_only` (`_ORIGINAL_ONLY`; a RunSettings script
+  has --master and --num_tpu_cores). `defaults` overrides a field's default for this script
+  (e.g. a fine-tuning script's batch size)."""
   for field in dataclasses.fields(settings_class):
     default = defaults.get(field.name, field.default)
     default = list(default) if isinstance(default, tuple) else default  # DEFINE_list's
@@ -38,7 +70,9 @@ def define_flags(settings_class, **defaults):
     else:
       _DEFINE[_flag_type(field.type)](field.name, default, help_text)
   if not issubclass(settings_class, settings.RunSettings):
+    _define_original_only(original_only)
     return
+  _define_original_only(("master", "num_tpu_cores") + tuple(original_only))
   # google-research/bert's names, so its recipes run unchanged.
   flags.DEFINE_integer("iterations_per_loop", None, "Alias of --steps_per_loop (original name).")
   flags.DEFINE_bool("use_tpu", False, "Original name: same as --distribution_strategy=tpu.")
@@ -77,6 +111,7 @@ def settings_from_flags(settings_class, flag_values):
       field.name: flag_values[field.name].value for field in dataclasses.fields(settings_class)
   }
   values = {name: tuple(v) if isinstance(v, list) else v for name, v in values.items()}
+  warn_of_original_only_flags(flag_values)
   if not issubclass(settings_class, settings.RunSettings):
     return settings_class(**values)
   values["distribution_strategy"], values["tpu"] = strategy_flags(flag_values)
