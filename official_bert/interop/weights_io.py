@@ -170,6 +170,15 @@ def _read_checkpoint(prefix):
     logging.info("%s: ignoring %d optimizer/step variables (adam_m, adam_v, global_step...)",
                  prefix, skipped)
   if not any(weight_names.is_canonical_name(n) for n in names):
+    graph_keys = [key for key in keys if "layer_with_weights" in key]
+    if graph_keys:
+      # An object-based TF2 checkpoint of another library's model (the Model Garden's
+      # BertEncoder, a Keras model): its keys follow that model's object graph.
+      raise ValueError(f"{prefix} is a TF2 object-based checkpoint of another model (keys "
+                       f"such as {graph_keys[0]!r}: the TF Model Garden's BertEncoder?), "
+                       "which is not read. Read google-research/bert's TF1 release of the "
+                       "same model (the Model Garden's BERT checkpoints are converted from "
+                       "those), or a Hugging Face model.safetensors")
     raise ValueError(f"{prefix} holds no BERT weights under canonical names (found "
                      f"{sorted(names or keys)[:3]}); is it a BERT checkpoint?")
   tensors = {}

@@ -268,3 +268,15 @@ def test_a_folder_without_weights_points_to_its_best_model(tmp_path):
   with pytest.raises(FileNotFoundError, match=r"no checkpoint in directory .*run .*its best/ "
                                               r"holds the model .*: read .*run/best$"):
     weights_io.read_weights(str(tmp_path / "run"))
+
+
+def test_a_model_garden_checkpoint_is_named_as_one(tmp_path):
+  """The TF Model Garden's BertEncoder saved with tf.train.Checkpoint: "holds no BERT weights
+  ... is it a BERT checkpoint?" did not say what it is or where to go."""
+  networks = pytest.importorskip("official.nlp.modeling.networks")
+  encoder = networks.BertEncoder(vocab_size=30, hidden_size=8, num_layers=1,
+                                 num_attention_heads=2, max_sequence_length=8, inner_dim=16)
+  prefix = tf.train.Checkpoint(encoder=encoder).write(str(tmp_path / "ckpt"))
+  with pytest.raises(ValueError, match=r"TF2 object-based checkpoint of another model .*"
+                     r"layer_with_weights.*google-research/bert's TF1 release"):
+    weights_io.read_weights(prefix)
