@@ -19,10 +19,10 @@ import tensorflow as tf
 
 from data_prep import tfrecord_io
 from data_prep.classification import features as classifier_features
-from official_bert.interop import checkpointing
 from official_bert.interop import model_files
 from official_bert.interop import model_folder
 from official_bert.interop import weight_loading
+from official_bert.interop import weights_io
 from official_bert.modeling import layer_selection
 from official_bert.modeling import sentence_embedding
 from official_bert.modeling.encoder import BertEncoder
@@ -294,8 +294,10 @@ def run(settings):
   encoder = BertEncoder.from_bert_config(config)
   encoder.build()
   if settings.init_checkpoint:
-    checkpointing.warm_start(encoder, settings.init_checkpoint, weight_loading.Adaptation(
-        settings.resize_vocab, settings.extend_positions))
+    path = weights_io.load_weights(encoder, settings.init_checkpoint, require_heads=False,
+                                   adaptation=weight_loading.Adaptation(
+                                       settings.resize_vocab, settings.extend_positions))
+    logging.info("Read the encoder's weights from %s", path)
   if one_vector:
     embeddings = sentence_vectors(encoder, ids, mask, segments, settings.pooling,
                                   settings.batch_size, settings.normalize_embeddings)
