@@ -10,11 +10,13 @@ chunk size, not the corpus. The output is byte-identical for any number of worke
 
 import collections
 import contextlib
+import difflib
 import functools
 import logging as logging_lib
 import os
 import time
 
+from absl import flags
 from absl import logging
 import numpy as np
 
@@ -41,8 +43,9 @@ def run(settings, beam_args=()):
   with _without_beam_cloud_notices():
     from data_prep.pretraining import beam_pipeline  # pylint: disable=g-import-not-at-top
   if not beam_pipeline.runner_of(beam_args):
-    raise ValueError(f"unknown argument(s) {beam_args}: not flags of this program; Beam "
-                     "pipeline options need --runner (e.g. --runner=DirectRunner)")
+    raise ValueError(f"unknown argument(s) {beam_args}: not flags of this program"
+                     f"{_did_you_mean(beam_args)}; Beam pipeline options need --runner (e.g. "
+                     "--runner=DirectRunner)")
   return beam_pipeline.run(settings, beam_args)
 
 
@@ -72,6 +75,17 @@ def _without_beam_cloud_notices():
   finally:
     for logger, notice in filters:
       logger.removeFilter(notice)
+
+
+def _did_you_mean(arguments):
+  """", did you mean --dupe_factor?" for misspelled flags of this program (absl's hint)."""
+  names = list(flags.FLAGS)
+  close = []
+  for argument in arguments:
+    name = argument.lstrip("-").split("=", 1)[0]
+    if argument.startswith("-") and name:
+      close += [f"--{m}" for m in difflib.get_close_matches(name, names, n=1) if m not in close]
+  return f" (did you mean {', '.join(close)}?)" if close else ""
 
 
 def _run_local(settings):

@@ -230,6 +230,7 @@ def test_bad_utf8_names_file_and_line_and_writes_nothing(tmp_path):
     (["--runner=DirectRunner", "--direct_running_mode=bogus"],
      "argument --direct_running_mode: invalid choice: 'bogus'"),  # Beam's own parser
     (["--direct_num_workers=2"], "Beam pipeline options need --runner"),
+    (["--dupe_factr=2"], "not flags of this program (did you mean --dupe_factor?)"),
     (["--runner=DirectRunner", "--output_file=a.tfrecord,b.tfrecord"],
      "--runner needs a single --output_file"),
     (["--runner=DirectRunner", "--input_file=/nonexistent/*.txt"], "matches no file"),
