@@ -136,7 +136,8 @@ def results_name(split):
 
 
 def write_results_file(path, results):
-  """One `key = value` a line, sorted, as the original's eval_results.txt; atomically."""
+  """One `key = value` a line, sorted, in the original's eval_results.txt format (the keys
+  are the task's scores: docs/fine-tuning.md); atomically."""
   tfrecord_io.write_text(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)))
 
 
