@@ -31,10 +31,16 @@ def define_flags():
 
 def main(flag_values, data_file, pred_file):
   """Scores `pred_file` against `data_file`; prints or writes the official JSON."""
+  out_file = flag_values["out-file"].value
+  inputs = {"the data file": data_file, "the predictions file": pred_file,
+            "--na-prob-file": flag_values["na-prob-file"].value}
+  for what, path in inputs.items():
+    if out_file and path and tfrecord_io.absolute(out_file) == tfrecord_io.absolute(path):
+      raise ValueError(f"--out-file={out_file} is also {what}: writing the scores would "
+                       "replace it; choose another --out-file")
   result = squad_scorer.evaluate_files(data_file, pred_file, flag_values["na-prob-file"].value,
                                        flag_values["na-prob-thresh"].value,
                                        flag_values.strict)
-  out_file = flag_values["out-file"].value
   if out_file:
     tfrecord_io.write_text(out_file, json.dumps(result))
   else:

@@ -209,7 +209,11 @@ class SquadJob:
     if not gold:
       logging.info("No --predict_file to score against (the features are an article slice)")
       return written
-    version, scores = _score(gold, preds, nbest, null_odds)
+    try:
+      version, scores = _score(gold, preds, nbest, null_odds)
+    except squad_scorer.NoGoldAnswersError:
+      logging.info("%s has no gold answers: the predictions are not scored", gold)
+      return written
     written.append(os.path.join(out, "squad_eval_results.json"))
     tfrecord_io.write_text(written[-1], json.dumps(scores, indent=2))
     logging.info("Official SQuAD %s scores of predictions.json against %s: %s", version, gold,

@@ -54,20 +54,35 @@ def exact_v1(prediction, ground_truth):
   return normalize_answer(prediction) == normalize_answer(ground_truth)
 
 
+class NoGoldAnswersError(ValueError):
+  """A data file whose questions carry no gold answers (a file to predict, not to score)."""
+
+
+def _scored_questions(dataset, version):
+  """[(question id as a string, its qa dict)] of the questions with gold answers: an
+  "answers" list, non-empty in v1.1 (in v2.0 an empty one is the no-answer gold). Ids are
+  compared as strings, as predictions.json's keys are (a file may give ints)."""
+  scored = [(str(qa["id"]), qa) for article in dataset for p in article["paragraphs"]
+            for qa in p["qas"] if isinstance(qa.get("answers"), list)
+            and (qa["answers"] or version != "1.1")]
+  if not scored:
+    raise NoGoldAnswersError("its questions have no gold answers: nothing to score")
+  return scored
+
+
 def evaluate_v1(dataset, predictions):
-  """dataset: the file's "data" list; predictions: qas_id -> text."""
+  """dataset: the file's "data" list; predictions: qas_id -> text. Questions without gold
+  answers are not scored."""
   f1 = exact_match = total = 0
-  for article in dataset:
-    for paragraph in article["paragraphs"]:
-      for qa in paragraph["qas"]:
-        total += 1
-        if qa["id"] not in predictions:
-          print(f"Unanswered question {qa['id']} will receive score 0.", file=sys.stderr)
-          continue
-        golds = [a["text"] for a in qa["answers"]]
-        pred = predictions[qa["id"]]
-        exact_match += max(exact_v1(pred, g) for g in golds)
-        f1 += max(f1_v1(pred, g) for g in golds)
+  for qid, qa in _scored_questions(dataset, "1.1"):
+    total += 1
+    if qid not in predictions:
+      print(f"Unanswered question {qid} will receive score 0.", file=sys.stderr)
+      continue
+    golds = [a["text"] for a in qa["answers"]]
+    pred = predictions[qid]
+    exact_match += max(exact_v1(pred, g) for g in golds)
+    f1 += max(f1_v1(pred, g) for g in golds)
   return {"exact_match": 100.0 * exact_match / total, "f1": 100.0 * f1 / total}
 
 
@@ -91,17 +106,14 @@ def f1_v2(gold, pred):
 def _raw_scores_v2(dataset, predictions):
   exact, f1, has_ans = {}, {}, {}
   missing = 0
-  for article in dataset:
-    for p in article["paragraphs"]:
-      for qa in p["qas"]:
-        qid = qa["id"]
-        if qid not in predictions:
-          missing += 1
-          continue
-        has_ans[qid] = bool(qa["answers"])
-        golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
-        exact[qid] = max(exact_v2(g, predictions[qid]) for g in golds)
-        f1[qid] = max(f1_v2(g, predictions[qid]) for g in golds)
+  for qid, qa in _scored_questions(dataset, "v2.0"):
+    if qid not in predictions:
+      missing += 1
+      continue
+    has_ans[qid] = bool(qa["answers"])
+    golds = [a["text"] for a in qa["answers"] if normalize_answer(a["text"])] or [""]
+    exact[qid] = max(exact_v2(g, predictions[qid]) for g in golds)
+    f1[qid] = max(f1_v2(g, predictions[qid]) for g in golds)
   if missing:
     print(f"{missing} question(s) without a prediction are left out", file=sys.stderr)
   return exact, f1, has_ans
@@ -197,7 +209,7 @@ MIN_COVERAGE = 0.5
 def check_coverage(dataset, predictions, data_file, prediction_file, strict=False):
   """Warns (ValueError with `strict`) when the predictions answer under MIN_COVERAGE of the
   questions of `dataset`; returns (answered, total)."""
-  ids = [qa["id"] for article in dataset for p in article["paragraphs"] for qa in p["qas"]]
+  ids = [str(qa["id"]) for article in dataset for p in article["paragraphs"] for qa in p["qas"]]
   answered = sum(1 for qid in ids if qid in predictions)
   if ids and answered < MIN_COVERAGE * len(ids):
     message = (f"{prediction_file} answers only {answered} of the {len(ids)} questions of "
@@ -212,6 +224,10 @@ def check_coverage(dataset, predictions, data_file, prediction_file, strict=Fals
 def evaluate_files(data_file, prediction_file, na_prob_file=None, na_prob_thresh=1.0,
                    strict=False):
   version, dataset = read_dataset(data_file)
+  try:
+    _scored_questions(dataset, version)
+  except NoGoldAnswersError as e:
+    raise NoGoldAnswersError(f"{data_file}: {e}") from None
   predictions = _read_json_object(prediction_file, "predictions")
   _check_values(predictions, prediction_file, str, "an answer text (predictions.json, not "
                 "nbest_predictions.json)")

@@ -140,6 +140,33 @@ def test_command_line_errors_name_the_file(tmp_path):
   assert "Traceback" not in proc.stderr
 
 
+def test_ids_as_numbers_unlabeled_questions_and_an_out_file_over_an_input(tmp_path):
+  """Integer question ids (which the reader takes) scored 0 (predictions.json's keys are
+  strings); a file without gold answers (one to predict) was a traceback, also after
+  run_squad --do_predict had written its predictions; --out-file over an input replaced it."""
+  numbered = json.loads(json.dumps(V1))
+  for i, qa in enumerate(numbered["data"][0]["paragraphs"][0]["qas"]):
+    qa["id"] = 100 + i
+  preds = {str(100 + i): V1_PREDS[q] for i, q in enumerate(("q1", "q2", "q3")) if q in V1_PREDS}
+  assert ev.evaluate_v1(numbered["data"], preds) == ev.evaluate_v1(V1["data"], V1_PREDS)
+  unlabeled = json.loads(json.dumps(V1))
+  for qa in unlabeled["data"][0]["paragraphs"][0]["qas"]:
+    del qa["answers"]
+  # ... partly labelled: the labelled questions are scored.
+  partly = json.loads(json.dumps(V1))
+  del partly["data"][0]["paragraphs"][0]["qas"][2]["answers"]
+  assert ev.evaluate_v1(partly["data"], V1_PREDS)["f1"] == pytest.approx(75.0)
+  data, pred = _files(tmp_path, unlabeled, V1_PREDS)
+  proc = _cli(data, pred)
+  assert proc.returncode == 1 and "its questions have no gold answers: nothing to score" in (
+      proc.stderr) and "Traceback" not in proc.stderr, proc.stderr
+  data, pred = _files(tmp_path, V1, V1_PREDS)
+  before = open(data, encoding="utf-8").read()
+  proc = _cli(data, pred, "-o", data)
+  assert proc.returncode == 1 and f"--out-file={data} is also the data file" in proc.stderr
+  assert open(data, encoding="utf-8").read() == before
+
+
 def test_module_runs_as_a_script(tmp_path):
   data, pred = _files(tmp_path, V1, V1_PREDS)
   proc = subprocess.run([sys.executable, "-m", "official_bert.squad_evaluate", data, pred],
