@@ -236,9 +236,11 @@ class SquadAnswerer:
       null_window = tf.math.unsorted_segment_min(
           tf.where(tf.equal(null, tf.gather(lowest, text)), windows, tf.int64.max), text, batch)
       has_window = null_window < tf.int64.max
-      null_window = tf.where(has_window, null_window, 0)
-      null_start = tf.where(has_window, tf.gather(start_logits[:, 0], null_window), 0.0)
-      null_end = tf.where(has_window, tf.gather(end_logits[:, 0], null_window), 0.0)
+      # A text without a window (an empty context) reads a 0 appended after the last window:
+      # a batch of only such texts has no window to read.
+      null_window = tf.where(has_window, null_window, tf.size(text, out_type=tf.int64))
+      null_start = tf.gather(tf.concat([start_logits[:, 0], [0.0]], 0), null_window)
+      null_end = tf.gather(tf.concat([end_logits[:, 0], [0.0]], 0), null_window)
       null_score = tf.where(has_window, lowest, 1e6)  # the original's initial value
       # Appended last, so a tie with a span ranks after it, as the original's stable sort.
       examples = tf.range(batch)

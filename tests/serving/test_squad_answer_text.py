@@ -75,3 +75,18 @@ def test_every_span_has_the_original_text(tmp_path, context):
       assert " ".join(context[start:end].split()) == expected, (first, last)
       checked += 1
   assert checked == num_pieces * (num_pieces + 1) // 2 > 20
+
+
+def test_a_v2_batch_of_contexts_without_windows_answers_null(tmp_path):
+  """Empty contexts have no window; a SQuAD 2.0 batch of only such failed in a gather (the
+  API's answer and the export)."""
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+  full = tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
+  answerer = squad_answers.SquadAnswerer(_SpanModel(), full.text_tokenizer, VOCAB, SEQ,
+                                         max_query_length=8, version_2_with_negative=True)
+  got = answerer(tf.constant([QUESTION, QUESTION]), tf.constant(["", "   "]))
+  assert [t.decode() for t in got["answer_text"].numpy()] == ["", ""]
+  assert got["answer_start"].numpy().tolist() == [-1, -1]
+  mixed = answerer(tf.constant([QUESTION, QUESTION]), tf.constant(["", CONTEXTS[0]]))
+  assert mixed["answer_text"].numpy()[0].decode() == ""
