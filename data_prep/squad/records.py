@@ -16,6 +16,7 @@ Like `data_prep.schema`, no TensorFlow at module level (worker processes import 
 """
 
 import dataclasses
+import hashlib
 import json
 from typing import Dict, List
 
@@ -23,6 +24,12 @@ from data_prep import tfrecord_io
 
 FORMAT = "official_bert.squad_features/1"
 UNIQUE_ID_BASE = 1000000000  # the original's first unique_id
+
+
+def vocab_fingerprint(vocab_file):
+  """The SHA-256 of a vocabulary file's bytes: the header says which vocabulary the ids are
+  of, wherever the file has moved since."""
+  return hashlib.sha256(tfrecord_io.gfile().GFile(vocab_file, "rb").read()).hexdigest()
 
 
 def metadata_path(tfrecord_path):

@@ -110,8 +110,13 @@ def _run(settings, input_name):
     chunks, n_features = _plan(paragraphs, examples, tokenized, query_ids, answer_ids,
                                feature_settings, settings.examples_per_chunk)
     t_tok = time.time()
+    source = tfrecord_io.gfile().stat(settings.input_file)
     header = {
         "format": squad_schema.FORMAT, "input_file": tfrecord_io.absolute(settings.input_file),
+        # The input as read (a file replaced under the same name is another input) and the
+        # vocabulary's content (run_squad refuses records of another vocabulary).
+        "input_size": source.length, "input_mtime_nsec": source.mtime_nsec,
+        "vocab_sha256": squad_schema.vocab_fingerprint(settings.vocab_file),
         "articles": settings.articles, "vocab_file": tfrecord_io.absolute(settings.vocab_file),
         "do_lower_case": settings.do_lower_case, "max_seq_length": settings.max_seq_length,
         "doc_stride": settings.doc_stride, "max_query_length": settings.max_query_length,

@@ -91,10 +91,14 @@ class SquadJob:
     meta = squad_schema.metadata_path(data_settings.output_file)
     if tf.io.gfile.exists(meta) and _mtime(meta) > _mtime(json_file):
       header = squad_schema.read_metadata(meta, header_only=True).header
-      wanted = dict(data_settings._asdict(),
+      source = tf.io.gfile.stat(json_file)
+      wanted = dict(data_settings._asdict(), input_size=source.length,
+                    input_mtime_nsec=source.mtime_nsec,
                     input_file=os.path.abspath(json_file),
                     vocab_file=os.path.abspath(self.vocab))
-      if all(header.get(k) == wanted[k] for k in _SETTINGS_KEYS + ("input_file",)):
+      # The input as read: a file replaced under its name (cp -p keeps an older mtime).
+      if all(header.get(k) == wanted[k] for k in _SETTINGS_KEYS + (
+          "input_file", "input_size", "input_mtime_nsec")):
         found = tfrecord_io.count_records(data_settings.output_file)
         if found == header.get("num_features"):
           logging.info("Reusing %s (same input and settings)", data_settings.output_file)
@@ -119,6 +123,11 @@ class SquadJob:
         if header.get(key) != flag:
           raise ValueError(f"{path} was written with {key}={header.get(key)}; this run "
                            f"needs {key}={flag}")
+      trained = header.get("vocab_sha256")  # (absent in older files)
+      if trained and trained != squad_schema.vocab_fingerprint(self.vocab):
+        raise ValueError(f"{path} was written with another vocabulary ({header.get('vocab_file')})"
+                         f" than this run's {self.vocab}: its ids would be read as other "
+                         "tokens; write it again with this vocabulary")
       total += header["num_examples"]
     return total
 

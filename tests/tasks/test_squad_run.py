@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from data_prep.squad import writing as squad_writing
+from official_bert.tasks import squad_job
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
@@ -76,6 +77,39 @@ def test_v1_features_offline_train_predict_score(tmp_path):
   scores = json.loads((out / "squad_eval_results.json").read_text())
   assert set(scores) == {"exact_match", "f1"} and 0 <= scores["f1"] <= 100
   assert os.path.exists(out / "ckpt-4.index")
+
+
+def test_records_of_another_input_or_vocabulary_are_not_read_as_these(tmp_path):
+  """A --predict_file replaced by one with an older mtime (cp -p, tar x) was answered from the
+  old file's cached windows; records written with another vocabulary trained without a word."""
+  data = tmp_path / "squad.json"
+  _slice(DEV_V1, data, 0, 2)
+  settings = squad_job.SquadSettings(output_dir=str(tmp_path / "out"), max_seq_length=64,
+                                     doc_stride=32, max_query_length=16,
+                                     vocab_file=need(UNCASED_VOCAB))
+  os.makedirs(settings.output_dir)
+  job = squad_job.SquadJob(settings)
+  job.vocab = need(UNCASED_VOCAB)
+  path = job._features(str(data), "predict", False)
+  first = json.loads(open(path + ".meta.jsonl", encoding="utf-8").readline())
+  stamp = os.stat(data).st_mtime_ns
+  _slice(DEV_V1, data, 1, 1)  # another article under the same name, with the old mtime
+  os.utime(data, ns=(stamp, stamp))
+  job._features(str(data), "predict", False)
+  again = json.loads(open(path + ".meta.jsonl", encoding="utf-8").readline())
+  assert again["num_examples"] != first["num_examples"] or again["input_size"] != first[
+      "input_size"]
+  assert again["input_size"] == os.path.getsize(data)
+  # Records of another vocabulary: refused, naming both.
+  other = tmp_path / "other_vocab.txt"
+  other.write_text(open(need(UNCASED_VOCAB), encoding="utf-8").read() + "extra\n")
+  written = str(tmp_path / "train.tf_record")
+  squad_writing.run(squad_writing.Settings(
+      input_file=str(data), output_file=written, vocab_file=str(other), max_seq_length=64,
+      doc_stride=32, max_query_length=16, is_training=True, num_workers=1))
+  with pytest.raises(ValueError, match=r"train.tf_record was written with another vocabulary "
+                     r"\(.*other_vocab.txt\) than this run's"):
+    job._num_examples(written, True)
 
 
 def test_v2_from_json_null_odds_and_best_threshold(tmp_path):
