@@ -25,11 +25,16 @@ from data_prep import tfrecord_io
 from data_prep import tokenization
 from data_prep.pretraining import records_view
 
+# The repository's configs/tiny.json, wherever the command runs from (README: "from any
+# folder").
+_TINY_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "configs", "tiny.json")
+
 
 def define_flags():
   flags.DEFINE_enum("stage", None, ["config", "report"], "Which step.")
   flags.DEFINE_string("vocab_file", None, "The demo vocabulary.")
-  flags.DEFINE_string("base_config", "configs/tiny.json", "Model dimensions to start from.")
+  flags.DEFINE_string("base_config", _TINY_CONFIG, "Model dimensions to start from.")
   flags.DEFINE_string("bert_config_file", None, "Where `config` writes the model config.")
   flags.DEFINE_string("output_dir", None, "run_pretraining's --output_dir.")
   flags.DEFINE_string("train_input_file", None, "Training TFRecords (glob).")

@@ -135,10 +135,12 @@ def read_squad(path, is_training, version_2_with_negative, articles="", skipped=
   dataset = load_json(path)
   version = file_version(dataset, path)
   if version_2_with_negative and version != V2:
-    raise SquadError(f"{path}: is SQuAD v{version}, but --version_2_with_negative is set")
+    raise SquadError(f"{path}: is SQuAD v{version}, but --version_2_with_negative is set "
+                     "(version_2_with_negative=True in the Python API)")
   if not version_2_with_negative and version == V2:
     raise SquadError(f"{path}: is SQuAD {version} (unanswerable questions); pass "
-                     "--version_2_with_negative")
+                     "--version_2_with_negative (the Python API: a QuestionAnswerer with "
+                     "version_2_with_negative=True)")
   paragraphs, examples = [], []
   stats = collections.Counter()
   for a, article in enumerate(select_articles(dataset["data"], articles)):
@@ -174,15 +176,19 @@ def _set_answer(example, qa, paragraph, version_2_with_negative, stats, where, p
     example.start_position = example.end_position = -1
     example.orig_answer_text = ""
     return True
+  if not answers and qa.get("is_impossible") and not version_2_with_negative:
+    raise SquadError(f"{path}: {where}: question {example.qas_id} is marked is_impossible, "
+                     "which SQuAD 1.1 training has not: pass --version_2_with_negative (the "
+                     "Python API: a QuestionAnswerer with version_2_with_negative=True)")
   if not answers:
     raise SquadError(f"{path}: {where}: question {example.qas_id} has no answer "
                      "(and is not marked is_impossible)")
   if len(answers) > 1:
     stats["multiple_answers"] += 1
   text = _field(answers[0], "text", str, where, path)
-  offset = answers[0].get("answer_start")
+  offset = _field(answers[0], "answer_start", int, where, path)  # "4" is not an offset
   context = paragraph.context
-  if not isinstance(offset, int) or not text or not 0 <= offset <= len(context) - len(text):
+  if not text or not 0 <= offset <= len(context) - len(text):
     stats["skipped_answer_mismatch"] += 1
     return False
   start = paragraph.char_to_word(offset)

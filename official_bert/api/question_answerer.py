@@ -83,6 +83,8 @@ def examples_to_squad_json(examples, path, version_2_with_negative=False):
           "answers": _answers(ex, i)}
     if version_2_with_negative:  # Hugging Face's squad_v2: no answers is unanswerable
       qa["is_impossible"] = bool(ex.get("is_impossible", not qa["answers"]))
+    elif ex.get("is_impossible"):  # kept: the reader says what a v1.1 model cannot train on
+      qa["is_impossible"] = True
     paragraphs.append({"context": ex["context"], "qas": [qa]})
   version = "v2.0" if version_2_with_negative else "v1.1"
   tfrecord_io.write_text(path, json.dumps({"version": version, "data": [
@@ -237,7 +239,10 @@ class QuestionAnswerer(task_model.TaskModel):
   def answer(self, question, context):
     """The best answer to `question` in `context` (strings, or equal-length lists of them):
     {"text", "start", "end", "score"}, or a list of them for lists; text "" and start/end -1
-    where there is none (SQuAD 2.0's null answer, or no valid span)."""
+    where there is none (SQuAD 2.0's null answer, or no valid span). The text is the
+    original's (run_squad's predictions.json: the span's words joined by one space);
+    `context[start:end]` is the span as written (code points), equal to the text where the
+    span holds no run of whitespace."""
     single = isinstance(question, str)
     questions = as_string_tensor(question, "question")
     contexts = as_string_tensor(context, "context")
@@ -246,7 +251,7 @@ class QuestionAnswerer(task_model.TaskModel):
     with task_model.outputs_for_tensorflow_ops():
       result = self._answerer(questions, contexts)
     # No valid span (start -1): "", not the original's "empty" placeholder of v1.1's
-    # predictions.json (which the exports keep), so text == context[start:end] holds.
+    # predictions.json (which the exports keep): an empty span's text.
     out = [{"text": (result["answer_text"][i].numpy().decode("utf-8")
                      if int(result["answer_start"][i]) >= 0 else ""),
             "start": int(result["answer_start"][i]), "end": int(result["answer_end"][i]),

@@ -222,9 +222,12 @@ class TextEmbedder(task_model.TaskModel):
   def evaluate_similarity(self, x, y, batch_size=32):
     """STS: Pearson and Spearman correlation of the pairs' cosine similarity with `y`."""
     first, second = self._pair_texts(x)
+    gold = np.asarray(list(y), np.float64)
+    if gold.shape != (int(first.shape[0]),):
+      raise ValueError(f"evaluate_similarity: {int(first.shape[0])} pairs but y holds "
+                       f"{gold.size} scores (one per pair)")
     return metrics.similarity_scores(self.encode(first, batch_size),
-                                     self.encode(second, batch_size),
-                                     np.asarray(list(y), np.float64))
+                                     self.encode(second, batch_size), gold)
 
   def evaluate_retrieval(self, x, batch_size=32):
     """Retrieval: recall@1, recall@10 and MRR@10 of each first text's second text among all

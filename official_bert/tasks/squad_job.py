@@ -64,7 +64,7 @@ def _mtime(path):
 
 
 def _is_json(path):
-  return path.endswith(".json")
+  return path.lower().endswith(".json")
 
 
 class SquadJob:

@@ -425,6 +425,9 @@ def test_an_empty_predict_is_named_and_an_embedders_validation_takes_its_x(class
   assert vectors.shape == (2, embedder.backbone.hidden_size)
   np.testing.assert_allclose(embedder.encode(TEXTS[0]), vectors[0], atol=1e-6)
   assert embedder.encode([]).shape == (0, embedder.backbone.hidden_size)
+  # Scores of another count than the pairs: named, not numpy's broadcast error.
+  with pytest.raises(ValueError, match=r"evaluate_similarity: 2 pairs but y holds 3 scores"):
+    embedder.evaluate_similarity((TEXTS[:2], TEXTS[2:4]), [0.1, 0.5, 0.9])
   texts = tf.data.Dataset.from_tensor_slices(TEXTS[:2]).batch(1)  # as TextClassifier.predict
   np.testing.assert_allclose(embedder.predict(texts), vectors, atol=1e-6)
   masked = [TEXTS[0] + " [MASK]", "[MASK] " + TEXTS[1]]

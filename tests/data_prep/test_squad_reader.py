@@ -115,6 +115,18 @@ def test_wrong_version_and_missing_fields_are_errors(tmp_path):
   no_answer = _write(tmp_path, [_article("a b", [_qa("q", "?")])], name="na.json")
   with pytest.raises(SquadError, match="question q has no answer"):
     squad_reader.read_squad(no_answer, True, False)
+  # Marked is_impossible in a v1.1 training file: that, not "not marked is_impossible".
+  marked = _write(tmp_path, [_article("a b", [_qa("q", "?", is_impossible=True)])],
+                  name="marked.json")
+  with pytest.raises(SquadError, match="question q is marked is_impossible, which SQuAD 1.1 "
+                     "training has not: pass --version_2_with_negative"):
+    squad_reader.read_squad(marked, True, False)
+  # An offset written as a string: named, not counted as an answer that is not at its offset.
+  text_offset = _write(tmp_path, [_article("a b", [
+      {"id": "q", "question": "?", "answers": [{"text": "b", "answer_start": "2"}]}])],
+                       name="text_offset.json")
+  with pytest.raises(SquadError, match=r"text_offset\.json: .*malformed \"answer_start\""):
+    squad_reader.read_squad(text_offset, True, False)
 
 
 def test_select_articles():
