@@ -118,6 +118,9 @@ def _run(settings, input_name):
         "input_size": source.length, "input_mtime_nsec": source.mtime_nsec,
         "vocab_sha256": squad_schema.vocab_fingerprint(settings.vocab_file),
         "articles": settings.articles, "vocab_file": tfrecord_io.absolute(settings.vocab_file),
+        # The slice's own SQuAD file (--output_json_file): run_squad scores against it.
+        "slice_file": (tfrecord_io.absolute(settings.output_json_file)
+                       if settings.output_json_file else None),
         "do_lower_case": settings.do_lower_case, "max_seq_length": settings.max_seq_length,
         "doc_stride": settings.doc_stride, "max_query_length": settings.max_query_length,
         "version_2_with_negative": settings.version_2_with_negative,

@@ -154,12 +154,18 @@ class SquadJob:
       path = s.predict_feature_file or self._features(s.predict_file, "predict", False)
       self._num_examples(path, False)
       self.predict_metadata = squad_schema.read_metadata(squad_schema.metadata_path(path))
-      made_from = self.predict_metadata.header.get("input_file")
+      header = self.predict_metadata.header
+      made_from = header.get("input_file")
+      # An --articles slice is scored against its own file (create_squad_data
+      # --output_json_file), which holds exactly its questions.
+      sources = [tfrecord_io.absolute(p) for p in (made_from, header.get("slice_file")) if p]
       if (s.predict_file and made_from
-          and tfrecord_io.absolute(s.predict_file) != tfrecord_io.absolute(made_from)):
-        raise ValueError(f"--predict_feature_file={path} was made from {made_from}, not "
-                         f"--predict_file={s.predict_file}: the answers would be scored "
-                         "against other questions")
+          and tfrecord_io.absolute(s.predict_file) not in sources):
+        raise ValueError(f"--predict_feature_file={path} was made from {made_from}"
+                         + (f" (articles {header['articles']}, written to "
+                            f"{header['slice_file']})" if header.get("slice_file") else "")
+                         + f", not --predict_file={s.predict_file}: the answers would be "
+                         "scored against other questions")
       # --do_eval (and --eval_every_steps): the official scores of these windows' answers.
       dev = {"dev": path} if s.do_eval else {}
       predict = {"predict": path} if s.do_predict else {}
@@ -192,11 +198,18 @@ class SquadJob:
                                          s.max_answer_length, s.version_2_with_negative,
                                          s.null_score_diff_threshold)
 
+  def _slice_ids(self):
+    """The question ids of an --articles slice's records (scored alone), else None."""
+    meta = self.predict_metadata
+    if not meta.header.get("articles"):
+      return None
+    return {str(example.qas_id) for example in meta.examples}
+
   def score(self, split, predictions):
     """--do_eval: the official scores (exact match, F1) of the answers to --predict_file."""
     del split
     preds, nbest, null_odds = self._answers(predictions)
-    _, scores = _score(self.settings.predict_file, preds, nbest, null_odds)
+    _, scores = _score(self.settings.predict_file, preds, nbest, null_odds, self._slice_ids())
     return {k: v for k, v in scores.items() if isinstance(v, (int, float))}
 
   def write_predictions(self, split, predictions):
@@ -214,12 +227,13 @@ class SquadJob:
       squad_postprocess.write_json(null_odds, written[-1])
     logging.info("Predictions for %d questions (%d windows)", len(preds),
                  len(predictions["unique_ids"]))
-    gold = s.predict_file or (meta.header["input_file"] if not meta.header["articles"] else None)
+    gold = s.predict_file or meta.header.get("slice_file") or (
+        meta.header["input_file"] if not meta.header["articles"] else None)
     if not gold:
       logging.info("No --predict_file to score against (the features are an article slice)")
       return written
     try:
-      version, scores = _score(gold, preds, nbest, null_odds)
+      version, scores = _score(gold, preds, nbest, null_odds, self._slice_ids())
     except squad_scorer.NoGoldAnswersError:
       logging.info("%s has no gold answers: the predictions are not scored", gold)
       return written
@@ -237,9 +251,14 @@ class SquadJob:
 THRESHOLD_SEARCH = "null_score_diff_threshold_search"
 
 
-def _score(gold, preds, nbest, null_odds):
-  """(version, official scores of `preds` against the `gold` file); v2.0 adds the search."""
+def _score(gold, preds, nbest, null_odds, only_ids=None):
+  """(version, official scores of `preds` against the `gold` file); v2.0 adds the search.
+  `only_ids`: score these questions only (an --articles slice's, against the whole file)."""
   version, dataset = squad_scorer.read_dataset(gold)
+  if only_ids is not None:
+    dataset = [dict(article, paragraphs=[
+        dict(p, qas=[qa for qa in p["qas"] if str(qa["id"]) in only_ids])
+        for p in article["paragraphs"]]) for article in dataset]
   answered, num_gold = squad_scorer.check_coverage(dataset, preds, gold, "predictions.json")
   if answered != num_gold:
     logging.warning("%s has %d questions, the predictions cover %d", gold, num_gold, answered)

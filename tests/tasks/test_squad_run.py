@@ -11,11 +11,13 @@ from conftest import SQUAD_V1
 from conftest import SQUAD_V2
 from conftest import UNCASED_VOCAB
 from conftest import need
+from conftest import random_model_checkpoint
 from conftest import run_command
 import numpy as np
 import pytest
 
 from data_prep.squad import writing as squad_writing
+from official_bert.modeling.bert_config import BertConfig
 from official_bert.tasks import squad_job
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
@@ -110,6 +112,32 @@ def test_records_of_another_input_or_vocabulary_are_not_read_as_these(tmp_path):
   with pytest.raises(ValueError, match=r"train.tf_record was written with another vocabulary "
                      r"\(.*other_vocab.txt\) than this run's"):
     job._num_examples(written, True)
+
+
+def test_an_articles_slice_is_scored_on_its_own_questions(tmp_path):
+  """docs/squad.md: create_squad_data --articles with --output_json_file, "to score
+  predictions on it". run_squad refused the slice's file as --predict_file; with the whole
+  file it scored every question of it (thousands unanswered, "meaningless")."""
+  data = tmp_path / "dev.json"
+  _slice(DEV_V1, data, 1, 6)
+  full = json.loads(data.read_text())
+  second = json.loads(open(need(DEV_V1), encoding="utf-8").read())["data"][2]
+  full["data"].append(second)
+  data.write_text(json.dumps(full))
+  records, slice_file = tmp_path / "slice.tf_record", tmp_path / "slice.json"
+  squad_writing.run(squad_writing.Settings(
+      input_file=str(data), output_file=str(records), vocab_file=need(UNCASED_VOCAB),
+      max_seq_length=128, doc_stride=64, is_training=False, num_workers=1, articles="1:2",
+      output_json_file=str(slice_file)))
+  wanted = {qa["id"] for p in second["paragraphs"] for qa in p["qas"]}
+  model = random_model_checkpoint(tmp_path / "model", "squad", BertConfig(**TINY), None)
+  for gold in (slice_file, data):
+    out = tmp_path / f"out_{gold.stem}"
+    log = _run_squad(tmp_path, out, "--do_predict", f"--predict_feature_file={records}",
+                     f"--predict_file={gold}", f"--init_checkpoint={model}", process=False)
+    assert set(json.loads((out / "predictions.json").read_text())) == wanted
+    assert "Unanswered question" not in log and "meaningless" not in log
+    assert (out / "squad_eval_results.json").exists()
 
 
 def test_v2_from_json_null_odds_and_best_threshold(tmp_path):
