@@ -107,6 +107,13 @@ def convert(input_path,
   `overwrite`, and then only the model there is replaced (the user's other files are kept).
   """
   weights, config = read_input(input_path, input_format, bert_config_file)
+  trained = model_files.beside(weights.source).record.model_type
+  if (model_type and trained in model_types.HEAD_TYPES and model_type in model_types.HEAD_TYPES
+      and model_type != trained):
+    # Its head would be written as another kind's (the same tensors, another meaning).
+    raise ValueError(f"--model_type={model_type} but --input={input_path} was trained as a "
+                     f"{trained} (its {model_files.RUN_SETTINGS_FILE}): leave --model_type "
+                     "out, or --model_type=encoder for its encoder alone")
   model_type = model_type or weight_names.infer_model_type(weights.tensors)
   num_labels = num_labels or weight_names.num_labels_in(weights.tensors, model_type)
   logging.info("Converting a %s model (%d layers, hidden %d, %s)", model_type,

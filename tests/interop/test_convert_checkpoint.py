@@ -30,6 +30,7 @@ from official_bert.interop import checkpointing
 from official_bert.interop import conversion
 from official_bert.interop import model_files
 from official_bert.interop import model_folder
+from official_bert.interop import run_record
 from official_bert.interop import tf1_checkpoint
 from official_bert.interop import weight_names
 from official_bert.interop import weights_io
@@ -417,3 +418,22 @@ def test_a_trained_folder_converts_with_its_record_and_labels(tmp_path):
   conversion.convert(str(tmp_path / "trained"), "ours", str(tmp_path / "enc") + "/", "tf1",
                      model_type="encoder")
   assert model_folder.read(str(tmp_path / "enc")).record.model_type is None
+
+
+def test_a_trained_head_is_not_converted_as_another_kind(tmp_path):
+  """A classifier's output_weights written as a tagger's (the same names and shapes, another
+  meaning): refused by the input's run record, as export refuses it."""
+  source = tmp_path / "classifier"
+  conversion.write_output(model_types.build_model("classifier", TINY, 2), "classifier", TINY,
+                          str(source) + "/", "ours")
+  model_files.write_config_file(str(source / "bert_config.json"), TINY)
+  (source / model_files.RUN_SETTINGS_FILE).write_text(
+      run_record.RunRecord.of("classifier", num_labels=2).to_json())
+  with pytest.raises(ValueError, match=r"--model_type=tagger but --input=.* was trained as a "
+                     r"classifier"):
+    conversion.convert(str(source), "ours", str(tmp_path / "tagger") + "/", "ours",
+                       model_type="tagger", num_labels=2)
+  assert not (tmp_path / "tagger").exists()
+  model_type, _ = conversion.convert(str(source), "ours", str(tmp_path / "encoder") + "/",
+                                     "ours", model_type="encoder")
+  assert model_type == "encoder"
