@@ -113,7 +113,7 @@ class SquadJob:
     """Questions in our TFRecords (from their metadata headers), after checking that they
     were written with this run's settings."""
     paths = input_pipeline.expand_patterns(tfrecord_patterns)
-    total = 0
+    total, ours = 0, None  # ours: this run's vocabulary fingerprint, read once for all shards
     for path in paths:
       header = squad_schema.read_metadata(squad_schema.metadata_path(path), header_only=True).header
       for key, flag in (("max_seq_length", self.settings.max_seq_length),
@@ -124,7 +124,9 @@ class SquadJob:
           raise ValueError(f"{path} was written with {key}={header.get(key)}; this run "
                            f"needs {key}={flag}")
       trained = header.get("vocab_sha256")  # (absent in older files)
-      if trained and trained != squad_schema.vocab_fingerprint(self.vocab):
+      if trained and ours is None:
+        ours = squad_schema.vocab_fingerprint(self.vocab)
+      if trained and trained != ours:
         raise ValueError(f"{path} was written with another vocabulary ({header.get('vocab_file')})"
                          f" than this run's {self.vocab}: its ids would be read as other "
                          "tokens; write it again with this vocabulary")
