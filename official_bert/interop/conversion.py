@@ -108,9 +108,7 @@ def convert(input_path,
   """
   weights, config = read_input(input_path, input_format, bert_config_file)
   trained = model_files.beside(weights.source).record.model_type
-  if (model_type and trained in model_types.HEAD_TYPES and model_type in model_types.HEAD_TYPES
-      and model_type != trained):
-    # Its head would be written as another kind's (the same tensors, another meaning).
+  if model_types.is_other_head(trained, model_type):
     raise ValueError(f"--model_type={model_type} but --input={input_path} was trained as a "
                      f"{trained} (its {model_files.RUN_SETTINGS_FILE}): leave --model_type "
                      "out, or --model_type=encoder for its encoder alone")

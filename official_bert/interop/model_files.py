@@ -297,6 +297,12 @@ def labels_beside(checkpoint):
   return [line for line in tfrecord_io.read_text(path).splitlines() if line]
 
 
+def is_reordering(trained, given):
+  """Whether label list `given` holds `trained`'s labels (strings, in id order) in another
+  order: a head trained on one order scores each label as another under the other."""
+  return given != trained and sorted(given) == sorted(trained)
+
+
 def labels_of(directory, record=None):
   """A trained folder's label names in id order: its run record's (`record`, else read), else
   its labels.txt; None when it has neither (a pretrained model)."""

@@ -27,6 +27,13 @@ NEEDS_NUM_LABELS = ("classifier", "tagger", "feature_tagger")
 HEAD_TYPES = tuple(t for t in MODEL_TYPES if t not in ("encoder", "pretraining"))
 
 
+def is_other_head(trained, requested):
+  """Whether `requested` names another task head than the one a model was `trained` as (a
+  classifier's head read as a tagger's: the same tensors, another meaning). Its encoder, or a
+  type either side does not know, is not."""
+  return trained in HEAD_TYPES and requested in HEAD_TYPES and requested != trained
+
+
 def skips_padding(model_type, static_shapes):
   """Whether inference of `model_type` runs the Transformer layers on the real tokens only
   (`BertEncoder.skip_padding`, `TokenPacking`): the one decision, for the Python API's

@@ -82,9 +82,7 @@ def model_type_of(folder, model_type):
   may be exported as several types)."""
   stored = folder.model_type
   if model_type:
-    if (stored in model_types.HEAD_TYPES and model_type in model_types.HEAD_TYPES
-        and model_type != stored):
-      # Its head would be read as another kind (a label-count error at best).
+    if model_types.is_other_head(stored, model_type):
       raise ValueError(f"--model_type={model_type} but --checkpoint={folder.path} was trained "
                        f"as a {stored} (its {model_files.RUN_SETTINGS_FILE}): leave "
                        f"--model_type out, or --model_type=encoder for its encoder's vectors")
@@ -419,8 +417,8 @@ def trained_settings(folder, model_type, flag_values, given):
   defaults = run_settings_defaults(folder, given)
   trained = [str(label) for label in (folder.labels or [])]
   names = [str(label) for label in (flag_values.get("label_names") or [])]
-  if "label_names" in given and names != trained and sorted(names) == sorted(trained):
-    # Renaming is the flag's purpose; the same names in another order serve each as another.
+  # Renaming is the flag's purpose; the same names in another order serve each as another.
+  if "label_names" in given and model_files.is_reordering(trained, names):
     raise ValueError(f"--label_names={','.join(names)}: --checkpoint={folder.path} was trained "
                      f"with these labels in another order, {trained}: each would be served "
                      f"as another. Leave --label_names out (the record's), or give them in "

@@ -337,8 +337,10 @@ def read_unlabeled_sentences(path, settings):
   read by that column (as a classifier's); another file is read as CoNLL columns
   (tags ignored)."""
   extension = os.path.splitext(path)[1].lower()
-  if extension == ".txt" and not _looks_like_conll(path):
-    return [conll.Sentence(line.split(), None) for line in _lines(path)]
+  if extension == ".txt":
+    lines = [line.strip() for line in tfrecord_io.read_text(path).splitlines()]
+    if not _looks_like_conll(lines):
+      return [conll.Sentence(line.split(), None) for line in lines if line]
   if extension in (".jsonl", ".tsv", ".csv"):
     try:
       return [conll.Sentence(e.text_a.split(), None)
@@ -358,11 +360,10 @@ def read_unlabeled_sentences(path, settings):
   return [conll.Sentence(x.words, None) for x in sentences]
 
 
-def _looks_like_conll(path):
-  """Whether a text file is CoNLL columns, not one sentence a line: blank (or whitespace)
-  lines between sentences, and every other line (-DOCSTART- aside) the same number of
-  fields."""
-  lines = [line.strip() for line in tfrecord_io.read_text(path).splitlines()]
+def _looks_like_conll(lines):
+  """Whether a text file's `lines` (stripped) are CoNLL columns, not one sentence a line:
+  blank (or whitespace) lines between sentences, and every other line (-DOCSTART- aside) the
+  same number of fields."""
   first, last = next((i for i, x in enumerate(lines) if x), 0), len(lines)
   while last > first and not lines[last - 1]:
     last -= 1

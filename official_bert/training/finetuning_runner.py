@@ -146,7 +146,7 @@ def check_init_labels(settings, labels):
   if init is None or not init.labels:
     return
   trained, given = [str(label) for label in init.labels], [str(label) for label in labels]
-  if trained != given and sorted(trained) == sorted(given):
+  if model_files.is_reordering(trained, given):
     raise ValueError(f"--init_checkpoint={settings.init_checkpoint} was trained with labels "
                      f"{trained} (in that order); this run's are the same in another order, "
                      f"{given}: its head would score each label as another. Give the labels in "
