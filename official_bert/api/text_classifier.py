@@ -68,15 +68,15 @@ class TextClassifier(task_model.TaskModel):
       raise ValueError(f"doc_stride={doc_stride} must be >= 0 (0 or None: a long text is "
                        f"truncated)")
     network = BertClassifier(backbone, num_classes, name="classifier")
+    classifier_outputs.check_threshold(multi_label_threshold, "multi_label_threshold")
     task = ClassificationTask(backbone.bert_config, num_classes,
-                              preprocessor.sequence_length, problem_type=problem_type)
+                              preprocessor.sequence_length, problem_type=problem_type,
+                              multi_label_threshold=multi_label_threshold)
     super().__init__(network, preprocessor, task, **kwargs)
     self.num_classes = num_classes
     self.labels = labels
     self.label_values = label_values
     self.problem_type = problem_type
-    classifier_outputs.check_threshold(multi_label_threshold, "multi_label_threshold")
-    self.multi_label_threshold = float(multi_label_threshold)
     # Whether the model was trained on (first, second) pairs; None until known.
     self.text_pairs = text_pairs
     self.doc_stride = int(doc_stride or 0)  # 0: long texts truncated, else windows (module doc)
@@ -325,6 +325,18 @@ class TextClassifier(task_model.TaskModel):
         file_splits.warn_rare_labels(y_list, [f"y[{i}]" for i in range(len(y_list))],
                                      unit="labels in y", fix="Check y")
     return super().fit(x, y, *args, **kwargs)
+
+  @property
+  def multi_label_threshold(self):
+    """multi_label: a label is predicted where its probability exceeds this, in
+    `predict_labels`, exports and `evaluate`'s exact_match alike."""
+    return self.task.multi_label_threshold
+
+  @multi_label_threshold.setter
+  def multi_label_threshold(self, value):
+    classifier_outputs.check_threshold(value, "multi_label_threshold")
+    self.task.multi_label_threshold = float(value)
+    self.test_function = self.train_function = None  # traced with the old one: trace again
 
   @property
   def metrics(self):

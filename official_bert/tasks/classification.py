@@ -28,7 +28,8 @@ class ClassificationTask(base.Task):
   keep_features = ("label_ids", "is_real_example")  # passed through predictions to score
 
   def __init__(self, bert_config, num_labels, seq_length, is_regression=False,
-               shuffle_buffer_size=10000, problem_type=None, class_weights=None):
+               shuffle_buffer_size=10000, problem_type=None, class_weights=None,
+               multi_label_threshold=0.5):
     problem_type = problem_type or ("regression" if is_regression else "single_label")
     is_regression = problem_type == "regression"
     if is_regression and num_labels != 1:
@@ -42,6 +43,9 @@ class ClassificationTask(base.Task):
     self.is_regression = is_regression
     self.problem_type = problem_type
     self.class_weights = class_weights
+    # multi_label: a label is predicted where its probability exceeds this (exact_match's
+    # too, as the predictions and the final scores read them).
+    self.multi_label_threshold = float(multi_label_threshold)
     if problem_type == "multi_label":
       self.features = schema.multi_label_classifier_features(seq_length, num_labels)
     else:
@@ -98,8 +102,9 @@ class ClassificationTask(base.Task):
                      - ops.cast(features["label_ids"], "float32"))
       return {"mean_absolute_error": (losses.weighted_sum(error, weights),
                                       losses.count(error, weights))}
-    if self.problem_type == "multi_label":  # every label right (sigmoid > 0.5 is logit > 0)
-      predicted = ops.cast(outputs["logits"] > 0, "float32")
+    if self.problem_type == "multi_label":  # every label right
+      probabilities = ops.sigmoid(ops.cast(outputs["logits"], "float32"))
+      predicted = ops.cast(probabilities > self.multi_label_threshold, "float32")
       hits = ops.all(ops.equal(predicted, self._multi_hot(features, predicted)), -1)
       return {"exact_match": (losses.weighted_sum(ops.cast(hits, "float32"), weights),
                               losses.count(hits, weights))}

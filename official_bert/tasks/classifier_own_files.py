@@ -143,7 +143,8 @@ class OwnFilesJob(file_splits.FileSplitsJob):
     num_labels = 1 if self.problem_type == "regression" else len(self.labels)
     return ClassificationTask(bert_config, num_labels, self.settings.max_seq_length,
                               problem_type=self.problem_type,
-                              class_weights=self.class_weights)
+                              class_weights=self.class_weights,
+                              multi_label_threshold=self.settings.multi_label_threshold)
 
   def main_metric(self):
     """--best_metric's default: macro-F1 weighs rare classes as much as frequent ones."""

@@ -220,11 +220,14 @@ def warn_if_one_class(counts, names, where, advice):
 
 def entity_results(true_sequences, predicted_sequences):
   """`entity_scores` as run_ner reports them: entity_precision, entity_recall, entity_f1 and,
-  per type, <type>_precision, <type>_recall, <type>_f1, <type>_support (one flat dict)."""
+  per type, <type>_precision, <type>_recall, <type>_f1, <type>_support (one flat dict).
+  A type whose keys are the overall ones (tags B-entity, I-entity) has type_<type>_f1, ...:
+  the overall scores (--best_metric's default, entity_f1) stay the overall ones."""
   scores = entity_scores(true_sequences, predicted_sequences)
   flat = {f"entity_{k}": v for k, v in scores.items() if k != "per_type"}
   for kind, values in scores["per_type"].items():
-    flat.update({f"{kind}_{k}": v for k, v in values.items()})
+    prefix = f"type_{kind}" if any(f"{kind}_{k}" in flat for k in values) else kind
+    flat.update({f"{prefix}_{k}": v for k, v in values.items()})
   return flat
 
 

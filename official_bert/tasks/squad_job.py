@@ -266,14 +266,17 @@ def _score(gold, preds, nbest, null_odds, only_ids=None):
     logging.warning("%s has %d questions, the predictions cover %d", gold, num_gold, answered)
   if version == "1.1":
     return version, squad_scorer.evaluate_v1(dataset, preds)
-  scores = squad_scorer.evaluate_v2(dataset, preds, null_odds)
+  # predictions.json already answers "" where the null odds exceed --null_score_diff_
+  # threshold: scored as written (the official na_prob_thresh, 1.0 for a probability, would
+  # read a span kept at odds over 1 as "no answer").
+  scores = squad_scorer.evaluate_v2(dataset, preds, null_odds, na_prob_thresh=float("inf"))
   # The official best_* search runs on predictions.json, where questions over the current
   # threshold already say "": it cannot know what a higher threshold would answer (a model
   # that predicts "" everywhere gets best_f1_thresh 0.0 whatever its spans are worth). Run on
   # every question's best non-null answer (what the threshold lets through) with the same
   # null odds, the search scores each --null_score_diff_threshold exactly.
   answers = {q: next((e["text"] for e in entries if e["text"]), "") for q, entries in nbest.items()}
-  search = squad_scorer.evaluate_v2(dataset, answers, null_odds)
+  search = squad_scorer.evaluate_v2(dataset, answers, null_odds, exact_search=True)
   scores[THRESHOLD_SEARCH] = {
       k: search[k] for k in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")
   }

@@ -125,7 +125,7 @@ def _summary(exact, f1, qids):
           "f1": 100.0 * sum(f1[q] for q in qids) / total, "total": total}
 
 
-def best_threshold(predictions, scores, na_probs, has_ans):
+def best_threshold(predictions, scores, na_probs, has_ans, exact=False):
   """(best score in %, threshold): the official `find_best_thresh`.
 
   Start with every question answered "no answer" (score = number of NoAns questions), then
@@ -133,20 +133,30 @@ def best_threshold(predictions, scores, na_probs, has_ans):
   one with a non-empty prediction loses 1. Worked example: na_probs q1 0.1 (HasAns,
   F1 1), q2 0.5 (NoAns, predicted "x"), q3 0.9 (HasAns, F1 0.5): scores 1 -> 2 (q1)
   -> 1 (q2) -> 1.5 (q3); the best, 2 of 3, is at threshold 0.1 -> (66.7, 0.1).
+
+  The official search assumes probabilities (>= 0: "no answer" everywhere at 0.0) and may
+  stop inside a run of equal values. `exact`: a threshold that gives the score it reports
+  for any values (null score differences, often negative): below the smallest where
+  answering nothing wins, and only after every question of equal value (a threshold answers
+  all of them or none).
   """
   score = best = sum(1 for q in has_ans if not has_ans[q])
+  ordered = [q for q in sorted(na_probs, key=lambda k: na_probs[k]) if q in scores]
   thresh = 0.0
-  for qid in sorted(na_probs, key=lambda k: na_probs[k]):
-    if qid not in scores:
-      continue
+  if exact and ordered:
+    thresh = min(0.0, float(na_probs[ordered[0]]) - 1.0)
+  for i, qid in enumerate(ordered):
     score += scores[qid] if has_ans[qid] else (-1 if predictions[qid] else 0)
-    if score > best:
+    tied_next = exact and i + 1 < len(ordered) and na_probs[ordered[i + 1]] == na_probs[qid]
+    if score > best and not tied_next:
       best, thresh = score, na_probs[qid]
   return 100.0 * best / len(scores), thresh
 
 
-def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
-  """The official v2.0 dict; best-threshold keys only when `na_probs` is given."""
+def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0, exact_search=False):
+  """The official v2.0 dict; best-threshold keys only when `na_probs` is given (the
+  official search, or with `exact_search` one whose thresholds give the scores reported:
+  `best_threshold`)."""
   exact_raw, f1_raw, has_ans = _raw_scores_v2(dataset, predictions)
   if not exact_raw:
     raise ValueError("no question of the data file has a prediction")
@@ -171,9 +181,9 @@ def evaluate_v2(dataset, predictions, na_probs=None, na_prob_thresh=1.0):
     answered = {q: has_ans[q] for q in exact_raw}
     probs = {q: p for q, p in na_probs.items() if q in answered}
     out["best_exact"], out["best_exact_thresh"] = best_threshold(predictions, exact_raw,
-                                                                 probs, answered)
+                                                                 probs, answered, exact_search)
     out["best_f1"], out["best_f1_thresh"] = best_threshold(predictions, f1_raw, probs,
-                                                           answered)
+                                                           answered, exact_search)
   return out
 
 

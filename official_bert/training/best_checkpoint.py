@@ -29,18 +29,20 @@ from official_bert.training import evaluation
 BEST_DIR = "best"
 STATE_FILE = "state.json"
 RESULTS_FILE = "best_results.json"
-# Metrics that improve downwards: losses, error rates. Everything else (accuracy, F1, MCC,
-# correlations, exact match) improves upwards.
+# Metrics that improve downwards, by their name's last word: losses, error rates (loss,
+# masked_lm_loss, mean_absolute_error). Everything else (accuracy, F1, MCC, correlations,
+# exact match) improves upwards, whatever the label a per-class key starts with
+# (error_f1, loss_recall: a label's F1 and recall).
 _LOWER_IS_BETTER = ("loss", "error", "perplexity", "mse", "mae")
 
 
 def parse_metric(spec):
   """(name, higher_is_better) of a --best_metric: "max:NAME" / "min:NAME" say the direction,
-  else it follows the name (losses and errors lower, everything else higher)."""
+  else it follows the name's last word (losses and errors lower, everything else higher)."""
   direction, colon, name = spec.partition(":")
   if colon and direction in ("max", "min"):
     return name, direction == "max"
-  return spec, not any(word in spec.lower() for word in _LOWER_IS_BETTER)
+  return spec, spec.lower().rsplit("_", 1)[-1] not in _LOWER_IS_BETTER
 
 
 def best_dir(output_dir):

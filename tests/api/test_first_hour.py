@@ -296,6 +296,17 @@ def test_a_multi_label_threshold_comes_back_as_saved(tiny_dir, tmp_path):
                                       multi_label_threshold=0.01, sequence_length=16)
   clf.save(str(tmp_path / "m"))
   assert ob.TextClassifier.from_preset(str(tmp_path / "m")).multi_label_threshold == 0.01
+  # evaluate's exact_match reads the labels at the model's threshold, as predict_labels and
+  # the exports do (it read them at 0.5), and follows a new one.
+  texts, labels = TEXTS[:4], [["a", "b"], ["a", "b"], ["a"], []]
+  probabilities = clf.predict(texts)
+  gold = np.array([[name in y for name in ("a", "b")] for y in labels])
+  for threshold, want in ((float(probabilities.min()) * 0.99, 0.5),
+                          (float(probabilities.max()) * 1.01, 0.25)):
+    clf.multi_label_threshold = threshold
+    assert np.mean(np.all((probabilities > threshold) == gold, -1)) == want
+    got = clf.evaluate(texts, labels, return_dict=True, verbose=0)["exact_match"]
+    assert got == pytest.approx(want), threshold
   for threshold in (0.0, 1.5):
     with pytest.raises(ValueError, match=f"multi_label_threshold={threshold}: expected a "
                        "probability above 0 and at most 1"):

@@ -80,6 +80,16 @@ def test_entity_scores_hand_worked():
     metrics.entity_scores(gold, [pred[0], pred[1][:2]])
 
 
+def test_a_type_named_entity_keeps_the_overall_scores():
+  """Tags B-entity / I-entity: that type's keys are type_entity_*, not the overall ones."""
+  results = metrics.entity_results([["B-entity", "O", "B-PER", "I-PER"]],
+                                   [["B-entity", "O", "O", "O"]])
+  assert results["entity_f1"] == pytest.approx(2 / 3)  # 1 of 2 found, the 1 predicted right
+  assert (results["entity_precision"], results["entity_recall"]) == (1.0, 0.5)
+  assert results["type_entity_f1"] == 1.0 and results["type_entity_support"] == 1
+  assert results["PER_f1"] == 0.0 and results["PER_support"] == 1
+
+
 def test_warn_if_one_class_names_the_class_only_when_all_predictions_are_one():
   assert metrics.warn_if_one_class([0, 5], ["neg", "pos"], "dev", "Train longer.") == (
       "dev: all 5 examples were predicted as 'pos': the model has not learned to tell the "

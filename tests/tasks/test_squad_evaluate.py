@@ -6,6 +6,7 @@ import sys
 
 from conftest import REPO
 from conftest import run_command
+import numpy as np
 import pytest
 
 from official_bert.tasks import squad_scorer as ev
@@ -68,6 +69,53 @@ def test_v2_hand_worked_without_and_with_threshold():
   assert (result["best_exact"], result["best_exact_thresh"]) == (pytest.approx(75.0), 0.1)
   assert (result["best_f1"], result["best_f1_thresh"]) == (pytest.approx(100 * (11 / 3) / 4),
                                                            0.3)
+
+
+def test_exact_search_thresholds_give_the_scores_they_report():
+  """run_squad's search over null score differences (any sign, ties): answering at the
+  threshold it returns (odds <= threshold) scores what it reports; the official search
+  would give 0.0 (not "answer nothing" for negative odds) and stop inside a tie."""
+  rng = np.random.default_rng(0)
+  for trial in range(300):
+    n = int(rng.integers(1, 7))
+    golds = [[] if rng.random() < 0.5 else ["red fox"] for _ in range(n)]
+    data = _data([(f"q{i}", g) for i, g in enumerate(golds)], "v2.0")["data"]
+    answers = {f"q{i}": str(rng.choice(["red fox", "fox", "blue"])) for i in range(n)}
+    odds = {f"q{i}": float(rng.choice([-2.5, -0.75, -0.75, 0.5, 1.5, 3.0])) for i in range(n)}
+    search = ev.evaluate_v2(data, answers, odds, exact_search=True)
+    for metric in ("exact", "f1"):
+      thresh = search[f"best_{metric}_thresh"]
+      answered = {q: a if odds[q] <= thresh else "" for q, a in answers.items()}
+      got = ev.evaluate_v2(data, answered)[metric]
+      assert got == pytest.approx(search[f"best_{metric}"]), (trial, metric, odds, thresh)
+  # All negative odds and answering nothing best: a threshold below them all.
+  data = _data([("q0", []), ("q1", [])], "v2.0")["data"]
+  search = ev.evaluate_v2(data, {"q0": "x", "q1": "y"}, {"q0": -0.05, "q1": -0.04},
+                          exact_search=True)
+  assert search["best_f1"] == 100.0 and search["best_f1_thresh"] < -0.05
+  official = ev.evaluate_v2(data, {"q0": "x", "q1": "y"}, {"q0": -0.05, "q1": -0.04})
+  assert official["best_f1_thresh"] == 0.0  # the official script's, kept by squad_evaluate
+
+
+def test_run_squad_scores_its_predictions_as_written(tmp_path):
+  """A span kept at null odds over 1 (a --null_score_diff_threshold of 3) is scored as the
+  answer it is, not as "no answer" (the official na_prob_thresh of a probability)."""
+  from official_bert.tasks import squad_job  # pylint: disable=g-import-not-at-top
+  gold = tmp_path / "gold.json"
+  gold.write_text(json.dumps(_data([("q1", ["Denver Broncos"]), ("q2", [])], "v2.0")))
+  preds = {"q1": "Denver Broncos", "q2": ""}
+  nbest = {"q1": [{"text": "Denver Broncos"}], "q2": [{"text": ""}, {"text": "Carolina"}]}
+  _, scores = squad_job._score(str(gold), preds, nbest, {"q1": 2.0, "q2": 5.0})  # pylint: disable=protected-access
+  assert (scores["exact"], scores["f1"], scores["HasAns_f1"]) == (100.0, 100.0, 100.0)
+  search = scores[squad_job.THRESHOLD_SEARCH]
+  assert search["best_f1"] == 100.0 and 2.0 <= search["best_f1_thresh"] < 5.0
+  # The standalone command scores the same with --na-prob-thresh=inf (docs/squad.md).
+  (tmp_path / "preds.json").write_text(json.dumps(preds))
+  (tmp_path / "odds.json").write_text(json.dumps({"q1": 2.0, "q2": 5.0}))
+  out = run_command("official_bert.squad_evaluate", gold, tmp_path / "preds.json",
+                    "--na-prob-file", tmp_path / "odds.json", "--na-prob-thresh=inf")
+  assert out.returncode == 0, out.stderr
+  assert json.loads(out.stdout)["f1"] == 100.0
 
 
 def test_v2_empty_normalized_gold_is_no_answer():

@@ -167,7 +167,8 @@ def test_v2_from_json_null_odds_and_best_threshold(tmp_path):
   assert last["global_step"] == str(state["best_step"])
   assert float(last["f1"]) == pytest.approx(scores["f1"])
   search = scores["null_score_diff_threshold_search"]
-  assert search["best_f1_thresh"] in set(null_odds.values()) | {0.0}
+  assert (search["best_f1_thresh"] in set(null_odds.values())
+          or search["best_f1_thresh"] < min(null_odds.values()))  # below all: answer nothing
   assert search["best_f1"] >= scores["NoAns_total"] * 100 / len(qids) - 1e-9  # >= all ""
 
 

@@ -24,6 +24,7 @@ from data_prep import tokenization
 from official_bert.interop import case_check
 from official_bert.interop import folder_writes
 from official_bert.modeling.bert_config import BertConfig
+from official_bert.training import best_checkpoint
 from official_bert.training import finetuning_runner
 from official_bert.training import settings as settings_lib
 
@@ -272,6 +273,16 @@ def test_bad_combinations_of_training_controls():
         settings_lib.FinetuningSettings(early_stopping_patience=2, do_eval=True, **base))
   assert not finetuning_runner.check_training_controls(
       settings_lib.FinetuningSettings(do_eval=True, **base))
+
+
+def test_best_metric_direction_follows_the_metrics_last_word():
+  """Losses and errors are lower-is-better; a per-class key of a label named like one
+  (error_f1, loss_recall) is a score, higher-is-better; min:/max: say it outright."""
+  for spec, higher in (("loss", False), ("masked_lm_loss", False), ("mean_absolute_error", False),
+                       ("accuracy", True), ("entity_f1", True), ("error_f1", True),
+                       ("loss_recall", True), ("mse_precision", True), ("max:loss", True),
+                       ("min:f1", False)):
+    assert best_checkpoint.parse_metric(spec)[1] == higher, spec
 
 
 def test_a_killed_runs_half_built_best_folder_is_removed(tmp_path):
