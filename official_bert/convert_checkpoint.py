@@ -2,7 +2,8 @@ r"""Converts BERT weights between google-research TF1 checkpoints, Hugging Face 
 
   python -m official_bert.convert_checkpoint --input=PATH --input_format=tf1|hf|ours \
     --output=PATH --output_format=tf1|hf|ours [--bert_config_file=FILE] \
-    [--model_type=pretraining|encoder|classifier|squad|tagger] [--num_labels=N]
+    [--model_type=pretraining|encoder|classifier|squad|tagger|multiple_choice|feature_tagger]
+    [--num_labels=N]
 
 Paths:
   tf1   a checkpoint prefix (`DIR/bert_model.ckpt`) or a directory (its latest checkpoint);

@@ -49,7 +49,8 @@ def define_flags():
   flags.DEFINE_string("export_dir", None, "Output directory (e.g. models/bert/1 for Serving).")
   flags.DEFINE_integer(
       "max_seq_length", 128, "Text signatures pad/truncate to this length. Not given: the run "
-      "record's, else 128 or the model's max_position_embeddings where that is fewer.")
+      "record's, else a sentence-transformers folder's (sentence_bert_config.json), else 128 "
+      "or the model's max_position_embeddings where that is fewer.")
   flags.DEFINE_integer("num_labels", None, "Labels of a classifier/tagger head.")
   flags.DEFINE_list("label_names", None, "Label strings in id order (classifier, tagger); "
                     "default: the labels.txt beside --checkpoint, if any.")

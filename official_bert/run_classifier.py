@@ -11,9 +11,10 @@ r"""GLUE sentence (pair) classification and STS-B regression, as google-research
 may be left out). --data_dir holds the `glue_data/<TASK>` TSVs, or is a TFDS data dir with
 `glue/<config>` (or pass --tfds_data_dir). Features are written once to
 `OUTPUT_DIR/<split>.tf_record` (reused while the settings match) and read back by the input
-pipeline. Outputs: `eval_results.txt` (loss, accuracy and the task's GLUE metrics; MNLI adds
-`eval_mismatched_results.txt`), `test_results.tsv` (class probabilities, as the original) and
-the GLUE submission file (`MRPC.tsv`, `MNLI-m.tsv`, ...: `index<TAB>prediction`).
+pipeline. Outputs: `eval_results.txt` (loss, accuracy and the task's GLUE metrics; MNLI:
+`eval_matched_results.txt` and `eval_mismatched_results.txt`), `test_results.tsv` (class
+probabilities, as the original) and the GLUE submission file (`MRPC.tsv`, `MNLI-m.tsv`,
+...: `index<TAB>prediction`).
 
 Your own data instead of GLUE (then --task_name may be left out):
 

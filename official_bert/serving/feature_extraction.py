@@ -61,7 +61,10 @@ class ExtractSettings(settings_lib.Checked):
       "(tokenizer_config.json, run record, vocabulary), else True.")
   allow_case_mismatch: bool = option(
       False, "Extract with a --do_lower_case that contradicts --init_checkpoint's folder.")
-  max_seq_length: int = option(128, "Tokens per example; longer inputs are cut.", minimum=3)
+  max_seq_length: int = option(
+      128, "Tokens per example; longer inputs are cut. Not given: the model folder's run "
+      "record's, else a sentence-transformers folder's (sentence_bert_config.json), else 128.",
+      minimum=3)
   batch_size: int = option(8, "Examples per forward pass.", minimum=1)
   allow_random_weights: bool = option(
       False, "Extract without --init_checkpoint (random weights; for tests only).")

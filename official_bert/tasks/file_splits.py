@@ -140,11 +140,5 @@ class FileSplitsJob:
     csv.writer(text, delimiter="\t", lineterminator="\n").writerows([header] + rows)
     path = os.path.join(out, f"{split}_predictions.tsv")
     tfrecord_io.write_text(path, text.getvalue())
-    if not data.has_labels:
-      # An earlier labelled file's scores (ours) would describe other predictions.
-      stale = os.path.join(out, f"{split}_results.txt")
-      if tfrecord_io.gfile().exists(stale):
-        tfrecord_io.gfile().remove(stale)
-      return [path]
-    evaluation.write_results(out, split, self.score(split, predictions), step=0)
-    return [path, os.path.join(out, f"{split}_results.txt")]
+    scores = self.score(split, predictions) if data.has_labels else None
+    return [path] + evaluation.write_split_results(out, split, scores)

@@ -206,5 +206,6 @@ class NerJob:
     out = self.settings.output_dir
     path = os.path.join(out, f"{split}_predictions.txt")
     tfrecord_io.write_text(path, "".join(lines))
-    evaluation.write_results(out, split, self.score(split, predictions), step=0)
-    return [path, os.path.join(out, f"{split}_results.txt")]
+    untagged = any(x.tags is None for x in self.sentences[split])  # predicted only
+    scores = None if untagged else self.score(split, predictions)
+    return [path] + evaluation.write_split_results(out, split, scores)

@@ -31,9 +31,10 @@ STATE_FILE = "state.json"
 RESULTS_FILE = "best_results.json"
 # Metrics that improve downwards, by their name's last word: losses, error rates (loss,
 # masked_lm_loss, mean_absolute_error). Everything else (accuracy, F1, MCC, correlations,
-# exact match) improves upwards, whatever the label a per-class key starts with
-# (error_f1, loss_recall: a label's F1 and recall).
+# exact match) improves upwards, per-class scores too, whatever their label is called (a
+# classifier's f1_<label>, an NER type's <type>_f1: f1_loss, error_recall).
 _LOWER_IS_BETTER = ("loss", "error", "perplexity", "mse", "mae")
+_PER_CLASS_SCORES = ("precision", "recall", "f1", "support")
 
 
 def parse_metric(spec):
@@ -42,7 +43,10 @@ def parse_metric(spec):
   direction, colon, name = spec.partition(":")
   if colon and direction in ("max", "min"):
     return name, direction == "max"
-  return spec, spec.lower().rsplit("_", 1)[-1] not in _LOWER_IS_BETTER
+  words = spec.lower().split("_")
+  if len(words) > 1 and (words[0] in _PER_CLASS_SCORES or words[-1] in _PER_CLASS_SCORES):
+    return spec, True
+  return spec, words[-1] not in _LOWER_IS_BETTER
 
 
 def best_dir(output_dir):

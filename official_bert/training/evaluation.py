@@ -141,6 +141,19 @@ def write_results_file(path, results):
   tfrecord_io.write_text(path, "".join(f"{key} = {results[key]}\n" for key in sorted(results)))
 
 
+def write_split_results(output_dir, split, results):
+  """A predicted split's `{split}_results.txt` (and TensorBoard); `results` None (a file
+  without labels, predicted only): none, and an earlier labelled file's, which would
+  describe other predictions, is removed. Returns the paths written."""
+  path = os.path.join(output_dir, f"{split}_results.txt")
+  if results is None:
+    if tfrecord_io.gfile().exists(path):
+      tfrecord_io.gfile().remove(path)
+    return []
+  write_results(output_dir, split, results, step=0)
+  return [path]
+
+
 def write_results(output_dir, name, results, step, summaries=True):
   """`{name}_results.txt` (`write_results_file`) and, with `summaries`, TensorBoard (not for
   scores of an earlier step, whose events are there already)."""

@@ -380,7 +380,8 @@ def use_best(settings, job, task, trainer, data, keeper, evaluated):
   best checkpoint's.
 
   A run with --best_metric means the best evaluation's model as its result, as --num_restarts
-  does (`restarts`): OUTPUT_DIR/eval_results.txt (and MNLI's eval_mismatched_results.txt)
+  does (`restarts`): OUTPUT_DIR/eval_results.txt (MNLI's eval_matched_results.txt and
+  eval_mismatched_results.txt)
   and the returned scores become the best step's (the scores this process computed at that
   evaluation; after a resume, best/ scored again), the predictions are best/'s. What stays of
   the last step: its TensorBoard events (no event is written again) and OUTPUT_DIR's latest

@@ -193,8 +193,8 @@ class FinetuningSettings(RunSettings):
   best_metric: Optional[str] = option(
       None, "Keep the checkpoint of the best evaluation by this metric in OUTPUT_DIR/best "
       "(default: the task's main metric). A name whose last word is 'loss', 'error', "
-      "'perplexity', 'mse' or 'mae' is lower-is-better, others higher (error_f1: a label's "
-      "F1); 'min:NAME' / 'max:NAME' say so explicitly.")
+      "'perplexity', 'mse' or 'mae' is lower-is-better, others higher (a per-class score too: "
+      "f1_loss, a label's F1); 'min:NAME' / 'max:NAME' say so explicitly.")
   early_stopping_patience: int = option(
       0, "Stop after this many evaluations without improving --best_metric (0: never).",
       minimum=0)

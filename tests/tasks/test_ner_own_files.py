@@ -57,6 +57,8 @@ def test_bioes_files_train_evaluate_and_predict_untagged(tmp_path):
   words = [w for s in dev_sentences for w in s.words]
   assert [r[0] for r in rows if r] == words
   assert all(len(r) == 2 and r[1] in labels for r in rows if r)  # `word predicted`
+  # Untagged: predicted, not scored (no test_results.txt, no TensorBoard test/ folder).
+  assert not (out / "test_results.txt").exists() and not (out / "test").exists()
   # --do_predict alone later: the tag set comes from OUTPUT_DIR/labels.txt.
   (out / "test_predictions.txt").unlink()
   run_script("official_bert.run_ner", tmp_path, f"--test_file={test}", f"--output_dir={out}",
