@@ -21,7 +21,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # spins before it sleeps, taking time from the process that has work. The tiny models' ops
 # gain nothing from a second thread. The thread count moves no result beyond float rounding,
 # which the comparisons allow (or both sides ran under this setting).
-for _pool in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+# OMP_NUM_THREADS: PyTorch's pool, in the backend checks' processes.
+for _pool in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
   os.environ.setdefault(_pool, "1")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

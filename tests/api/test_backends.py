@@ -35,7 +35,10 @@ BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
 # JAX compiles every step with XLA, which on the tests' tiny batches costs more than running
 # it: LLVM's optimizations off (the same in every run a check compares), and a compilation
 # cache, so that a model loaded again (round trips) reuses the steps compiled for the first.
-FAST_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+# One thread for XLA's CPU kernels, as TensorFlow's and PyTorch's pools in the test processes
+# (conftest.py): the JAX check took 20% more CPU with a pool per core beside the other worker.
+FAST_XLA_FLAGS = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
+                  "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
 
 
 def run_on(backend, *command, timeout=600, cache_dir=None):
