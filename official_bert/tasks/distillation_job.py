@@ -15,6 +15,7 @@ The teacher's label set, vocabulary, case and sequence length are the student's.
 import dataclasses
 import json
 import os
+import re
 from typing import Optional
 
 from absl import logging
@@ -360,16 +361,24 @@ def read_unlabeled_sentences(path, settings):
   return [conll.Sentence(x.words, None) for x in sentences]
 
 
+_TAG = re.compile(r"^(O|[BIESLU]-\S+)$")
+
+
 def _looks_like_conll(lines):
   """Whether a text file's `lines` (stripped) are CoNLL columns, not one sentence a line:
-  blank (or whitespace) lines between sentences, and every other line (-DOCSTART- aside) the
-  same number of fields."""
+  every line (-DOCSTART- aside) the same number of fields, and blank (or whitespace) lines
+  between sentences, or (one sentence, no blank line) a tag in the last of two or more
+  columns on every line."""
   first, last = next((i for i, x in enumerate(lines) if x), 0), len(lines)
   while last > first and not lines[last - 1]:
     last -= 1
-  inner = lines[first:last]
-  fields = {len(line.split()) for line in inner if line and not line.startswith("-DOCSTART-")}
-  return "" in inner and len(fields) == 1
+  inner = [line for line in lines[first:last] if not line.startswith("-DOCSTART-")]
+  fields = {len(line.split()) for line in inner if line}
+  if len(fields) != 1:
+    return False
+  if "" in inner:
+    return True
+  return fields.pop() >= 2 and all(_TAG.match(line.split()[-1]) for line in inner)
 
 
 def unlabeled_classifier_columns(examples, labels, problem_type, max_seq_length, tokenizer,

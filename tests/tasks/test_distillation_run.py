@@ -214,11 +214,17 @@ def test_a_taggers_unlabeled_sentences_in_every_documented_form(tmp_path):
       "".join(f"{word} NNP B-NP O\n" for word in words) for words in sentences)
   files.update({"conll.txt": conll_text, "conll.tsv": conll_text.replace(" ", "\t"),
                 "spaced.txt": conll_text.replace("\n\n", "\n  \n") + "\n\n",
-                "blank_first.tsv": "\n" + files["texts.tsv"]})
+                "blank_first.tsv": "\n" + files["texts.tsv"],
+                # One sentence without a blank line: its tag column says CoNLL.
+                "one_sentence.txt": "".join(f"{word} B-X\n" for word in sentences[0]),
+                # Sentences of one length without tags stay a sentence a line.
+                "even.txt": "the cat sat\na dog ran\n"})
   for name, text in files.items():
     (tmp_path / name).write_text(text, encoding="utf-8")
     read = distillation_job.read_unlabeled_sentences(str(tmp_path / name), settings)
-    assert [s.words for s in read] == sentences, name
+    want = {"one_sentence.txt": sentences[:1],
+            "even.txt": [["the", "cat", "sat"], ["a", "dog", "ran"]]}.get(name, sentences)
+    assert [s.words for s in read] == want, name
     assert all(s.tags is None for s in read)
 
 
