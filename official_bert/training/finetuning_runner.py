@@ -35,6 +35,7 @@ from official_bert.interop import case_check
 from official_bert.interop import model_files
 from official_bert.interop import model_folder
 from official_bert.interop import run_record
+from official_bert.modeling import model_types
 from official_bert.training import best_checkpoint
 from official_bert.training import common_flags
 from official_bert.training import distribution
@@ -112,6 +113,25 @@ def trained_labels(settings, model_types):
   if init is None or init.record.model_type not in (None,) + tuple(model_types):
     return None
   return init.labels
+
+
+def check_not_the_pretrained_folder(settings):
+  """ValueError, before anything is written, where a training run's --output_dir is the folder
+  of --init_checkpoint and that holds a pretrained model (no fine-tuned model's run record):
+  the run would write its labels, records and run record into the model's folder, which
+  would then read as a fine-tuned model without its head. A fine-tuned model's own folder
+  (training continued in place) is not refused."""
+  if not (settings.do_train and settings.init_checkpoint and settings.output_dir):
+    return
+  init_dir = model_files.directory_of(settings.init_checkpoint)
+  if tfrecord_io.absolute(init_dir) != tfrecord_io.absolute(settings.output_dir):
+    return
+  if _init_folder(settings).record.model_type in model_types.HEAD_TYPES:
+    return
+  raise ValueError(f"--output_dir={settings.output_dir} is the folder of --init_checkpoint="
+                   f"{settings.init_checkpoint}, a pretrained model: the run would write its "
+                   f"checkpoints, labels and records into the model's folder. Choose a new "
+                   f"--output_dir (the model is read from --init_checkpoint as it is)")
 
 
 def _trained_here(output_dir):
@@ -276,6 +296,7 @@ def run(settings, job, record=None):
     raise ValueError(f"--output_dir={output_dir} holds {', '.join(theirs)}, not a run's (no "
                      f"{model_files.RUN_SETTINGS_FILE}, no checkpoint): a run writes its model "
                      f"files there; choose a new --output_dir, or move them")
+  check_not_the_pretrained_folder(settings)
   tracking = check_training_controls(settings)
   runner.check_optimizer_settings(settings)
   tfrecord_io.make_dirs(output_dir, "--output_dir")

@@ -5,10 +5,12 @@ files. CLI runs are few and combine checks (each costs ~20 s on CPU)."""
 
 import csv
 import json
+import os
 
 from conftest import UNCASED_VOCAB
 from conftest import need
 from conftest import run_command
+from conftest import tiny_model_folder
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -216,6 +218,20 @@ def test_missing_column_is_exit_1_naming_file_column_and_columns(tmp_path):
   assert proc.returncode == 1
   assert "train.csv: no column 'text'; columns: sentence, label" in proc.stderr
   assert "Traceback" not in proc.stderr
+
+
+def test_a_pretrained_models_folder_as_output_dir_is_refused_untouched(tmp_path):
+  """--output_dir = --init_checkpoint's folder (a pretrained model): refused before the run
+  writes labels, records or a run record there, which made it read as a fine-tuned model
+  without its head."""
+  folder = tiny_model_folder(tmp_path / "pretrained")
+  before = sorted(os.listdir(folder))
+  train = _write_csv(tmp_path / "train.csv", ["text", "label"], [["a b", "x"], ["c", "y"]])
+  proc = run_command("official_bert.run_classifier", f"--train_file={train}", "--do_train",
+                     f"--init_checkpoint={folder}", f"--output_dir={folder}")
+  assert proc.returncode == 1, proc.stderr[-2000:]
+  assert f"--output_dir={folder} is the folder of --init_checkpoint" in proc.stderr
+  assert sorted(os.listdir(folder)) == before
 
 
 @pytest.mark.parametrize("name, content, message", [
