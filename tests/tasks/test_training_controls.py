@@ -276,8 +276,9 @@ def test_bad_combinations_of_training_controls():
 
 
 def test_best_metric_direction_follows_the_metrics_last_word():
-  """Losses and errors are lower-is-better; a per-class key of a label named like one
-  (an NER type's error_f1, a classifier's f1_loss) is a score, higher-is-better; min:/max: say it outright."""
+  """Losses and errors are lower-is-better; a per-class key of a label named like one (an
+  NER type's error_f1, a classifier's f1_loss) is a score, higher-is-better; min:/max: say
+  it outright."""
   for spec, higher in (("loss", False), ("masked_lm_loss", False), ("mean_absolute_error", False),
                        ("accuracy", True), ("entity_f1", True), ("error_f1", True),
                        ("loss_recall", True), ("mse_precision", True), ("f1_loss", True),
