@@ -74,10 +74,12 @@ def split_words(context):
 def load_json(path):
   """The parsed file; SquadError naming the file if it is missing or not JSON."""
   try:
-    with tfrecord_io.open_file(path, "r") as f:
+    with tfrecord_io.open_file(path, "r", encoding="utf-8-sig") as f:  # a BOM is no error
       return json.load(f)
   except FileNotFoundError:
     raise SquadError(f"{path}: SQuAD file not found") from None
+  except IsADirectoryError:
+    raise SquadError(f"{path}: is a folder, not a SQuAD file") from None
   except UnicodeDecodeError as e:
     raise SquadError(f"{path}: not UTF-8 ({e})") from None
   except json.JSONDecodeError as e:
@@ -143,6 +145,7 @@ def read_squad(path, is_training, version_2_with_negative, articles="", skipped=
                      "version_2_with_negative=True)")
   paragraphs, examples = [], []
   stats = collections.Counter()
+  seen_ids = {}  # question id -> where
   for a, article in enumerate(select_articles(dataset["data"], articles)):
     for p, para in enumerate(_field(article, "paragraphs", list, f"article {a}", path)):
       where = f"article {a} paragraph {p}"
@@ -153,6 +156,14 @@ def read_squad(path, is_training, version_2_with_negative, articles="", skipped=
         example = Example(qas_id=str(_field(qa, "id", (str, int), where, path)),
                           question_text=_field(qa, "question", str, where, path),
                           paragraph_index=len(paragraphs))
+        if "is_impossible" in qa and not isinstance(qa["is_impossible"], bool):
+          raise SquadError(f"{path}: {where}: question {example.qas_id}: is_impossible is "
+                           f"{qa['is_impossible']!r}, expected true or false (a JSON bool)")
+        if example.qas_id in seen_ids:
+          # predictions.json and the scores key by id: one of the two would be lost.
+          raise SquadError(f"{path}: {where}: question id {example.qas_id} is also the id of "
+                           f"a question in {seen_ids[example.qas_id]}: ids must be unique")
+        seen_ids[example.qas_id] = where
         stats["questions"] += 1
         if not words:
           stats["skipped_empty_context"] += 1

@@ -198,6 +198,8 @@ def read_dataset(path):
 
 
 def _read_json_object(path, what):
+  if tf.io.gfile.isdir(path):
+    raise ValueError(f"{path}: is a folder, not a {what} file")
   try:
     with tf.io.gfile.GFile(path, "r") as f:
       value = json.load(f)

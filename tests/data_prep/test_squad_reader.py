@@ -129,6 +129,29 @@ def test_wrong_version_and_missing_fields_are_errors(tmp_path):
     squad_reader.read_squad(text_offset, True, False)
 
 
+def test_bom_folder_string_is_impossible_and_duplicate_ids(tmp_path):
+  context = "Denver won the game."
+  data = [_article(context, [_qa("q1", "who won?", [("Denver", 0)], is_impossible=False)])]
+  path = _write(tmp_path, data, "v2.0")
+  bom = tmp_path / "bom.json"
+  bom.write_bytes(b"\xef\xbb\xbf" + open(path, "rb").read())  # a BOM: read as UTF-8
+  _, examples, _ = squad_reader.read_squad(str(bom), True, True)
+  assert [e.qas_id for e in examples] == ["q1"] and not examples[0].is_impossible
+  with pytest.raises(SquadError, match=f"{tmp_path}: is a folder, not a SQuAD file"):
+    squad_reader.read_squad(str(tmp_path), True, True)
+  # "false" (a string) read as true made an answered question impossible.
+  data = [_article(context, [_qa("q1", "who won?", [("Denver", 0)], is_impossible="false")])]
+  with pytest.raises(SquadError, match=r"question q1: is_impossible is 'false', expected true "
+                     r"or false \(a JSON bool\)"):
+    squad_reader.read_squad(_write(tmp_path, data, "v2.0"), True, True)
+  # Two questions with one id: predictions.json would keep one of them.
+  data = [_article(context, [_qa("q1", "who won?", [("Denver", 0)])]),
+          _article(context, [_qa("q1", "what game?", [("the game", 11)])])]
+  with pytest.raises(SquadError, match=r"article 1 paragraph 0: question id q1 is also the id "
+                     r"of a question in article 0 paragraph 0: ids must be unique"):
+    squad_reader.read_squad(_write(tmp_path, data), False, False)
+
+
 def test_select_articles():
   items = list(range(10))
   assert squad_reader.select_articles(items, "") == items

@@ -186,6 +186,13 @@ def test_command_line_errors_name_the_file(tmp_path):
   assert proc.returncode == 1 and "not a probability (null_odds.json)" in proc.stderr, (
       proc.stderr)
   assert "Traceback" not in proc.stderr
+  # A folder for either file: named.
+  (tmp_path / "folder").mkdir()
+  for args, message in (([data, str(tmp_path / "folder")], "is a folder, not a predictions"),
+                        ([str(tmp_path / "folder"), data], "is a folder, not a SQuAD file")):
+    proc = _cli(*args)
+    assert proc.returncode == 1 and message in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
 
 
 def test_ids_as_numbers_unlabeled_questions_and_an_out_file_over_an_input(tmp_path):
