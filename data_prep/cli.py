@@ -127,7 +127,7 @@ def define_tokenizer_flags(max_seq_length=128, vocab_help="The WordPiece vocabul
   flags.DEFINE_bool("do_lower_case", do_lower_case,
                     "Lower-case and strip accents (uncased models).")
   flags.DEFINE_integer("max_seq_length", max_seq_length,
-                       "Tokens per sequence, [CLS] and [SEP]s included.")
+                       "Tokens per sequence, [CLS] and [SEP]s included.", lower_bound=3)
   define_case_override()
 
 

@@ -29,7 +29,8 @@ def define_flags():
   flags.DEFINE_string("output_dir", None, "Where the TFRecords go.")
   flags.DEFINE_list("splits", ["train", "dev", "test"], "Splits to write.")
   flags.DEFINE_integer("max_train_examples", 0,
-                       "Keep a seeded random subset of the training set (0: all).")
+                       "Keep a seeded random subset of the training set (0: all).",
+                       lower_bound=0)
   flags.DEFINE_integer("random_seed", 12345, "Seed of --max_train_examples.")
 
 

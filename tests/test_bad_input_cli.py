@@ -66,6 +66,7 @@ def checkpoint(tmp_path_factory):
 
 @pytest.mark.parametrize("flag,message", [
     ("--learning_rate=-0.01", "--learning_rate=-0.01: must be > 0.0"),
+    ("--learning_rate=nan", "--learning_rate=nan: must be a finite number"),
     ("--train_batch_size=0", "--train_batch_size=0: must be >= 1"),
     ("--num_train_steps=0", "--num_train_steps=0: must be >= 1"),
     ("--max_predictions_per_seq=0", "--max_predictions_per_seq=0: must be >= 1"),

@@ -17,6 +17,7 @@ Two checks the original lacks, because a silently shifted column trains on garba
 import collections
 import csv
 import io
+import math
 import os
 import sys
 
@@ -130,9 +131,12 @@ class GlueProcessor:
 
 def _float(text, where):
   try:
-    return float(text)
+    score = float(text)
   except ValueError:
     raise ValueError(f"{where}: score {text!r} is not a number") from None
+  if not math.isfinite(score):
+    raise ValueError(f"{where}: score {text!r} is not a finite number")
+  return score
 
 
 def _processor(name, labels, train, test, tfds_name, keys, **extra):

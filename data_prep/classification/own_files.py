@@ -22,6 +22,7 @@ import collections
 import csv
 import io
 import json
+import math
 import os
 import sys
 
@@ -141,9 +142,12 @@ def parse_label(value, problem_type, separator, where):
   """A label as written -> str (single_label), [str] (multi_label) or float (regression)."""
   if problem_type == "regression":
     try:
-      return float(value)
+      score = float(value)
     except (TypeError, ValueError):
       raise ValueError(f"{where}: label {value!r} is not a number") from None
+    if not math.isfinite(score):  # a NaN score reads as "no label"; inf breaks the loss
+      raise ValueError(f"{where}: label {value!r} is not a finite number")
+    return score
   if problem_type == "multi_label":  # an empty field or list (or null): no label
     parts = value if isinstance(value, list) else str(value or "").split(separator)
     return sorted({str(p).strip() for p in parts if str(p).strip()})

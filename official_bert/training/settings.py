@@ -34,6 +34,8 @@ def check_ranges(settings):
     if value is None or isinstance(value, (str, bool, tuple)):
       continue
     low, high, above = meta.get("minimum"), meta.get("maximum"), meta.get("above")
+    if isinstance(value, float) and not math.isfinite(value):  # nan passes every comparison
+      raise ValueError(f"--{field.name}={value}: must be a finite number")
     if low is not None and value < low:
       raise ValueError(f"--{field.name}={value}: must be >= {low}")
     if above is not None and value <= above:

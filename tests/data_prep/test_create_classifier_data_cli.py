@@ -12,6 +12,7 @@ from conftest import GLUE_DATA
 from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import need
+from conftest import run_command
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -99,3 +100,16 @@ def test_a_missing_data_dir_is_a_clear_error(tmp_path):
               f"--vocab_file={UNCASED_VOCAB}", f"--output_dir={tmp_path / 'out'}", "--splits=dev")
   assert proc.returncode != 0
   assert "nowhere" in proc.stderr
+
+
+@pytest.mark.parametrize("flag, message", [
+    # A pair's budget below 0 emptied both texts and crashed (pop from empty list).
+    ("--max_seq_length=2", "flag --max_seq_length=2: 2 is not integer >= 3"),
+    ("--max_train_examples=-3", "flag --max_train_examples=-3: -3 is not a non-negative"),
+])
+def test_out_of_range_flags_are_named(tmp_path, flag, message):
+  proc = run_command("data_prep.create_classifier_data", "--task_name=MRPC",
+                     f"--data_dir={tmp_path}", f"--vocab_file={UNCASED_VOCAB}",
+                     f"--output_dir={tmp_path / 'out'}", flag)
+  assert proc.returncode == 1 and message in proc.stderr, proc.stderr[-2000:]
+  assert not (tmp_path / "out").exists()

@@ -273,6 +273,10 @@ def test_readers_quotes_labels_and_ids(tmp_path):
   assert not test.has_labels and test.examples[0].label is None
   with pytest.raises(ValueError, match="a.tsv:2: label 'a, b' is not a number"):
     own_files.read_examples(path, own_files.Columns("text"), "regression")
+  for score in ("nan", "inf", "-Infinity"):  # a NaN score read as "no label"; inf as a loss
+    scores = _write_csv(tmp_path / "s.csv", ["text", "label"], [["a", "0.5"], ["b", score]])
+    with pytest.raises(ValueError, match=f"s.csv:3: label '{score}' is not a finite number"):
+      own_files.read_examples(scores, own_files.Columns("text"), "regression")
   bom = tmp_path / "bom.csv"  # as spreadsheets export it
   bom.write_bytes(b"\xef\xbb\xbftext,label\nhi,x\n")
   assert own_files.read_examples(str(bom), own_files.Columns("text")).examples[0].label == "x"
