@@ -272,6 +272,16 @@ def test_extract_features_needs_weights_and_integer_layers(tmp_path, checkpoint)
   proc = _run("official_bert.extract_features", *common, f"--init_checkpoint={lines}",
               "--layers=-1")
   assert f"{lines} is not a checkpoint" in proc.stderr, proc.stderr[-2000:]
+  # A vocabulary longer than the model's ids (another model's): named, not a gather error.
+  big = tmp_path / "big.txt"
+  tokens = open(UNCASED_VOCAB, encoding="utf-8").read().split()
+  big.write_text("\n".join(tokens + [f"extra{i}" for i in range(30523 - len(tokens))]) + "\n",
+                 encoding="utf-8")
+  proc = _run("official_bert.extract_features", *common[:2], f"--vocab_file={big}",
+              common[3], f"--init_checkpoint={checkpoint['prefix']}")
+  assert f"{big} has 30523 tokens but the model's vocab_size is 30522" in proc.stderr, (
+      proc.stderr[-2000:])
+  assert "Traceback" not in proc.stderr
   assert not (tmp_path / "out.jsonl").exists()
 
 

@@ -91,7 +91,9 @@ def _csv_records(path, text, delimiter, quoting="csv"):
 def _jsonl_records(path, text):
   """(keys of the first object, [(line, object)])."""
   header, records = None, []
-  for line, raw in enumerate(text.splitlines(), start=1):
+  # Lines end at "\n" only: JSON strings may hold U+2028 and other line breaks of
+  # str.splitlines raw (json.dumps(..., ensure_ascii=False) writes them so).
+  for line, raw in enumerate(text.split("\n"), start=1):
     if not raw.strip():
       continue
     try:

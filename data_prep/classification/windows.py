@@ -32,6 +32,8 @@ def windowed_columns(examples, columns, max_seq_length, doc_stride, tokenizer):
   rows, owner = [], []
   for i, a in enumerate(ids_a):
     b = ids_b.get(i)
+    if b is not None and not len(b):
+      b = None  # a second text of no tokens is none (the original's `if tokens_b`)
     if b is None:
       room = max_seq_length - 2  # [CLS] a [SEP]
     else:

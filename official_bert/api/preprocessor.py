@@ -36,7 +36,10 @@ def as_string_tensor(texts, what="x"):
     bad = [i for i, t in enumerate(array) if not isinstance(t, (str, bytes))]
     if bad:
       raise ValueError(f"{what}[{bad[0]}] is {type(array[bad[0]]).__name__}, not a string")
-    texts = array.astype(str) if len(array) else np.zeros([0], str)
+    # Bytes as the original's convert_to_unicode reads them (UTF-8, bad bytes dropped):
+    # numpy's astype(str) decoded them as ASCII, an error on any other byte.
+    texts = [t.decode("utf-8", "ignore") if isinstance(t, bytes) else t for t in array]
+    texts = np.array(texts, dtype=object) if texts else np.zeros([0], str)
   return tf.convert_to_tensor(texts, tf.string)
 
 

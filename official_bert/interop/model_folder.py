@@ -112,6 +112,16 @@ def vocabulary_case(vocab_file):
 DEFAULT_SEQUENCE_LENGTH = 128
 
 
+def check_vocab_fits(num_tokens, config, vocab_file):
+  """ValueError where a vocabulary of `num_tokens` (from `vocab_file`) has more tokens than
+  the model `config` has ids: its last tokens' ids would index past the embeddings (a
+  vocabulary of another model). Fewer is allowed (some checkpoints pad the vocabulary)."""
+  if num_tokens > config.vocab_size:
+    raise ValueError(f"{vocab_file} has {num_tokens} tokens but the model's vocab_size is "
+                     f"{config.vocab_size}: the vocabulary of another model? (a vocabulary "
+                     f"grown by extend_vocab needs the model resized: --resize_vocab)")
+
+
 def default_sequence_length(config, preferred=DEFAULT_SEQUENCE_LENGTH):
   """The sequence length a model is read at when none is given (and its run record names
   none): `preferred`, or the model's max_position_embeddings where that is fewer, so a small

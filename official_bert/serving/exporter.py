@@ -65,11 +65,10 @@ FROM_RUN_SETTINGS = ("max_seq_length", "label_names", "num_labels", "problem_typ
                      "pooling") + SQUAD_FLAGS
 
 
-def _display_vocab(vocab, vocab_size, vocab_file):
+def _display_vocab(vocab, config, vocab_file):
   """The token list, one entry per model id (some checkpoints pad the vocabulary)."""
-  if len(vocab) > vocab_size:
-    raise ValueError(f"{vocab_file} has {len(vocab)} tokens but the model's vocab_size is "
-                     f"{vocab_size}")
+  model_folder.check_vocab_fits(len(vocab), config, vocab_file)
+  vocab_size = config.vocab_size
   if len(vocab) < vocab_size:
     logging.warning("%s has %d tokens, the model %d ids: the extra ids show as [id N].", vocab_file,
                     len(vocab), vocab_size)
@@ -364,7 +363,7 @@ def _build(folder, vocab, options, export_dir, head_config=None, calibration_tex
     module = export_signatures.ServingModule(model,
                                              model_type,
                                              preprocessor,
-                                             _display_vocab(vocab, config.vocab_size, vocab_file),
+                                             _display_vocab(vocab, config, vocab_file),
                                              top_k=options.top_k,
                                              label_names=label_names,
                                              normalize_embeddings=normalize_embeddings,

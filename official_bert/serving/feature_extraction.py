@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from data_prep import tfrecord_io
+from data_prep import tokenization
 from data_prep.classification import features as classifier_features
 from official_bert.interop import model_files
 from official_bert.interop import model_folder
@@ -75,8 +76,13 @@ _PAIR = re.compile(r"^(.*) \|\|\| (.*)$")  # the original's pair syntax
 
 
 def read_examples(path):
-  """(text_a, text_b or None) per line of `path`."""
-  lines = [line.strip() for line in tfrecord_io.read_text(path).splitlines()]
+  """(text_a, text_b or None) per line of `path`: lines end at "\n" only, as the original
+  reads them (str.splitlines would also cut at U+2028, form feeds, ..., and the rows would no
+  longer be the file's lines)."""
+  lines = tfrecord_io.read_text(path).split("\n")
+  if lines and not lines[-1]:
+    lines.pop()  # the last line's "\n"
+  lines = [line.strip() for line in lines]
   return [(m.group(1), m.group(2)) if (m := _PAIR.match(line)) else (line, None) for line in lines]
 
 
@@ -86,8 +92,10 @@ def encode(examples, tokenizer, max_seq_length):
   a = classifier_features.ragged_rows(tokenizer, [e[0] for e in examples])
   b = classifier_features.ragged_rows(tokenizer, [e[1] or "" for e in examples])
   rows = [
-      classifier_features.pack_pair(a[i], b[i] if e[1] is not None else None, cls_id, sep_id,
-                                    max_seq_length)[:3] for i, e in enumerate(examples)
+      # A second text of no tokens is none, as the original's `if tokens_b` (one segment).
+      classifier_features.pack_pair(a[i], b[i] if e[1] is not None and len(b[i]) else None,
+                                    cls_id, sep_id, max_seq_length)[:3]
+      for i, e in enumerate(examples)
   ]
   return [np.stack(column) for column in zip(*rows)]
 
@@ -288,8 +296,9 @@ def run(settings):
              if settings.layer_weights else None)
   if weights is not None and len(weights) != len(layers):
     raise ValueError(f"--layer_weights has {len(weights)} values for {len(layers)} layers")
-  tokenizer = classifier_features.cached_tokenizer(finetuning_runner.vocab_file(settings),
-                                                   settings.do_lower_case)
+  vocab = finetuning_runner.vocab_file(settings)
+  model_folder.check_vocab_fits(len(tokenization.load_vocab_tokens(vocab)), config, vocab)
+  tokenizer = classifier_features.cached_tokenizer(vocab, settings.do_lower_case)
   examples = read_examples(settings.input_file)
   if not examples:
     raise ValueError(f"{settings.input_file}: no lines")

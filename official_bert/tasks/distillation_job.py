@@ -308,7 +308,9 @@ class DistillationJob:
 
 # ---- the transfer set -------------------------------------------------------------------
 def _lines(path):
-  return [line.strip() for line in tfrecord_io.read_text(path).splitlines() if line.strip()]
+  """A text file's non-empty lines, stripped; lines end at "\n" only (a text holding U+2028
+  or a form feed stays one text)."""
+  return [line.strip() for line in tfrecord_io.read_text(path).split("\n") if line.strip()]
 
 
 def read_unlabeled_examples(path, settings):
@@ -339,7 +341,7 @@ def read_unlabeled_sentences(path, settings):
   (tags ignored)."""
   extension = os.path.splitext(path)[1].lower()
   if extension == ".txt":
-    lines = [line.strip() for line in tfrecord_io.read_text(path).splitlines()]
+    lines = [line.strip() for line in tfrecord_io.read_text(path).split("\n")]
     if not _looks_like_conll(lines):
       return [conll.Sentence(line.split(), None) for line in lines if line]
   if extension in (".jsonl", ".tsv", ".csv"):
