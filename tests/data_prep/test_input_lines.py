@@ -9,9 +9,9 @@ import numpy as np
 
 from data_prep import tokenization
 from data_prep.classification import features as classifier_features
-from data_prep.classification.glue_processors import InputExample
 from data_prep.classification import own_files
 from data_prep.classification import windows
+from data_prep.classification.glue_processors import InputExample
 from official_bert.api.preprocessor import as_string_tensor
 from official_bert.serving import feature_extraction
 
