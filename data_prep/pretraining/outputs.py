@@ -1,6 +1,7 @@
 """Where a pretraining-data run's records go and what it reports: the output file names, the
 local writer's round-robin shards, its progress lines, and the summary both writers log."""
 
+import os
 import time
 
 from absl import logging
@@ -18,7 +19,24 @@ def output_paths(output_file, num_output_shards):
     if len(paths) != 1:
       raise ValueError("--num_output_shards needs a single --output_file to number")
     paths = [f"{paths[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
+  if len(paths) == 1 or num_output_shards > 1:
+    _warn_of_other_shards(paths)
   return paths
+
+
+def _warn_of_other_shards(paths):
+  """A warning where shards of the same output with another count are there (an earlier
+  write's): `--input_file=OUT-*` would read them too (run_pretraining refuses that). They are
+  left as they are: the user's to remove."""
+  for path in paths[:1]:
+    base = path.rsplit("-of-", 1)[0].rsplit("-", 1)[0] if "-of-" in path else path
+    own = {os.path.normpath(p) for p in paths}
+    others = [p for p in tfrecord_io.glob(f"{base}-[0-9][0-9][0-9][0-9][0-9]-of-[0-9]*")
+              if os.path.normpath(p) not in own]
+    if others:
+      logging.warning("%d shard(s) of an earlier write of %s with another shard count are "
+                      "there (e.g. %s): remove them, or a pattern %s-* reads both writes",
+                      len(others), base, others[0], base)
 
 
 class ShardedWriter:

@@ -21,6 +21,9 @@ file damaged further in still fails only when reached; `find_corrupt_files` then
 every file to the end and names the damaged ones.
 """
 
+import collections
+import re
+
 import tensorflow as tf
 
 from data_prep import record_checks
@@ -29,11 +32,27 @@ from data_prep import tfrecord_io
 from data_prep.record_checks import check_files  # noqa: F401  (this module's check, in data_prep)
 from official_bert.training import padding
 
+_SHARD = re.compile(r"^(.*)-(\d{5})-of-(\d{5})$")
+
 
 def expand_patterns(input_patterns):
   """Comma-separated paths/globs -> sorted, de-duplicated file list, by the writers' rules
-  (`tfrecord_io.expand_patterns`: `out/*` never reads a writer's hidden temporary file)."""
-  return sorted(tfrecord_io.expand_patterns(input_patterns))
+  (`tfrecord_io.expand_patterns`: `out/*` never reads a writer's hidden temporary file).
+  ValueError where the files hold shards of one output written twice with other counts
+  (out.tfrecord-*-of-00004 and -of-00002): the older write's would be read too."""
+  files = sorted(tfrecord_io.expand_patterns(input_patterns))
+  totals = collections.defaultdict(set)
+  for path in files:
+    match = _SHARD.match(path)
+    if match:
+      totals[match.group(1)].add(match.group(3))
+  for prefix, counts in totals.items():
+    if len(counts) > 1:
+      names = ", ".join(f"{prefix}-*-of-{n}" for n in sorted(counts))
+      raise ValueError(f"{input_patterns!r} matches shards of {prefix} written with "
+                       f"{len(counts)} shard counts ({names}): an earlier write's shards are "
+                       f"still there. Remove the older ones, or name the shards to read")
+  return files
 
 
 def find_corrupt_files(input_patterns):

@@ -466,3 +466,17 @@ def test_signals_remove_partial_shards_and_a_rerun_equals_an_uninterrupted_run(t
       [os.path.basename(p) for p in want]
   for a, b in zip(want, got):
     assert open(a, "rb").read() == open(b, "rb").read(), b
+
+
+def test_shards_of_an_earlier_write_with_another_count_are_warned_of_and_kept(tmp_path, caplog):
+  from data_prep.pretraining import outputs  # pylint: disable=g-import-not-at-top
+  old = tmp_path / "pre.tfrecord-00000-of-00004"
+  old.write_bytes(b"")
+  base = str(tmp_path / "pre.tfrecord")
+  with caplog.at_level("WARNING"):
+    assert outputs.output_paths(base, 2) == [f"{base}-00000-of-00002", f"{base}-00001-of-00002"]
+  assert "1 shard(s) of an earlier write of" in caplog.text and str(old) in caplog.text
+  caplog.clear()
+  with caplog.at_level("WARNING"):
+    outputs.output_paths(base, 4)  # the same count: its own shards, rewritten
+  assert "earlier write" not in caplog.text and old.exists()

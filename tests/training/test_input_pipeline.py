@@ -88,6 +88,17 @@ def test_expand_patterns_skips_hidden_temporary_files_and_folders(tmp_path):
     ip.expand_patterns(" , ")
 
 
+def test_shards_of_two_writes_with_other_counts_are_named(tmp_path):
+  """create_pretraining_data written again with another --num_output_shards leaves the first
+  write's shards: read together, the older data was trained on too."""
+  for i, n in [(0, 4), (1, 4), (2, 4), (3, 4), (0, 2), (1, 2)]:
+    (tmp_path / f"pre.tfrecord-{i:05d}-of-{n:05d}").write_bytes(b"")
+  with pytest.raises(ValueError, match=r"shards of .*pre.tfrecord written with 2 shard counts "
+                     r"\(.*-of-00002, .*-of-00004\)"):
+    ip.expand_patterns(str(tmp_path / "pre.tfrecord-*"))
+  assert len(ip.expand_patterns(str(tmp_path / "pre.tfrecord-*-of-00004"))) == 4
+
+
 def test_training_batches_shapes_dtypes_keys(data):
   ds = ip.pretraining_dataset(",".join(data["plain"]), L, P, batch_size=8, seed=1)
   # drop_remainder defaults to True in training: the batch dimension is static.
