@@ -39,6 +39,27 @@ def masked_crc32c(data):
   return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+def looks_like_records(path):
+  """Whether the file at `path` may be TFRecords a writer wrote (empty, gzip, or its first
+  record's length framed with the length's CRC): what a rerun may replace. A text or any other
+  file of the user's is not."""
+  with gfile().GFile(path, "rb") as f:
+    head = f.read(12)
+  if not head or head[:2] == b"\x1f\x8b":
+    return True
+  return len(head) == 12 and struct.unpack("<I", head[8:])[0] == masked_crc32c(head[:8])
+
+
+def check_replaceable_records(paths, flag):
+  """ValueError, before any work, where one of `paths` (outputs of `flag`) holds a file that
+  is not TFRecords (`looks_like_records`): a rerun replaces its own records, never the user's
+  other files."""
+  for path in paths:
+    if is_file(path) and not looks_like_records(path):
+      raise ValueError(f"{flag}: {path} holds a file that is not TFRecords (not a writer's "
+                       f"output): not replaced. Choose another {flag}, or move it")
+
+
 def frame(record):
   """One serialized example -> its TFRecord bytes."""
   length = struct.pack("<Q", len(record))

@@ -149,6 +149,19 @@ def test_an_output_file_that_is_a_folder_or_an_input_is_refused_before_any_work(
               f"--output_file={vocab}", "--num_new_tokens=1", check_fails=False)
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert len(vocab.read_text().splitlines()) == len(open(UNCASED_VOCAB).read().splitlines())
+  # A file of the user's (not TFRecords) at a writer's output: refused, kept; the writer's
+  # own records are replaced by a rerun.
+  notes = tmp_path / "notes.tfrecord"
+  notes.write_text("my notes")
+  proc = _run("data_prep.create_pretraining_data", f"--input_file={corpus}",
+              f"--output_file={notes}", f"--vocab_file={UNCASED_VOCAB}")
+  assert f"{notes} holds a file that is not TFRecords" in proc.stderr, proc.stderr[-2000:]
+  assert notes.read_text() == "my notes"
+  records = tmp_path / "records.tfrecord"
+  for _ in range(2):
+    proc = _run("data_prep.create_pretraining_data", f"--input_file={corpus}",
+                f"--output_file={records}", f"--vocab_file={UNCASED_VOCAB}", check_fails=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def test_the_data_tools_refuse_a_case_the_vocabulary_contradicts(tmp_path):

@@ -67,6 +67,8 @@ def write_task(task_name, splits, output_dir, vocab_file, do_lower_case, max_seq
     if missing:  # before any split is written
       raise FileNotFoundError(f"{processor.name}: no {', '.join(missing)} in {data_dir} "
                               f"(the splits: {', '.join(splits)})")
+  tfrecord_io.check_replaceable_records(
+      [os.path.join(output_dir, f"{split}.tf_record") for split in splits], "--output_dir")
   for split in splits:
     yield write_split(processor, split, output_dir, vocab_file, do_lower_case, max_seq_length,
                       data_dir, tfds_data_dir, max_train_examples if split == "train" else 0,

@@ -21,6 +21,7 @@ def output_paths(output_file, num_output_shards):
     paths = [f"{paths[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
   if len(paths) == 1 or num_output_shards > 1:
     _warn_of_other_shards(paths)
+  tfrecord_io.check_replaceable_records(paths, "--output_file")
   return paths
 
 
