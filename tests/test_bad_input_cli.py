@@ -219,6 +219,17 @@ def test_a_fine_tuning_output_dir_of_another_model_is_refused(tmp_path, checkpoi
   assert sorted(os.listdir(out)) == ["labels.txt", "model.safetensors", "vocab.txt"]
   assert (out / "labels.txt").read_text() == "yes\nno\n"
   assert (out / "vocab.txt").read_text() == "mine"
+  # A `checkpoint` file that names none, a `.tf_record` that is not records: the user's too.
+  other = tmp_path / "notes"
+  other.mkdir()
+  (other / "checkpoint").write_text("mine")
+  (other / "train.tf_record").write_text("x")
+  proc = _run("official_bert.run_classifier", f"--bert_config_file={checkpoint['config']}",
+              f"--vocab_file={UNCASED_VOCAB}", f"--init_checkpoint={checkpoint['prefix']}",
+              "--task_name=MRPC", f"--data_dir={GLUE_DATA}/MRPC", f"--output_dir={other}",
+              "--do_train")
+  assert f"--output_dir={other} holds checkpoint, train.tf_record, not a run's" in proc.stderr
+  assert (other / "checkpoint").read_text() == "mine"
 
 
 def test_show_pretraining_data_names_the_file_and_flag(tmp_path):

@@ -178,19 +178,25 @@ def model_entries(directory):
 
 def others_files(directory, given=()):
   """The names in `directory` that a run's `write` or `write_labels` would replace (its config,
-  vocabulary, tokenizer_config.json, labels.txt) or that make it another model's folder (a
-  Hugging Face model), where no run of ours is there (no run record, which both put first, and
-  no checkpoint): a user's vocab.txt or labels.txt, a downloaded model. `given`: paths the
-  run reads as they are (its --vocab_file there). [] for a run's folder, a new one, or one
-  without such files."""
+  vocabulary, tokenizer_config.json, labels.txt; a `checkpoint` file, a `.tf_record` that is
+  not records) or that make it another model's folder (a Hugging Face model), where no run of
+  ours is there (no run record, which both put first, and no checkpoint): a user's vocab.txt
+  or labels.txt, a downloaded model. `given`: paths the run reads as they are (its
+  --vocab_file there). [] for a run's folder, a new one, or one without such files."""
   if not tf.io.gfile.isdir(directory):
     return []
   listing = {name.rstrip("/") for name in tf.io.gfile.listdir(directory)}
   if RUN_SETTINGS_FILE in listing or latest_checkpoint(directory):
     return []
   read_as_given = {tfrecord_io.absolute(path) for path in given if path}
-  return sorted(name for name in listing & {CONFIG_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE,
-                                            LABELS_FILE, HF_WEIGHTS_FILE}
+  # A `checkpoint` file that names no checkpoint (TensorFlow ignores it, and a run writes its
+  # own), and a `.tf_record` that is not records (a run's cached features replace theirs).
+  theirs = {CONFIG_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE, LABELS_FILE, HF_WEIGHTS_FILE,
+            "checkpoint"}
+  theirs |= {name for name in listing if name.endswith(".tf_record")
+             and tfrecord_io.is_file(os.path.join(directory, name))
+             and not tfrecord_io.looks_like_records(os.path.join(directory, name))}
+  return sorted(name for name in listing & theirs
                 if tfrecord_io.absolute(os.path.join(directory, name)) not in read_as_given)
 
 

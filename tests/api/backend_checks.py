@@ -204,6 +204,27 @@ def bench_scan_weights():
   return moved, apart
 
 
+def bench_script_output():
+  """JAX: `python bench/bench_pretraining_step.py --backend=jax --configs=tiny ...` as a
+  script (`runpy`, its `__main__` dispatch to the Keras-only step included), last in this
+  process so that nothing it sets reaches another check: (exit status, what it printed)."""
+  import contextlib  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  import io  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  import runpy  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  path = os.path.join(REPO, "bench", "bench_pretraining_step.py")
+  saved, out, code = sys.argv, io.StringIO(), 0
+  sys.argv = [path, "--backend=jax", "--configs=tiny", "--batch=4", "--seq=32", "--preds=4",
+              "--steps=2", "--warmup=1", "--repeats=1", "--matmul_size=256"]
+  try:
+    with contextlib.redirect_stdout(out):
+      runpy.run_path(path, run_name="__main__")
+  except SystemExit as e:
+    code = e.code or 0
+  finally:
+    sys.argv = saved
+  return code, out.getvalue()
+
+
 def main(minilm, work, tiny):
   reference = np.load(os.path.join(work, "tensorflow_reference.npz"))
   results = {"backend": keras.backend.backend()}
@@ -257,6 +278,7 @@ def main(minilm, work, tiny):
     results["scan_weight_max_diff"], results["scans"] = steps_per_execution_weights(tiny)
     results["hashed_dropout"] = hashed_dropout_checks()
     results["bench_fit_moved"], results["bench_scan_apart"] = bench_scan_weights()
+    results["bench_script_exit"], results["bench_script_output"] = bench_script_output()
 
   with open(os.path.join(work, "results.json"), "w", encoding="utf-8") as f:
     json.dump(results, f)
