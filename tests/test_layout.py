@@ -211,6 +211,8 @@ _WRITERS_ALLOWED = {
         "writes scratch files in a tempfile.TemporaryDirectory (ONNX Runtime's quantizer)",
     "official_bert.training.best_checkpoint":
         "copies into best/'s folder built beside and swapped in whole",
+    "official_bert.training.output_lock":
+        "opens an empty lock file in the system's temporary folder (flock): no output",
 }
 
 

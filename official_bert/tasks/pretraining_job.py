@@ -17,6 +17,7 @@ from official_bert.tasks.pretraining import PretrainingTask
 from official_bert.training import distribution
 from official_bert.training import dynamic_masking
 from official_bert.training import finetuning_runner
+from official_bert.training import output_lock
 from official_bert.training import runner
 from official_bert.training import settings as settings_lib
 from official_bert.training.settings import option
@@ -87,6 +88,12 @@ def write_model_files(settings, config, config_file):
 
 
 def run(settings, record=None):
+  """`train_and_evaluate` with --output_dir's lock (`output_lock`): one run there at a time."""
+  with output_lock.held(settings.output_dir, settings.distribution_strategy):
+    return train_and_evaluate(settings, record)
+
+
+def train_and_evaluate(settings, record=None):
   """Trains and/or evaluates; returns {"train": metrics, "eval": results}.
 
   Args:

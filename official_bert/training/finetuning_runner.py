@@ -40,6 +40,7 @@ from official_bert.training import best_checkpoint
 from official_bert.training import common_flags
 from official_bert.training import distribution
 from official_bert.training import evaluation
+from official_bert.training import output_lock
 from official_bert.training import restarts
 from official_bert.training import runner
 from official_bert.training import settings as settings_lib
@@ -440,9 +441,10 @@ def run_or_restart(settings, make_job, record=None):
   Args:
     make_job: settings -> job (a job class, or a function choosing one).
   """
-  if settings.num_restarts > 1:
-    return restarts.run(settings, make_job, lambda s, job: run(s, job, record))
-  return run(settings, make_job(settings), record)
+  with output_lock.held(settings.output_dir, settings.distribution_strategy):
+    if settings.num_restarts > 1:
+      return restarts.run(settings, make_job, lambda s, job: run(s, job, record))
+    return run(settings, make_job(settings), record)
 
 
 def inherit_run_settings(settings, flag_values):
