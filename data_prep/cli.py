@@ -106,15 +106,29 @@ def define_case_override():
 
 
 class Interrupted(Exception):
-  """The program was asked to stop by a signal (after saving what it could)."""
+  """The program was asked to stop by a signal (after saving what it could).
+
+  Also built from its message alone (`type(e)(str(e))`, as Keras' traceback filter rebuilds
+  an exception raised inside a call): the signal is read back from it."""
 
   def __init__(self, signum, what="stopped"):
-    super().__init__(f"{what} by signal {signal.Signals(signum).name}")
-    self.signum = signum
+    if isinstance(signum, str):
+      message, name = signum, signum.rsplit(" ", 1)[-1]
+      signum = signal.Signals[name] if name in signal.Signals.__members__ else signal.SIGTERM
+    else:
+      message = f"{what} by signal {signal.Signals(signum).name}"
+    super().__init__(message)
+    self.signum = int(signum)
+
+
+# The signal `_raise_interrupted` raised for, should the exception be lost on its way (raised
+# inside a finalizer, `__del__`, Python prints and drops it): `launch` exits with it anyway.
+_PENDING = []
 
 
 def _raise_interrupted(signum, frame):
   del frame
+  _PENDING.append(signum)
   raise Interrupted(signum)
 
 
@@ -250,10 +264,13 @@ def launch(main_fn, required_flags=(), positional=(), pass_through_unknown=False
       logging.error("%s", " ".join(f"--{name} is required" for name in missing))
       sys.exit(1)
     previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    _PENDING.clear()
     try:
       check_output_files(input_flags=tuple(
           f for f in ("input_file", "vocab_file") if f not in replaces_in_place))
       main_fn(argv)
+      if _PENDING:  # raised where Python dropped it: the run went on, but was asked to stop
+        raise Interrupted(_PENDING[0])
     except user_errors() as e:
       logging.error("%s", e)
       sys.exit(1)

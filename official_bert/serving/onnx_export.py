@@ -49,9 +49,10 @@ def convert(module, model_type, quantize="none", calibration=None, min_cosine=0.
            for name in signatures.INPUT_NAMES]
   serve_ids = tf.function(module.serve_ids_in_graph,
                           input_signature=specs, autograph=False)
-  outputs = sorted(serve_ids.get_concrete_function().structured_outputs)
-  with _optimizer_errors_raised():
-    proto, _ = tf2onnx.convert.from_function(serve_ids, input_signature=specs, opset=OPSET)
+  with signatures.at_least_one_mask_slot():  # traced here, for ONNX Runtime
+    outputs = sorted(serve_ids.get_concrete_function().structured_outputs)
+    with _optimizer_errors_raised():
+      proto, _ = tf2onnx.convert.from_function(serve_ids, input_signature=specs, opset=OPSET)
   onnx_rewrites.rewrite_for_onnx_runtime(proto)
   content = proto.SerializeToString()
   info = {"input_shape": [-1 if d is None else d for d in input_shape(model_type)],

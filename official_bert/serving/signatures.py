@@ -59,6 +59,8 @@ client can map a SQuAD span or a tag back to text. Outputs per model type (both 
                predicted_ids [b] int32: the best choice
 """
 
+import contextlib
+
 import tensorflow as tf
 
 from official_bert.modeling import sentence_embedding
@@ -90,21 +92,43 @@ class _Untracked:
     self.__dict__.update(kwargs)
 
 
+# ONNX Runtime's LayerNorm (a GlobalAveragePool) takes no [b, 0, hidden]: where no row has a
+# [MASK], an ONNX export's masked-LM head runs on one padding slot (TFLite's converter, in
+# turn, takes no slice to 0 slots: the other exports keep the head on `width` slots).
+_MASK_SLOTS_AT_LEAST = [False]
+
+
+@contextlib.contextmanager
+def at_least_one_mask_slot():
+  """Functions traced inside run the masked-LM head on at least one slot (`onnx_export`)."""
+  _MASK_SLOTS_AT_LEAST[0] = True
+  try:
+    yield
+  finally:
+    _MASK_SLOTS_AT_LEAST[0] = False
+
+
 def _masked_lm_predictions(model, sequence_output, word_ids, mask_id, vocab, top_k):
   """Top-k tokens at every [MASK] of each example (see the module doc)."""
   is_mask = tf.equal(word_ids, mask_id)
   # The k-th [MASK] of a row goes to slot k of that row; other slots stay -1.
   slot = tf.cumsum(tf.cast(is_mask, tf.int32), axis=1) - 1  # [b, s]
   where = tf.cast(tf.where(is_mask), tf.int32)  # [num_masks, 2]: (row, position)
-  width = tf.reduce_max(tf.concat([slot[:, -1:] + 1, [[0]]], axis=0))  # most masks in a row
+  # Most masks in a row; 0 for no mask or no row (an empty batch packs to [0, 0]).
+  width = tf.maximum(tf.reduce_max(tf.reshape(slot[:, -1:] + 1, [-1])), 0)
+  # ONNX: the head runs on at least one slot (a padding one where no row has a [MASK]), then
+  # keeps `width` (`at_least_one_mask_slot`).
+  slots = tf.maximum(width, 1) if _MASK_SLOTS_AT_LEAST[0] else width
   positions = tf.tensor_scatter_nd_update(
-      tf.fill(tf.stack([tf.shape(word_ids)[0], width]), -1),
+      tf.fill(tf.stack([tf.shape(word_ids)[0], slots]), -1),
       tf.stack([where[:, 0], tf.gather_nd(slot, where)], axis=1), where[:, 1])  # [b, M]
+  logits = model.masked_lm_head(sequence_output, tf.maximum(positions, 0),
+                                model.encoder.embeddings.embedding_table)  # [b, M, vocab]
+  if _MASK_SLOTS_AT_LEAST[0]:
+    logits, positions = logits[:, :width], positions[:, :width]
   # expand_dims, not valid[..., None], and padding tokens gathered from an extra "" entry
   # rather than a string select: both keep the graph to TFLite builtins (`tflite_export`).
   valid = tf.expand_dims(positions >= 0, -1)  # [b, M, 1]
-  logits = model.masked_lm_head(sequence_output, tf.maximum(positions, 0),
-                                model.encoder.embeddings.embedding_table)  # [b, M, vocab]
   probabilities, ids = tf.math.top_k(tf.nn.softmax(tf.cast(logits, tf.float32)), k=top_k)
   ids = tf.where(valid, ids, 0)
   tokens = tf.gather(tf.concat([vocab, [""]], 0), tf.where(valid, ids, tf.size(vocab)))

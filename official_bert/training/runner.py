@@ -226,8 +226,9 @@ def run_training(trainer, dataset_fn, output_dir, num_train_steps, steps_per_loo
     stop.restore()
     if writer is not None:
       writer.flush()
-  if stop.requested and step < num_train_steps:
-    # Not a finished run: the caller (and a scheduler, by the exit status) must know.
+  if stop.requested:
+    # Not a finished run (or one asked to stop before its evaluation and predictions): the
+    # caller (and a scheduler, by the exit status) must know.
     raise cli.Interrupted(stop.signum, f"stopped at step {step} (checkpoint saved)")
   return metrics
 

@@ -1,11 +1,14 @@
 """The one CLI convention (`data_prep.cli`): flags defined only when run, user errors as a
 message and exit status 1, never a traceback."""
 
+import signal
 import subprocess
 import sys
 
 from conftest import REPO
 import pytest
+
+from data_prep import cli
 
 pytestmark = pytest.mark.large  # trains or runs commands: `make test`, not `make test-fast`
 
@@ -71,3 +74,40 @@ def test_writers_flags_take_their_defaults_from_the_settings():
             "assert s.Settings('in', 'out', 'vocab').num_workers is None\n")
     proc = _run(None, code)
     assert proc.returncode == 0, f"{program}: {proc.stderr[-2000:]}"
+
+
+def test_an_interrupted_rebuilt_from_its_message_keeps_its_signal():
+  """Keras' traceback filter rebuilds an exception as type(e)(str(e)): Interrupted's signal
+  number came back as a ValueError (exit 1, a traceback) instead of exit 143."""
+  e = cli.Interrupted(signal.SIGTERM, "stopped at step 3 (checkpoint saved)")
+  again = type(e)(str(e))
+  assert (again.signum, str(again)) == (signal.SIGTERM, str(e))
+
+
+_DROPPED_SIGNAL = """
+import os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from data_prep import cli
+
+class Finalized:
+  def __del__(self):
+    os.kill(os.getpid(), signal.SIGTERM)  # its handler runs in here: Python drops the raise
+    for _ in range(10000):
+      pass
+
+def main(argv):
+  thing = Finalized()
+  del thing
+  print("went on", flush=True)
+
+sys.argv = sys.argv[:1]
+cli.launch(main)
+"""
+
+
+def test_a_sigterm_raised_inside_a_finalizer_still_ends_the_run_with_its_status():
+  proc = subprocess.run([sys.executable, "-c", _DROPPED_SIGNAL, REPO], capture_output=True,
+                        text=True, timeout=120, check=False)
+  assert "went on" in proc.stdout  # the exception was dropped where it was raised ...
+  assert proc.returncode == 143, proc.stderr[-2000:]  # ... yet the run ends as stopped
+  assert "stopped by signal SIGTERM" in proc.stderr

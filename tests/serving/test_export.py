@@ -357,6 +357,17 @@ def test_squad_text_signatures_answer_from_the_context(fresh):
   assert spans >= 2
 
 
+def test_an_empty_batch_of_texts_gives_empty_outputs(exported):
+  """The pretraining export failed on no text (a concat of [0, 0] and [1, 1]); every type
+  gives empty outputs."""
+  for model_type in ("pretraining", "classifier", "tagger", "encoder"):
+    sigs = tf.saved_model.load(exported[model_type][0]).signatures
+    out = sigs["serving_default"](text=tf.constant([], tf.string))
+    assert all(v.shape[0] == 0 for v in out.values()), (model_type, out)
+    out = sigs["serving_pair"](text=tf.constant([], tf.string), text_b=tf.constant([], tf.string))
+    assert all(v.shape[0] == 0 for v in out.values()), (model_type, out)
+
+
 def test_saved_model_cli_show_lists_signatures(fresh):
   rc, out, err = fresh["show"]
   for name in ("serving_default", "serving_pair", "serve_ids"):

@@ -161,6 +161,23 @@ def _matmul_weight_types(export_dir):
   return counts
 
 
+def test_a_pretraining_export_takes_batches_without_a_mask_and_empty_ones(exported):
+  """ONNX Runtime's LayerNorm took no [b, 0, hidden]: a batch without [MASK] (and an empty
+  one) failed; now each gives 0 slots, as the SavedModel does."""
+  session = _session(exported["pretraining"]["none"])
+  inputs = _inputs("pretraining", 2, SEQ)
+  inputs["input_word_ids"] = np.where(inputs["input_word_ids"] == 103, 1000,
+                                      inputs["input_word_ids"]).astype(np.int32)
+  for batch in (inputs, {k: v[:0] for k, v in inputs.items()}):
+    got = _run(session, batch)
+    want = exported["pretraining"]["serve_ids"](**{k: tf.constant(v) for k, v in batch.items()})
+    b = len(batch["input_mask"])
+    assert got["masked_lm_positions"].shape == (b, 0)
+    assert got["masked_lm_top_probabilities"].shape == (b, 0, 3)
+    np.testing.assert_allclose(got["next_sentence_logits"], want["next_sentence_logits"].numpy(),
+                               atol=1e-4)
+
+
 @pytest.mark.parametrize("model_type", QUANTIZED)
 def test_dynamic_quantization_makes_the_matmul_weights_int8(model_type, exported):
   dirs = exported[model_type]
