@@ -513,7 +513,8 @@ class TaskModel(BackboneModelConfig, keras.Model):
           seed=None, steps_per_epoch=None, **kwargs):
     """Keras' fit on raw inputs (see the subclass); `x` may be a tf.data.Dataset of raw
     (x, y) batches. `seed` (an int) makes the run repeatable: it sets the order of the
-    examples, dropout, and an untrained head's initial weights (drawn again from it)."""
+    examples, dropout, and an untrained head's initial weights (drawn again from it); it
+    sets TensorFlow's global seed too (`tf.random.set_seed`)."""
     self._check_inputs(x, y, "fit", batch_size)
     sample_weight, class_weight = self._example_weights(kwargs, "fit", x)
     if class_weight is not None:  # as Keras: each example weighs its label's weight
@@ -583,7 +584,12 @@ class TaskModel(BackboneModelConfig, keras.Model):
     raise ValueError("validation_data must be (x, y) or a tf.data.Dataset of (x, y) batches")
 
   def _reseed(self, seed):
-    """Dropout's random state and an untrained head's initial weights from `seed`."""
+    """Dropout's random state, the order of the examples and an untrained head's initial
+    weights from `seed`."""
+    # tf.data's shuffle(seed=s) pairs s with TensorFlow's global seed: set it too, so that a
+    # script's earlier tf.random.set_seed (or keras.utils.set_random_seed) leaves the order
+    # of a seeded fit as it is.
+    tf.random.set_seed(seed)
     generators = []
     for layer in self._flatten_layers(include_self=True, recursive=True):
       generators += [v for v in vars(layer).values()
