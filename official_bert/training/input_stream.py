@@ -55,6 +55,21 @@ def _read(path):
     return {}
 
 
+_OWN = "OUTPUT_DIR"
+
+
+def _portable(key, output_dir):
+  """`key` with its files inside `output_dir` (a fine-tuning run's own train.tf_record)
+  named relative to it: a run folder moved or copied elsewhere (another mount, an rsync)
+  reads the same stream, and resumes it where its checkpoint left it."""
+  if not key or not isinstance(key.get("input_files"), list):
+    return key
+  own = tfrecord_io.absolute(output_dir).rstrip("/") + "/"
+  files = [_OWN + "/" + f[len(own):] if isinstance(f, str) and f.startswith(own) else f
+           for f in key["input_files"]]
+  return dict(key, input_files=files)
+
+
 def first_step(output_dir, key, start_step):
   """The step at which the stream `key` began in `output_dir` (so a resumed run skips the
   examples of `start_step - first_step` steps). `record` writes it once the run has saved a
@@ -68,10 +83,11 @@ def first_step(output_dir, key, start_step):
   record = _read(os.path.join(output_dir, STREAM_FILE))
   if record is None:
     return 0  # a new directory, or one from before this file: the stream it always read
-  if record.get("stream") == key and int(record.get("first_step", 0)) <= start_step:
+  key, recorded = _portable(key, output_dir), _portable(record.get("stream"), output_dir)
+  if recorded == key and int(record.get("first_step", 0)) <= start_step:
     return int(record["first_step"])
   # Another input, or a record ahead of the checkpoint (checkpoints deleted since).
-  if record.get("stream") != key:
+  if recorded != key:
     logging.info("The training input changed at step %d (was %s; now %s): reading the new "
                  "input from its beginning.", start_step, record.get("stream"), key)
   return start_step
@@ -84,6 +100,6 @@ def record(output_dir, key, begin, chief=True):
   if key is None or not chief:
     return
   path = os.path.join(output_dir, STREAM_FILE)
-  content = {"stream": key, "first_step": begin}
+  content = {"stream": _portable(key, output_dir), "first_step": begin}
   if _read(path) != content:
     tfrecord_io.write_text(path, json.dumps(content, indent=2, sort_keys=True) + "\n")

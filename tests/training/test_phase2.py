@@ -244,6 +244,22 @@ def test_input_stream_records_where_each_input_began(tmp_path):
   assert run(two, 3) == 3
 
 
+def test_a_moved_run_folder_reads_its_own_records_as_the_same_stream(tmp_path):
+  """A fine-tuning run's own OUTPUT_DIR/train.tf_record, recorded by absolute path, read as
+  another input once the folder was moved (another mount, an rsync): the resumed run read
+  it from its beginning instead of skipping what its steps had read."""
+  first, moved = tmp_path / "first", tmp_path / "moved"
+  first.mkdir()
+  (first / "train.tf_record").write_bytes(b"")
+  key = input_stream.stream_key(str(first / "train.tf_record"), 64, 4)
+  input_stream.record(str(first), key, 0)
+  record = json.loads((first / input_stream.STREAM_FILE).read_text())
+  assert record["stream"]["input_files"] == ["OUTPUT_DIR/train.tf_record"]
+  first.rename(moved)
+  key = input_stream.stream_key(str(moved / "train.tf_record"), 64, 4)
+  assert input_stream.first_step(str(moved), key, 10) == 0  # the same stream: skip 10 steps
+
+
 def test_input_stream_key_is_the_files_not_their_spelling(tmp_path, monkeypatch):
   for name in ("x-0.tfrecord", "x-1.tfrecord"):
     (tmp_path / name).write_bytes(b"")
