@@ -88,9 +88,30 @@ def first_step(output_dir, key, start_step):
     return int(record["first_step"])
   # Another input, or a record ahead of the checkpoint (checkpoints deleted since).
   if recorded != key:
-    logging.info("The training input changed at step %d (was %s; now %s): reading the new "
-                 "input from its beginning.", start_step, record.get("stream"), key)
+    changed = _changed_settings(recorded, key)
+    if changed:  # the same files read another way: a resume's flags changed, often unmeant
+      logging.warning("Resuming at step %d with %s than the checkpoints of %s trained with: "
+                      "the rest of the run reads its input anew from its beginning, and "
+                      "its steps (--num_train_steps, or epochs in steps) count the new "
+                      "batches. Rerun with the first values to resume the same run.",
+                      start_step, changed, output_dir)
+    else:
+      logging.info("The training input changed at step %d (was %s; now %s): reading the "
+                   "new input from its beginning.", start_step, record.get("stream"), key)
   return start_step
+
+
+def _changed_settings(recorded, key):
+  """"another global batch size (4 -> 8)" ..., where `recorded` and `key` read the same files
+  with other settings; "" when their files differ (a new input: phase 2's)."""
+  if not isinstance(recorded, dict) or recorded.get("input_files") != key.get("input_files"):
+    return ""
+  names = {"global_batch_size": "global batch size (--train_batch_size)",
+           "max_seq_length": "sequence length", "group_by_length": "--group_by_length",
+           "last_partial_batch": "--last_partial_batch"}
+  return ", ".join(f"another {names.get(k, k)} ({recorded.get(k)} -> {key.get(k)})"
+                   for k in sorted(set(recorded) | set(key))
+                   if k != "input_files" and recorded.get(k) != key.get(k))
 
 
 def record(output_dir, key, begin, chief=True):

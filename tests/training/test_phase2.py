@@ -260,6 +260,23 @@ def test_a_moved_run_folder_reads_its_own_records_as_the_same_stream(tmp_path):
   assert input_stream.first_step(str(moved), key, 10) == 0  # the same stream: skip 10 steps
 
 
+def test_a_resume_with_another_batch_size_is_warned_of(tmp_path, caplog):
+  """The same files with another --train_batch_size: the steps count other batches (a
+  batch-4 run at step 10 of 20 read as finished at batch 8): a warning, not an INFO line."""
+  (tmp_path / "train.tf_record").write_bytes(b"")
+  files = str(tmp_path / "train.tf_record")
+  input_stream.record(str(tmp_path), input_stream.stream_key(files, 64, 4), 0)
+  with caplog.at_level("INFO"):
+    assert input_stream.first_step(str(tmp_path), input_stream.stream_key(files, 64, 8), 10) == 10
+  warned = [r for r in caplog.records if r.levelname == "WARNING"]
+  assert len(warned) == 1 and "another global batch size (--train_batch_size) (4 -> 8)" in (
+      warned[0].getMessage())
+  caplog.clear()
+  with caplog.at_level("INFO"):  # other files (phase 2): a new input, as before
+    input_stream.first_step(str(tmp_path), input_stream.stream_key("other-*", 128, 8), 10)
+  assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
 def test_input_stream_key_is_the_files_not_their_spelling(tmp_path, monkeypatch):
   for name in ("x-0.tfrecord", "x-1.tfrecord"):
     (tmp_path / name).write_bytes(b"")
