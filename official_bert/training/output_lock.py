@@ -1,4 +1,5 @@
-"""One run at a time in an --output_dir (TF-free; local folders).
+"""One run at a time in an --output_dir (TF-free; local folders), and no empty folder left
+by a run that failed before writing anything there (`held`).
 
 Two runs writing one output directory mix their files: the second's labels.txt and run
 record beside the first's checkpoints (predictions served under swapped labels), each
@@ -23,7 +24,21 @@ _HELD = {}  # absolute path -> open lock file, in this process
 @contextlib.contextmanager
 def held(output_dir, distribution_strategy=None):
   """The lock of `output_dir` while the body runs; ValueError if another process holds it.
-  Reentrant in one process (a run's restarts, a command run again by a test)."""
+  Reentrant in one process (a run's restarts, a command run again by a test). A local
+  `output_dir` the body created and left empty (a run stopped by bad input) is removed."""
+  local = bool(output_dir) and "://" not in output_dir
+  existed = local and os.path.exists(output_dir)
+  try:
+    with _locked(output_dir, distribution_strategy):
+      yield
+  except BaseException:
+    if local and not existed and os.path.isdir(output_dir) and not os.listdir(output_dir):
+      os.rmdir(output_dir)  # ours, and empty
+    raise
+
+
+@contextlib.contextmanager
+def _locked(output_dir, distribution_strategy):
   if (not output_dir or "://" in output_dir
       or distribution_strategy == "multi_worker_mirrored"):
     yield

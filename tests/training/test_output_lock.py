@@ -7,6 +7,7 @@ import sys
 
 from conftest import REPO
 from conftest import run_command
+from conftest import tiny_model_folder
 import pytest
 
 from official_bert.training import output_lock
@@ -47,3 +48,16 @@ def test_a_second_run_in_a_held_output_dir_is_refused(tmp_path):
   with output_lock.held(str(out)):  # released with its process
     with output_lock.held(str(out)):  # and reentrant in one process
       pass
+
+
+def test_a_run_stopped_by_bad_input_leaves_no_empty_output_dir(tmp_path):
+  model = tiny_model_folder(tmp_path / "model")
+  train = tmp_path / "train.csv"
+  train.write_text("sentence,label\na b,x\nc,y\n")  # no column "text"
+  for out, existed in ((tmp_path / "new", False), (tmp_path / "mine", True)):
+    if existed:
+      out.mkdir()  # the user's own empty folder stays
+    proc = run_command("official_bert.run_classifier", f"--train_file={train}", "--do_train",
+                       f"--init_checkpoint={model}", f"--output_dir={out}")
+    assert proc.returncode == 1 and "no column 'text'" in proc.stderr, proc.stderr[-2000:]
+    assert out.exists() == existed
