@@ -50,14 +50,19 @@ def looks_like_records(path):
   return len(head) == 12 and struct.unpack("<I", head[8:])[0] == masked_crc32c(head[:8])
 
 
+def not_records(paths):
+  """The `paths` that hold a file that is not TFRecords (`looks_like_records`): a user's,
+  which a rerun must not replace as it replaces its own records."""
+  return [path for path in paths if is_file(path) and not looks_like_records(path)]
+
+
 def check_replaceable_records(paths, flag):
   """ValueError, before any work, where one of `paths` (outputs of `flag`) holds a file that
-  is not TFRecords (`looks_like_records`): a rerun replaces its own records, never the user's
-  other files."""
-  for path in paths:
-    if is_file(path) and not looks_like_records(path):
-      raise ValueError(f"{flag}: {path} holds a file that is not TFRecords (not a writer's "
-                       f"output): not replaced. Choose another {flag}, or move it")
+  is not TFRecords (`not_records`)."""
+  theirs = not_records(paths)
+  if theirs:
+    raise ValueError(f"{flag}: {theirs[0]} holds a file that is not TFRecords (not a writer's "
+                     f"output): not replaced. Choose another {flag}, or move it")
 
 
 def frame(record):

@@ -2,11 +2,15 @@
 local writer's round-robin shards, its progress lines, and the summary both writers log."""
 
 import os
+import re
 import time
 
 from absl import logging
 
 from data_prep import tfrecord_io
+
+# A sharded output's file names: OUT-00003-of-00016 (the local writer's and Beam's template).
+SHARD_NAME = re.compile(r"^(.*)-(\d{5})-of-(\d{5})$")
 
 
 def output_paths(output_file, num_output_shards):
@@ -15,29 +19,29 @@ def output_paths(output_file, num_output_shards):
     raise ValueError("--output_file is empty")
   if num_output_shards < 1:
     raise ValueError(f"num_output_shards={num_output_shards} must be >= 1")
+  base = paths[0]
   if num_output_shards > 1:
     if len(paths) != 1:
       raise ValueError("--num_output_shards needs a single --output_file to number")
-    paths = [f"{paths[0]}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
-  if len(paths) == 1 or num_output_shards > 1:
-    _warn_of_other_shards(paths)
+    paths = [f"{base}-{i:05d}-of-{num_output_shards:05d}" for i in range(num_output_shards)]
+  if len(paths) == 1 or num_output_shards > 1:  # one output, in one file or numbered shards
+    _warn_of_other_shards(base, paths)
   tfrecord_io.check_replaceable_records(paths, "--output_file")
   return paths
 
 
-def _warn_of_other_shards(paths):
-  """A warning where shards of the same output with another count are there (an earlier
-  write's): `--input_file=OUT-*` would read them too (run_pretraining refuses that). They are
-  left as they are: the user's to remove."""
-  for path in paths[:1]:
-    base = path.rsplit("-of-", 1)[0].rsplit("-", 1)[0] if "-of-" in path else path
-    own = {os.path.normpath(p) for p in paths}
-    others = [p for p in tfrecord_io.glob(f"{base}-[0-9][0-9][0-9][0-9][0-9]-of-[0-9]*")
-              if os.path.normpath(p) not in own]
-    if others:
-      logging.warning("%d shard(s) of an earlier write of %s with another shard count are "
-                      "there (e.g. %s): remove them, or a pattern %s-* reads both writes",
-                      len(others), base, others[0], base)
+def _warn_of_other_shards(base, paths):
+  """A warning where shards of output `base` with another count than `paths` are there (an
+  earlier write's): `--input_file=OUT-*` would read them too (run_pretraining refuses that).
+  They are left as they are: the user's to remove."""
+  own = {os.path.normpath(p) for p in paths}
+  others = [p for p in tfrecord_io.glob(f"{base}-*-of-*")
+            if (m := SHARD_NAME.match(p)) and os.path.normpath(m.group(1)) ==
+            os.path.normpath(base) and os.path.normpath(p) not in own]
+  if others:
+    logging.warning("%d shard(s) of an earlier write of %s with another shard count are there "
+                    "(e.g. %s): remove them, or a pattern %s-* reads both writes", len(others),
+                    base, others[0], base)
 
 
 class ShardedWriter:

@@ -193,9 +193,8 @@ def others_files(directory, given=()):
   # own), and a `.tf_record` that is not records (a run's cached features replace theirs).
   theirs = {CONFIG_FILE, VOCAB_FILE, TOKENIZER_CONFIG_FILE, LABELS_FILE, HF_WEIGHTS_FILE,
             "checkpoint"}
-  theirs |= {name for name in listing if name.endswith(".tf_record")
-             and tfrecord_io.is_file(os.path.join(directory, name))
-             and not tfrecord_io.looks_like_records(os.path.join(directory, name))}
+  theirs |= {os.path.basename(path) for path in tfrecord_io.not_records(
+      [os.path.join(directory, name) for name in listing if name.endswith(".tf_record")])}
   return sorted(name for name in listing & theirs
                 if tfrecord_io.absolute(os.path.join(directory, name)) not in read_as_given)
 

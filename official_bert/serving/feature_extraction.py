@@ -18,7 +18,6 @@ import numpy as np
 import tensorflow as tf
 
 from data_prep import tfrecord_io
-from data_prep import tokenization
 from data_prep.classification import features as classifier_features
 from official_bert.interop import model_files
 from official_bert.interop import model_folder
@@ -297,8 +296,9 @@ def run(settings):
   if weights is not None and len(weights) != len(layers):
     raise ValueError(f"--layer_weights has {len(weights)} values for {len(layers)} layers")
   vocab = finetuning_runner.vocab_file(settings)
-  model_folder.check_vocab_fits(len(tokenization.load_vocab_tokens(vocab)), config, vocab)
   tokenizer = classifier_features.cached_tokenizer(vocab, settings.do_lower_case)
+  # Its ids are its lines' numbers (a repeated token keeps the last): the last id + 1 lines.
+  model_folder.check_vocab_fits(max(tokenizer.inv_vocab, default=-1) + 1, config, vocab)
   examples = read_examples(settings.input_file)
   if not examples:
     raise ValueError(f"{settings.input_file}: no lines")

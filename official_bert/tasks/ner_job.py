@@ -206,6 +206,6 @@ class NerJob:
     out = self.settings.output_dir
     path = os.path.join(out, f"{split}_predictions.txt")
     tfrecord_io.write_text(path, "".join(lines))
-    untagged = any(x.tags is None for x in self.sentences[split])  # predicted only
-    scores = None if untagged else self.score(split, predictions)
+    # `score`'s {}: a file without tags, predicted only (no results file).
+    scores = self.score(split, predictions) or None
     return [path] + evaluation.write_split_results(out, split, scores)

@@ -22,17 +22,15 @@ every file to the end and names the damaged ones.
 """
 
 import collections
-import re
 
 import tensorflow as tf
 
 from data_prep import record_checks
 from data_prep import schema
 from data_prep import tfrecord_io
+from data_prep.pretraining import outputs
 from data_prep.record_checks import check_files  # noqa: F401  (this module's check, in data_prep)
 from official_bert.training import padding
-
-_SHARD = re.compile(r"^(.*)-(\d{5})-of-(\d{5})$")
 
 
 def expand_patterns(input_patterns):
@@ -43,7 +41,7 @@ def expand_patterns(input_patterns):
   files = sorted(tfrecord_io.expand_patterns(input_patterns))
   totals = collections.defaultdict(set)
   for path in files:
-    match = _SHARD.match(path)
+    match = outputs.SHARD_NAME.match(path)
     if match:
       totals[match.group(1)].add(match.group(3))
   for prefix, counts in totals.items():
