@@ -210,10 +210,14 @@ def test_a_fine_tuning_output_dir_of_another_model_is_refused(tmp_path, checkpoi
   (out / "model.safetensors").write_text("weights")
   (out / "vocab.txt").write_text("mine")
   (out / "labels.txt").write_text("yes\nno\n")
-  proc = _run("official_bert.run_classifier", f"--bert_config_file={checkpoint['config']}",
-              f"--vocab_file={UNCASED_VOCAB}", f"--init_checkpoint={checkpoint['prefix']}",
-              "--task_name=MRPC", f"--data_dir={GLUE_DATA}/MRPC", f"--output_dir={out}",
-              "--do_train")
+
+  def train_into(output_dir):
+    return _run("official_bert.run_classifier", f"--bert_config_file={checkpoint['config']}",
+                f"--vocab_file={UNCASED_VOCAB}", f"--init_checkpoint={checkpoint['prefix']}",
+                "--task_name=MRPC", f"--data_dir={GLUE_DATA}/MRPC", f"--output_dir={output_dir}",
+                "--do_train")
+
+  proc = train_into(out)
   assert (f"--output_dir={out} holds labels.txt, model.safetensors, vocab.txt, not a run's (no "
           f"run_settings.json, no checkpoint)") in proc.stderr, proc.stderr[-2000:]
   assert sorted(os.listdir(out)) == ["labels.txt", "model.safetensors", "vocab.txt"]
@@ -224,10 +228,7 @@ def test_a_fine_tuning_output_dir_of_another_model_is_refused(tmp_path, checkpoi
   other.mkdir()
   (other / "checkpoint").write_text("mine")
   (other / "train.tf_record").write_text("x")
-  proc = _run("official_bert.run_classifier", f"--bert_config_file={checkpoint['config']}",
-              f"--vocab_file={UNCASED_VOCAB}", f"--init_checkpoint={checkpoint['prefix']}",
-              "--task_name=MRPC", f"--data_dir={GLUE_DATA}/MRPC", f"--output_dir={other}",
-              "--do_train")
+  proc = train_into(other)
   assert f"--output_dir={other} holds checkpoint, train.tf_record, not a run's" in proc.stderr
   assert (other / "checkpoint").read_text() == "mine"
 
