@@ -34,7 +34,9 @@ BACKENDS = [pytest.param(name, marks=pytest.mark.skipif(
 
 # JAX compiles every step with XLA, which on the tests' tiny batches costs more than running
 # it: LLVM's optimizations off (the same in every run a check compares), and a compilation
-# cache, so that a model loaded again (round trips) reuses the steps compiled for the first.
+# cache, so that a model loaded again (round trips) reuses the steps compiled for the first
+# (only programs that took 0.2 s or more to compile: writing and looking up each of the ~400
+# one-op programs of eager calls cost more than they saved).
 # One thread for XLA's CPU kernels, as TensorFlow's and PyTorch's pools in the test processes
 # (conftest.py): the JAX check took 20% more CPU with a pool per core beside the other worker.
 FAST_XLA_FLAGS = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true "
@@ -46,7 +48,7 @@ def run_on(backend, *command, timeout=600, cache_dir=None):
   env["XLA_FLAGS"] = " ".join(filter(None, [env.get("XLA_FLAGS"), FAST_XLA_FLAGS]))
   if cache_dir is not None:
     env.update(JAX_COMPILATION_CACHE_DIR=str(cache_dir),
-               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0.2",
                JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
   env["PYTHONPATH"] = os.pathsep.join([REPO, env.get("PYTHONPATH", "")])
   done = subprocess.run([sys.executable, *command], env=env, capture_output=True, text=True,

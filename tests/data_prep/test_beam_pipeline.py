@@ -19,6 +19,7 @@ from apache_beam.io.filesystem import FileSystem
 from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import corpus_text
+from conftest import run_command
 import pytest
 import tensorflow as tf
 
@@ -182,7 +183,12 @@ def test_model_garden_loader_reads_the_beam_output(local_and_beam):
   assert batch["next_sentence_labels"].shape == (8, 1)
 
 
-def _cli(args):
+def _cli(args, process=True):
+  """The command in a process of its own (the runs Beam carries out, whose workers and
+  one-line error a shell sees), or, for errors found before any work, in this process
+  through its launcher (`conftest.run_command`)."""
+  if not process:
+    return run_command("data_prep.create_pretraining_data", *args)
   return subprocess.run([sys.executable, "-m", "data_prep.create_pretraining_data"] + args,
                         cwd=REPO, capture_output=True, text=True, timeout=300)
 
@@ -241,7 +247,7 @@ def test_arguments_reach_beam_or_are_clear_errors(args_and_message, two_files, t
   args, message = args_and_message
   out = tmp_path / "o.tfrecord"
   proc = _cli([f"--input_file={two_files}", f"--output_file={out}",
-               f"--vocab_file={UNCASED_VOCAB}", "--dupe_factor=1"] + args)
+               f"--vocab_file={UNCASED_VOCAB}", "--dupe_factor=1"] + args, process=False)
   assert proc.returncode in (1, 2), proc.stderr[-3000:]
   assert message in proc.stderr, proc.stderr[-3000:]
   assert os.listdir(tmp_path) == []
@@ -251,7 +257,7 @@ def test_a_misspelled_flag_under_runner_is_named_not_discarded(two_files, tmp_pa
   """Beam would log "Discarding unparseable args" and run with the flag's default."""
   proc = _cli([f"--input_file={two_files}", f"--output_file={tmp_path / 'o.tfrecord'}",
                f"--vocab_file={UNCASED_VOCAB}", "--runner=DirectRunner",
-               "--max_seq_lenght=64", "--direct_num_workers=1"])
+               "--max_seq_lenght=64", "--direct_num_workers=1"], process=False)
   assert proc.returncode == 1, proc.stderr[-3000:]
   assert ("unknown flag(s) --max_seq_lenght: neither a flag of this program nor a Beam "
           "pipeline option") in proc.stderr.splitlines()[-1]

@@ -63,9 +63,10 @@ def test_dev_records_equal_model_garden_features(tmp_path, task, regression):
   from official.nlp.tools import tokenization  # pylint: disable=import-outside-toplevel
 
   out = tmp_path / "out"
-  proc = _cli(f"--task_name={task}", f"--data_dir={data_dir}", f"--vocab_file={UNCASED_VOCAB}",
-              "--do_lower_case=True", f"--max_seq_length={SEQ}", f"--output_dir={out}",
-              "--splits=dev")
+  proc = run_command("data_prep.create_classifier_data", f"--task_name={task}",
+                     f"--data_dir={data_dir}", f"--vocab_file={UNCASED_VOCAB}",
+                     "--do_lower_case=True", f"--max_seq_length={SEQ}", f"--output_dir={out}",
+                     "--splits=dev")
   assert proc.returncode == 0, proc.stderr[-2000:]
   path = out / "dev.tf_record"
   ours = _read(str(path), regression)

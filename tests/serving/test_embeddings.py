@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import minilm_dir
 from conftest import run_command
@@ -37,16 +36,6 @@ HEADS = 12  # MiniLM-L6-H384's config.json
 
 def _env(**extra):
   return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
-
-
-def _module(name, *args, cwd=REPO):
-  return subprocess.Popen([sys.executable, "-m", name] + [str(a) for a in args], cwd=cwd,
-                          env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def _finish(proc):
-  out, err = proc.communicate(timeout=600)
-  return proc.returncode, out, err
 
 
 # ----------------------------------------------------------------------------- reference
@@ -110,26 +99,24 @@ _SNIPPET = textwrap.dedent("""
 
 @pytest.fixture(scope="module", name="minilm")
 def _minilm(tmp_path_factory):
-  """Exports MiniLM with one command and extracts mean features from its folder (both CLIs,
-  in parallel); returns the paths and the fresh process's outputs of every signature."""
+  """Exports MiniLM with one command and extracts mean features from its folder (both
+  commands); returns the paths and the fresh process's outputs of every signature."""
   model_dir = minilm_dir()
   root = tmp_path_factory.mktemp("minilm")
   lines = root / "lines.txt"
   lines.write_text("\n".join(SENTENCES + [f"{a} ||| {b}" for a, b in zip(SENTENCES, TEXTS_B)
                                           if b]) + "\n", encoding="utf-8")
   export_dir = root / "export"
-  procs = {
-      "export": _module("official_bert.export", f"--checkpoint={model_dir}",
-                        "--model_type=encoder", "--normalize_embeddings",
-                        f"--max_seq_length={SEQ}", f"--export_dir={export_dir}"),
-      "extract": _module("official_bert.extract_features", f"--input_file={lines}",
-                         f"--output_file={root / 'embeddings.jsonl'}",
-                         f"--init_checkpoint={model_dir}", "--pooling=mean",
-                         "--normalize_embeddings", f"--max_seq_length={SEQ}"),
-  }
-  results = {name: _finish(proc) for name, proc in procs.items()}
-  for name, (rc, _, err) in results.items():
-    assert rc == 0, f"{name}: {err[-3000:]}"
+  # The commands through their launchers, in this process; the export is then queried by a
+  # process of its own (`_SNIPPET`).
+  for name, *args in (
+      ("export", f"--checkpoint={model_dir}", "--model_type=encoder", "--normalize_embeddings",
+       f"--max_seq_length={SEQ}", f"--export_dir={export_dir}"),
+      ("extract_features", f"--input_file={lines}", f"--output_file={root / 'embeddings.jsonl'}",
+       f"--init_checkpoint={model_dir}", "--pooling=mean", "--normalize_embeddings",
+       f"--max_seq_length={SEQ}")):
+    done = run_command(f"official_bert.{name}", *args)
+    assert done.returncode == 0, f"{name}: {done.stderr[-3000:]}"
   ids = _pack(model_dir, SENTENCES)
   proc = subprocess.run(
       [sys.executable, "-c", _SNIPPET,
