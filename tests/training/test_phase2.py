@@ -7,10 +7,7 @@ import glob
 import json
 import os
 import shutil
-import subprocess
-import sys
 
-from conftest import REPO
 from conftest import UNCASED_VOCAB
 from conftest import corpus_text
 from conftest import run_command
@@ -56,19 +53,15 @@ def _settings(data, out, config, length, **kw):
   return pretraining_job.PretrainingSettings(**values)
 
 
-def _cli(settings, process=True):
-  """run_pretraining as a program, with these settings as its flags (with `process`, as
-  `python -m`; else in this process through its launcher)."""
+def _cli(settings):
+  """run_pretraining as a program, with these settings as its flags, in this process through
+  its launcher (`test_pretraining_loop.py` runs it as `python -m`)."""
   args = []
   for field in dataclasses.fields(settings):
     value = getattr(settings, field.name)
     if value is not None and value != field.default:
       args.append(f"--{field.name}" if value is True else f"--{field.name}={value}")
-  if not process:
-    proc = run_command("official_bert.run_pretraining", *args)
-  else:
-    proc = subprocess.run([sys.executable, "-m", "official_bert.run_pretraining"] + args,
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+  proc = run_command("official_bert.run_pretraining", *args)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stderr
 
@@ -76,7 +69,7 @@ def _cli(settings, process=True):
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   """Records at both lengths, configs, and two phase-1 runs: 4 steps with 64 positions (by
-  the program, as a user runs it) and 2 steps with 32."""
+  the command, as a user runs it) and 2 steps with 32."""
   root = tmp_path_factory.mktemp("phase2")
   corpus = root / "corpus.txt"
   corpus.write_text(corpus_text(20_000), encoding="utf-8")
@@ -153,7 +146,7 @@ def test_resumed_phase2_continues_step_and_schedule_at_the_longer_length(data, t
   out = tmp_path / "resumed"
   shutil.copytree(data["root"] / "phase1", out)
   settings = _settings(data, out, "p64", LONG, num_train_steps=8)
-  log = _cli(settings, process=False)
+  log = _cli(settings)
   assert "RESUMED from" in log and "at step 4" in log
   assert "The training input changed at step 4" in log  # read from its start, not skipped
   assert _step(out) == 8
