@@ -60,19 +60,45 @@ def trained_classifier(tiny_dir):
   return clf, history.history["loss"]
 
 
-def test_import_is_cheap_and_names_resolve():
+# One fresh process for both checks that need one: what `import official_bert` imports and
+# registers, then the saved classifier's predictions there (`_FRESH_CODE`).
+_FRESH_CODE = """
+import json, sys
+import official_bert as ob
+imported_tensorflow = 'tensorflow' in sys.modules
+names = sorted(ob.__all__)
+import tensorflow, keras
+registered = sorted(keras.saving.get_custom_objects())
+m = ob.TextClassifier.from_preset(sys.argv[1])
+print(json.dumps([imported_tensorflow, names, registered, m.labels,
+                  m.predict(json.loads(sys.argv[2])).tolist()]))
+"""
+
+
+@pytest.fixture(scope="module")
+def fresh_process(trained_classifier, tmp_path_factory):
+  """The trained classifier saved, and a new process's `_FRESH_CODE` on it: (folder,
+  {imported_tensorflow, names, registered, labels, probabilities})."""
+  saved = str(tmp_path_factory.mktemp("fresh") / "saved")
+  trained_classifier[0].save(saved)
+  out = subprocess.run([sys.executable, "-c", _FRESH_CODE, saved, json.dumps(TEXTS)], cwd=REPO,
+                       capture_output=True, text=True, check=True,
+                       env=dict(os.environ, PYTHONPATH=REPO)).stdout
+  values = json.loads(out.strip().splitlines()[-1])
+  return saved, dict(zip(("imported_tensorflow", "names", "registered", "labels",
+                          "probabilities"), values))
+
+
+def test_import_is_cheap_and_names_resolve(fresh_process):
   """Importing the package imports no TensorFlow; Keras, imported later (after TensorFlow,
   which looks keras up first with importlib.util.find_spec), knows the API's classes at once
   (`keras.saving.load_model` of a `.keras` file needs them registered)."""
-  code = ("import sys, official_bert as ob; assert 'tensorflow' not in sys.modules; "
-          "print(sorted(ob.__all__)); import tensorflow, keras; "
-          "print(sorted(keras.saving.get_custom_objects()))")
-  out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                       check=True).stdout
-  assert "TextClassifier" in out and "TokenTagger" in out
+  fresh = fresh_process[1]
+  assert not fresh["imported_tensorflow"]
+  assert "TextClassifier" in fresh["names"] and "TokenTagger" in fresh["names"]
   for name in ("TextClassifier", "TokenTagger", "QuestionAnswerer", "TextEmbedder", "MaskedLM",
                "Backbone", "Preprocessor"):
-    assert f"'official_bert>{name}'" in out, out
+    assert f"official_bert>{name}" in fresh["registered"], fresh["registered"]
   assert ob.Backbone.__name__ == "Backbone"
   with pytest.raises(AttributeError):
     _ = ob.NoSuchModel
@@ -98,7 +124,7 @@ def test_preprocessor_matches_the_export_packing(tiny_dir, tmp_path):
     np.testing.assert_array_equal(again[name].numpy(), value.numpy(), err_msg=name)
 
 
-def test_classifier_fits_saves_and_exports(trained_classifier, tmp_path):
+def test_classifier_fits_saves_and_exports(trained_classifier, fresh_process, tmp_path):
   clf, losses = trained_classifier
   assert losses[-1] < losses[0] * 0.7, losses
   probabilities = clf.predict(TEXTS)
@@ -110,15 +136,9 @@ def test_classifier_fits_saves_and_exports(trained_classifier, tmp_path):
   assert results["accuracy"] == pytest.approx(np.mean(
       probabilities.argmax(-1) == [["neg", "pos"].index(label) for label in LABELS]))
 
-  saved = str(tmp_path / "saved")
-  clf.save(saved)
-  code = ("import json, sys, numpy as np, official_bert as ob; "
-          f"m = ob.TextClassifier.from_preset({saved!r}); "
-          f"print(json.dumps([m.labels, m.predict({TEXTS!r}).tolist()]))")
-  out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                       check=True, env=dict(os.environ, PYTHONPATH=REPO)).stdout
-  labels, again = json.loads(out.strip().splitlines()[-1])
-  assert labels == ["neg", "pos"]
+  fresh = fresh_process[1]  # the folder `save` wrote, read by a new process
+  assert fresh["labels"] == ["neg", "pos"]
+  again = fresh["probabilities"]
   with graph_optimizer_on():  # as in that process
     clf.make_predict_function(force=True)  # traced inside, with that process's blocks
     probabilities = clf.predict(TEXTS)
