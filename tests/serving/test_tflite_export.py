@@ -231,35 +231,33 @@ def test_a_failing_tflite_export_leaves_the_previous_one(exported, monkeypatch):
 
 def test_cli_exports_and_refuses_bad_quantize(exported, tmp_path):
   paths = _PATHS
-  common = [sys.executable, "-m", "official_bert.export",
-            f"--bert_config_file={paths['config_file']}",
-            f"--checkpoint={paths['root'] / 'classifier' / 'ckpt-1'}",
-            f"--vocab_file={paths['vocab_file']}", "--model_type=classifier",
-            f"--label_names={','.join(LABELS)}", f"--max_seq_length={SEQ}"]
+  module = "official_bert.export"
+  flags = [f"--bert_config_file={paths['config_file']}",
+           f"--checkpoint={paths['root'] / 'classifier' / 'ckpt-1'}",
+           f"--vocab_file={paths['vocab_file']}", "--model_type=classifier",
+           f"--label_names={','.join(LABELS)}", f"--max_seq_length={SEQ}"]
   # The export in a process of its own; the refused flags through the command's launcher,
   # in this process, while it runs.
-  proc = subprocess.Popen(common + ["--export_format=tflite", "--quantize=float16",
-                                    f"--export_dir={tmp_path / 'ok'}"],
+  proc = subprocess.Popen([sys.executable, "-m", module, *flags, "--export_format=tflite",
+                           "--quantize=float16", f"--export_dir={tmp_path / 'ok'}"],
                           cwd=REPO, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True)
-  refused = {name: run_command(*common[2:], *extra) for name, extra in {
-      "bad_value": ["--export_format=tflite", "--quantize=int4",
-                    f"--export_dir={tmp_path / 'bad_value'}"],
-      "not_tflite": ["--quantize=dynamic", f"--export_dir={tmp_path / 'not_tflite'}"]}.items()}
-  results = {name: (done.returncode, (done.stdout, done.stderr))
-             for name, done in refused.items()}
-  results["ok"] = (proc.communicate(timeout=400), proc.returncode)[::-1]
-  rc, (out, err) = results["ok"]
-  assert rc == 0, err[-3000:]
+  bad_value = run_command(module, *flags, "--export_format=tflite", "--quantize=int4",
+                          f"--export_dir={tmp_path / 'bad_value'}")
+  not_tflite = run_command(module, *flags, "--quantize=dynamic",
+                           f"--export_dir={tmp_path / 'not_tflite'}")
+  _, err = proc.communicate(timeout=400)
+  assert proc.returncode == 0, err[-3000:]
   inputs = _inputs("classifier", 0)
   got = _tflite_runner(str(tmp_path / "ok"))[1](**inputs)
   want = _reference_outputs(exported, "classifier", inputs, 0)
   np.testing.assert_allclose(got["logits"], want["logits"], rtol=0,
                              atol=TOL["float16"] * max(1, np.abs(want["logits"]).max()))
-  rc, (out, err) = results["bad_value"]
-  assert rc == 1 and "--quantize=int4" in err and "none|dynamic|float16" in err, err[-3000:]
-  rc, (out, err) = results["not_tflite"]
-  assert rc == 1 and ("--quantize=dynamic is not one of --export_format=single's: none"
-                      in err), err
+  err = bad_value.stderr
+  assert bad_value.returncode == 1 and "--quantize=int4" in err and "none|dynamic|float16" in err, (
+      err[-3000:])
+  err = not_tflite.stderr
+  assert not_tflite.returncode == 1 and ("--quantize=dynamic is not one of "
+                                         "--export_format=single's: none" in err), err
   assert "Traceback" not in err
   assert not os.path.exists(tmp_path / "bad_value") and not os.path.exists(tmp_path / "not_tflite")
