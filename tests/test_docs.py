@@ -19,6 +19,8 @@ import subprocess
 import sys
 import tomllib
 
+from conftest import child_pythonpath
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGES = ["README.md"] + sorted(
     os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "docs", "*.md")))
@@ -191,7 +193,7 @@ print("FLAGS_JSON " + json.dumps(result))
 def defined_flags(modules):
   """{module: {"error", "flags", "booleans", "choices", "pass_through"}, "absl": [...],
   "beam": [...]}."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=child_pythonpath(REPO))
   out = subprocess.run([sys.executable, "-c", _FLAGS_SCRIPT, *modules], cwd=REPO, env=env,
                        capture_output=True, text=True, timeout=300, check=False)
   marker = [line for line in out.stdout.splitlines() if line.startswith("FLAGS_JSON ")]

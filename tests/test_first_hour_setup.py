@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from conftest import REPO
+from conftest import child_pythonpath
 import pytest
 
 import official_bert as ob
@@ -25,7 +26,7 @@ def _installed_in_this_venv():
 @pytest.mark.skipif(not _installed_in_this_venv(),
                     reason="the package is not installed here (make venv-runtime installs it)")
 def test_the_venv_imports_the_package_and_runs_scripts_from_any_folder(tmp_path):
-  env = dict(os.environ, PYTHONPATH="")
+  env = dict(os.environ, PYTHONPATH=child_pythonpath())
   code = "import official_bert as ob, os; print(os.path.dirname(ob.__file__))"
   out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
                        text=True, check=True).stdout.strip()

@@ -10,6 +10,7 @@ import configparser
 import email.parser
 import glob
 import importlib
+import json
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ import tomllib
 import zipfile
 
 from conftest import CORPUS
+from conftest import DEV_ONLY_IMPORTS
 from conftest import REPO
 import pytest
 
@@ -138,6 +140,48 @@ def test_wheel_depends_on_exactly_the_runtime_pins(wheel):
     assert tomllib.load(f)["tool"]["setuptools"]["dynamic"]["dependencies"] == {
         "file": ["requirements.txt"]
     }
+
+
+def _runtime_distributions():
+  """The installed distributions requirements.txt pulls in, its pins' dependencies included
+  (their markers evaluated, extras not taken): canonical names."""
+  from importlib import metadata  # pylint: disable=import-outside-toplevel
+
+  from packaging.requirements import Requirement  # pylint: disable=import-outside-toplevel
+  from packaging.utils import canonicalize_name  # pylint: disable=import-outside-toplevel
+  seen, todo = set(), _pins(os.path.join(REPO, "requirements.txt"))
+  while todo:
+    requirement = Requirement(todo.pop())
+    if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+      continue
+    name = canonicalize_name(requirement.name)
+    if name not in seen:
+      seen.add(name)
+      todo += metadata.requires(requirement.name) or []
+  return seen
+
+
+def test_packages_hidden_from_the_tests_processes_are_outside_the_runtime_stack():
+  """The processes the tests start see no `DEV_ONLY_IMPORTS` (conftest.py): no runtime
+  requirement, direct or indirect, installs one of them, so a command that needs one would
+  fail for a user; and a command's process starts without them."""
+  from importlib import metadata  # pylint: disable=import-outside-toplevel
+
+  from packaging.utils import canonicalize_name  # pylint: disable=import-outside-toplevel
+  owners = metadata.packages_distributions()
+  runtime = _runtime_distributions()
+  assert {"tensorflow", "keras", "tensorflow-text", "numpy", "protobuf"} <= runtime
+  for name in DEV_ONLY_IMPORTS:
+    installed_by = {canonicalize_name(d) for d in owners.get(name, [])}
+    assert not installed_by & runtime, (name, installed_by & runtime)
+  code = ("import importlib.util, json, sys; import official_bert.run_classifier; "
+          f"print(json.dumps([importlib.util.find_spec(n) is None for n in {DEV_ONLY_IMPORTS}] "
+          "+ [n in sys.modules for n in ('tensorflow', 'keras')]))")
+  proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                        timeout=300, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  hidden_and_loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert hidden_and_loaded == [True] * (len(DEV_ONLY_IMPORTS) + 2), hidden_and_loaded
 
 
 def test_beam_setup_file_sdist_builds_the_same_package(source, tmp_path):

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 
+from conftest import dev_environment
 from conftest import minilm_dir
 from conftest import tiny_model_folder
 from conftest import tiny_pretraining_folder
@@ -44,7 +45,7 @@ FAST_XLA_FLAGS = ("--xla_backend_optimization_level=0 --xla_llvm_disable_expensi
 
 
 def run_on(backend, *command, timeout=600, cache_dir=None):
-  env = dict(os.environ, KERAS_BACKEND=backend, XLA_PYTHON_CLIENT_PREALLOCATE="false")
+  env = dict(dev_environment(), KERAS_BACKEND=backend, XLA_PYTHON_CLIENT_PREALLOCATE="false")
   env["XLA_FLAGS"] = " ".join(filter(None, [env.get("XLA_FLAGS"), FAST_XLA_FLAGS]))
   if cache_dir is not None:
     env.update(JAX_COMPILATION_CACHE_DIR=str(cache_dir),

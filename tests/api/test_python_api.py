@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 from conftest import TINY_CONFIG
+from conftest import child_pythonpath
 from conftest import graph_optimizer_on
 from conftest import tiny_model_folder
 import harness
@@ -83,7 +84,7 @@ def fresh_process(trained_classifier, tmp_path_factory):
   trained_classifier[0].save(saved)
   out = subprocess.run([sys.executable, "-c", _FRESH_CODE, saved, json.dumps(TEXTS)], cwd=REPO,
                        capture_output=True, text=True, check=True,
-                       env=dict(os.environ, PYTHONPATH=REPO)).stdout
+                       env=dict(os.environ, PYTHONPATH=child_pythonpath(REPO))).stdout
   values = json.loads(out.strip().splitlines()[-1])
   return saved, dict(zip(("imported_tensorflow", "names", "registered", "labels",
                           "probabilities"), values))

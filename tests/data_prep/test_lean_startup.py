@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from conftest import REPO
+from conftest import dev_environment
 import pytest
 
 from data_prep import lean_startup
@@ -82,8 +83,9 @@ for name in names:
   except ImportError:
     print("USER", name, "absent")
 """
+  # The development environment's packages, which the test processes' children do not see.
   out = subprocess.run([sys.executable, "-c", code, *SKIPPED], cwd=REPO, capture_output=True,
-                       text=True, check=True).stdout
+                       text=True, check=True, env=dev_environment()).stdout
   assert "LOADED []" in out
   for name in SKIPPED:  # installed here (requirements-dev.txt) or not: never refused
     assert f"USER {name} ok" in out or (f"USER {name} absent" in out

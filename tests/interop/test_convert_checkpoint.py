@@ -15,6 +15,7 @@ import sys
 
 from conftest import CASED_VOCAB
 from conftest import REPO
+from conftest import child_pythonpath
 from conftest import minilm_dir
 from conftest import run_command
 from conftest import tiny_model_folder
@@ -305,7 +306,7 @@ def _cli(args):
   return subprocess.Popen(
       [sys.executable, "-m", "official_bert.convert_checkpoint"] + args, cwd=REPO,
       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO))
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=child_pythonpath(REPO)))
 
 
 def test_cli_reports_missing_misshaped_and_extra_tensors(tmp_path):

@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 from conftest import UNCASED_VOCAB
+from conftest import child_pythonpath
 from conftest import minilm_dir
 from conftest import run_command
 import numpy as np
@@ -121,8 +122,8 @@ def _minilm(tmp_path_factory):
   proc = subprocess.run(
       [sys.executable, "-c", _SNIPPET,
        json.dumps([str(export_dir), SENTENCES, TEXTS_B, {k: v.tolist() for k, v in ids.items()}]),
-       str(root / "out.npz")], cwd=str(root), env=_env(PYTHONPATH=""), capture_output=True,
-      text=True, timeout=600, check=False)
+       str(root / "out.npz")], cwd=str(root), env=_env(PYTHONPATH=child_pythonpath()),
+      capture_output=True, text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return {"model_dir": model_dir, "root": root, "export_dir": export_dir, "lines": lines,
           "outputs": dict(np.load(root / "out.npz"))}

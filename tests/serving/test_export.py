@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 
+from conftest import child_pythonpath
 from conftest import run_command
 from conftest import write_vocab_and_config
 from conftest import xla_compiled_calls
@@ -58,7 +59,7 @@ HEAD_SEEDS = {"pretraining": 1, "classifier": 2, "squad": 3, "tagger": 4, "encod
 
 
 def _env():
-  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH="")
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=child_pythonpath())
 
 
 # ----------------------------------------------------------------------------- reference

@@ -25,6 +25,7 @@ import subprocess
 import sys
 
 from ai_edge_litert.interpreter import Interpreter
+from conftest import child_pythonpath
 from conftest import random_model_checkpoints
 from conftest import run_command
 from conftest import write_vocab_and_config
@@ -72,7 +73,7 @@ _PATHS = {}  # the fixture's files, for the tests that export again
 
 
 def _env():
-  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=child_pythonpath(REPO))
 
 
 def _label_names(model_type):

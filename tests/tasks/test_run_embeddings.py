@@ -12,6 +12,7 @@ import sys
 from conftest import REPO
 from conftest import TINY_CONFIG
 from conftest import UNCASED_VOCAB
+from conftest import child_pythonpath
 from conftest import run_command
 from conftest import tiny_model_folder
 import numpy as np
@@ -231,8 +232,8 @@ def test_export_and_extract_features_serve_the_trained_embedder(trained, tmp_pat
       "cls", True, 16)
   proc = subprocess.run([sys.executable, "-c", _QUERY, str(export_dir), json.dumps(texts),
                          str(tmp_path / "served.npy")], cwd=str(tmp_path),
-                        env=dict(env, PYTHONPATH=""), capture_output=True, text=True,
-                        timeout=600, check=False)
+                        env=dict(env, PYTHONPATH=child_pythonpath()), capture_output=True,
+                        text=True, timeout=600, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
   np.testing.assert_allclose(np.load(tmp_path / "served.npy"), expected, atol=1e-5)
 
