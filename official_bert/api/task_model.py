@@ -296,6 +296,21 @@ class TaskModel(BackboneModelConfig, keras.Model):
     if self._optimizer_settings is not None and ON_TENSORFLOW:
       shared_step.takes_summed_gradients(self.optimizer)  # `train_step` sums them itself
 
+  def _use_fresh_optimizer(self, optimizer):
+    """fit's own optimizer in place of the last, as Keras' `compile` sets one (wrapped for
+    mixed float16 loss scaling, the layers' trainable state taken again), but without the rest
+    of `compile`, which would also drop the traced evaluate and predict steps: they do not use
+    the optimizer, and were traced again after every fit (a model's whole forward pass)."""
+    if (self._compile_kwargs.get("auto_scale_loss", True)
+        and self.dtype_policy.name == "mixed_float16"):
+      optimizer = keras.optimizers.LossScaleOptimizer(optimizer, name="loss_scale_optimizer")
+    self.optimizer = optimizer
+    self._compiled_trainable_state = {layer: layer.trainable for layer in self._flatten_layers()}
+    self.stop_training = False
+    self.train_function = None  # the train step closes over the optimizer
+    if ON_TENSORFLOW:
+      shared_step.takes_summed_gradients(self.optimizer)  # `train_step` sums them itself
+
   def get_compile_config(self):
     if self._optimizer_settings is not None and not any(self._compile_kwargs.values()):
       return {"bert_optimizer": dict(self._optimizer_settings),
@@ -536,7 +551,7 @@ class TaskModel(BackboneModelConfig, keras.Model):
         raise ValueError("fit: the number of batches is unknown; pass steps_per_epoch "
                          "(the learning rate schedule spans the steps of this fit)")
       # A fresh optimizer whose schedule spans exactly this fit's steps.
-      self._compile(self._scheduled_optimizer(steps * epochs))
+      self._use_fresh_optimizer(self._scheduled_optimizer(steps * epochs))
     if validation_data is not None:
       validation_data = self._dataset(*self.validation_x_y(validation_data), batch_size)
     elif split_off is not None:

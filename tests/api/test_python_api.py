@@ -255,6 +255,35 @@ def test_compile_with_keras_arguments_and_a_dataset(tiny_dir):
                              rtol=1e-5)
 
 
+def test_a_second_fit_keeps_the_traced_evaluate_and_predict_and_trains_as_a_recompile(
+    tiny_dir):
+  """Each fit takes a fresh optimizer (its schedule spans that fit's steps), without
+  dropping the evaluate and predict steps traced before, which do not use it; the weights
+  are those of a model compiled again before its second fit."""
+  weights = []
+  for recompile in (False, True):
+    clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
+    clf.compile(learning_rate=1e-2, warmup_fraction=0.25)
+    clf.fit(TEXTS, LABELS, batch_size=4, epochs=2, seed=3, verbose=0)
+    first = clf.optimizer
+    before = clf.evaluate(TEXTS, LABELS, return_dict=True, verbose=0)["loss"]
+    probabilities = clf.predict(TEXTS)
+    traced = (clf.test_function, clf.predict_function)
+    if recompile:
+      clf.compile(learning_rate=1e-2, warmup_fraction=0.25)
+    clf.fit(TEXTS[:4], LABELS[:4], batch_size=2, epochs=1, seed=4, verbose=0)
+    assert clf.optimizer is not first and int(clf.optimizer.iterations) == 2
+    schedule = clf.optimizer._learning_rate  # pylint: disable=protected-access
+    assert schedule.num_train_steps == 2  # this fit's steps
+    after = clf.evaluate(TEXTS, LABELS, return_dict=True, verbose=0)["loss"]
+    assert after != before and not np.allclose(clf.predict(TEXTS), probabilities)
+    if not recompile:
+      assert (clf.test_function, clf.predict_function) == traced
+    weights.append([v.numpy() for v in clf.trainable_variables])
+  for kept, recompiled in zip(*weights):
+    np.testing.assert_allclose(kept, recompiled, atol=1e-6)
+
+
 def test_words_with_offsets_and_entities():
   text = "Ms. Ana-María Ruiz visited Köln, 東京 today."
   assert [w for w, _, _ in token_tagger.words_with_offsets("co\u00adop x")] == ["co\u00adop", "x"]
