@@ -301,6 +301,9 @@ class TaskModel(BackboneModelConfig, keras.Model):
     mixed float16 loss scaling, the layers' trainable state taken again), but without the rest
     of `compile`, which would also drop the traced evaluate and predict steps: they do not use
     the optimizer, and were traced again after every fit (a model's whole forward pass)."""
+    # What Keras' `get_compile_config` saves (compile with Keras' arguments): this optimizer,
+    # unwrapped, as `compile` records it.
+    self._compile_config.config = dict(self._compile_config.config, optimizer=optimizer)
     if (self._compile_kwargs.get("auto_scale_loss", True)
         and self.dtype_policy.name == "mixed_float16"):
       optimizer = keras.optimizers.LossScaleOptimizer(optimizer, name="loss_scale_optimizer")

@@ -259,15 +259,17 @@ def test_a_second_fit_keeps_the_traced_evaluate_and_predict_and_trains_as_a_reco
     tiny_dir):
   """Each fit takes a fresh optimizer (its schedule spans that fit's steps), without
   dropping the evaluate and predict steps traced before, which do not use it; the weights
-  are those of a model compiled again before its second fit."""
+  are those of a model compiled again before its second fit, and so is the compile config
+  Keras saves (a Keras argument, steps_per_execution, makes it Keras' own)."""
   weights = []
+  settings = dict(learning_rate=1e-2, warmup_fraction=0.25, steps_per_execution=1)
   for recompile in (False, True):
     clf = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
-    clf.compile(learning_rate=1e-2, warmup_fraction=0.25)
+    clf.compile(**settings)
     clf.fit(TEXTS, LABELS, batch_size=4, epochs=2, seed=3, verbose=0)
     first = clf.optimizer
     if recompile:
-      clf.compile(learning_rate=1e-2, warmup_fraction=0.25)
+      clf.compile(**settings)
     else:
       before = clf.evaluate(TEXTS, LABELS, return_dict=True, verbose=0)["loss"]
       probabilities = clf.predict(TEXTS)
@@ -276,6 +278,8 @@ def test_a_second_fit_keeps_the_traced_evaluate_and_predict_and_trains_as_a_reco
     assert clf.optimizer is not first and int(clf.optimizer.iterations) == 2
     schedule = clf.optimizer._learning_rate  # pylint: disable=protected-access
     assert schedule.num_train_steps == 2  # this fit's steps
+    saved = clf.get_compile_config()["optimizer"]["config"]["learning_rate"]["config"]
+    assert saved["num_train_steps"] == 2 and saved["peak_lr"] == 1e-2, saved
     if not recompile:
       after = clf.evaluate(TEXTS, LABELS, return_dict=True, verbose=0)["loss"]
       assert after != before and not np.allclose(clf.predict(TEXTS), probabilities)
