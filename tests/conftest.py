@@ -42,8 +42,7 @@ RUNTIME_STACK_PATH = os.path.join(REPO, "tests", "runtime_stack")
 
 def _hide_dev_only_imports_from_child_processes():
   os.environ[HIDDEN_ENV] = ",".join(DEV_ONLY_IMPORTS)
-  os.environ["PYTHONPATH"] = os.pathsep.join(
-      filter(None, [RUNTIME_STACK_PATH, os.environ.get("PYTHONPATH")]))
+  os.environ["PYTHONPATH"] = child_pythonpath(*filter(None, [os.environ.get("PYTHONPATH")]))
 
 
 def child_pythonpath(*paths):
