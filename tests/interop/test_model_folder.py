@@ -9,6 +9,7 @@ tokenizer_config.json, as `save_pretrained` of a bare BertModel writes), google-
 
 import collections
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -48,6 +49,7 @@ CONFIG = BertConfig(**dict(TINY_CONFIG, max_position_embeddings=32))
 KINDS = ("hf", "tf1", "output_dir", "api_saved")
 
 
+@functools.lru_cache(maxsize=None)  # one per seed: the folders only read it
 def _encoder(seed):
   keras.utils.set_random_seed(seed)
   encoder = BertEncoder.from_bert_config(CONFIG, name="encoder")
@@ -79,6 +81,18 @@ def make_folder(root, kind, case):
   else:
     presets.save(path, encoder, ob.Preprocessor(vocab, lower_case=case == "uncased"))
   return path
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+  """`tiny_model_folder`, built once: each test that edits a folder copies it
+  (`_tiny_copy`)."""
+  return tiny_model_folder(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def _tiny_copy(tiny_folder, path):
+  shutil.copytree(tiny_folder, path)
+  return str(path)
 
 
 @pytest.fixture(scope="module")
@@ -197,12 +211,12 @@ def test_from_preset_names_a_config_it_cannot_build_as_such(folders, tmp_path):
     ob.TextEmbedder.from_preset(str(folder))
 
 
-def test_an_embedder_of_a_sentence_transformers_folder_takes_its_length(tmp_path):
+def test_an_embedder_of_a_sentence_transformers_folder_takes_its_length(tiny_folder, tmp_path):
   """all-MiniLM-L6-v2 embeds at 256 (sentence_bert_config.json); the API, the export and
   extract_features cut its texts at 128 (cosine 0.976 with sentence-transformers' vector of a
   200-piece text). An embedder takes the folder's length on every route; the other tasks
   keep theirs; an argument or flag wins."""
-  path = tiny_model_folder(tmp_path / "st")
+  path = _tiny_copy(tiny_folder, tmp_path / "st")
   (tmp_path / "st" / model_folder.SENTENCE_TRANSFORMERS_CONFIG).write_text(
       json.dumps({"max_seq_length": 64, "do_lower_case": False}))
   assert model_folder.embedding_sequence_length(path) == 64
@@ -309,8 +323,8 @@ def test_the_run_record_round_trips_and_reads_version_1():
     ({"version": "two"}, 'version should be a whole number from 1, got "two"'),
     ({"distillation": {"teacher_layers": 3}}, "distillation.teacher_layers should be a list"),
 ])
-def test_a_hand_edited_record_of_the_wrong_type_is_refused_naming_the_file(tmp_path, edit,
-                                                                           message):
+def test_a_hand_edited_record_of_the_wrong_type_is_refused_naming_the_file(tiny_folder, tmp_path,
+                                                                           edit, message):
   """A string "false" would read as true (lower-casing a cased model), "neg,pos" as seven
   labels; a record from a newer version as this one's: each is an error naming the file and
   the field, and a folder with it does not load as something else."""
@@ -319,7 +333,7 @@ def test_a_hand_edited_record_of_the_wrong_type_is_refused_naming_the_file(tmp_p
       labels=["neg", "pos"], num_labels=2, problem_type="single_label").to_json())
   record.update(edit)
   folder = tmp_path / "model"
-  tiny_model_folder(folder)
+  _tiny_copy(tiny_folder, folder)
   (folder / model_files.RUN_SETTINGS_FILE).write_text(json.dumps(record))
   with pytest.raises(ValueError, match=re.escape(message)) as e:
     run_record.RunRecord.from_json(json.dumps(record), source="run_settings.json")
@@ -332,9 +346,9 @@ def test_a_hand_edited_record_of_the_wrong_type_is_refused_naming_the_file(tmp_p
       "newer" not in message)
 
 
-def test_a_damaged_record_or_case_file_is_an_error_not_a_pretrained_folder(tmp_path):
+def test_a_damaged_record_or_case_file_is_an_error_not_a_pretrained_folder(tiny_folder, tmp_path):
   folder = tmp_path / "model"
-  tiny_model_folder(folder)
+  _tiny_copy(tiny_folder, folder)
   for text in ("{", "", "[1, 2]"):
     (folder / model_files.RUN_SETTINGS_FILE).write_text(text)
     with pytest.raises(ValueError, match=r"run_settings.json: (not valid JSON|expected a JSON)"):
