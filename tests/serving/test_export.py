@@ -185,13 +185,15 @@ def _exported(tmp_path_factory):
 
 
 # A fresh interpreter that imports only TensorFlow (+ tensorflow_text for the ops) and runs
-# every signature; it also runs demo_query.py's `query` from its file.
+# every signature; it also runs demo_query.py's `query` from its file, the multiple-choice
+# export, and saved_model_cli's `show` and `run`.
 _SNIPPET = textwrap.dedent("""
     import json, runpy, sys
     import numpy as np
     import tensorflow as tf
     import tensorflow_text  # registers the tokenizer's ops
     dirs, texts, texts_b, ids, demo_query = json.loads(sys.argv[1]), *json.loads(sys.argv[2])
+    run_args, choices_args = sys.argv[4], sys.argv[5]
     out = {}
     for name, d in dirs.items():
       if name == "hub":
@@ -233,40 +235,88 @@ _SNIPPET = textwrap.dedent("""
     out["imported_ours"] = np.array(sorted(m for m in sys.modules
                                            if m.split(".")[0] in ("official_bert", "data_prep")))
     np.savez(sys.argv[3], **out)
+
+    # The multiple-choice export: text [b] + choices [b, n] -> a score per choice.
+    export_dir, texts, choices, ids = json.loads(choices_args)
+    sigs = tf.saved_model.load(export_dir).signatures
+    out = {"sigs": np.array(sorted(sigs.keys()))}
+    text = sigs["serving_default"](text=tf.constant(texts), choices=tf.constant(choices))
+    by_ids = sigs["serve_ids"](**{k: tf.constant(v, tf.int32) for k, v in ids.items()})
+    out.update({"text/" + k: v.numpy() for k, v in text.items()})
+    out.update({"ids/" + k: v.numpy() for k, v in by_ids.items()})
+    out["tokens"] = out.pop("text/tokens").astype(bytes)
+    out["imported_ours"] = np.array(sorted(m for m in sys.modules
+                                           if m.split(".")[0] in ("official_bert", "data_prep")))
+    np.savez("choices.npz", **out)
+
+    # saved_model_cli's own main() (tensorflow_text imported above registers its ops): `show`
+    # into show.txt, then `run` (sys.argv[4]), each as its command line would.
+    import contextlib, io
+    from absl import flags
+    from tensorflow.python.tools.saved_model_cli import main as saved_model_cli
+    def cli(args):
+      sys.argv = ["saved_model_cli", *args]
+      try:
+        saved_model_cli()
+      except SystemExit as e:
+        if e.code:
+          raise
+      flags.FLAGS.unparse_flags()
+    show = io.StringIO()
+    with contextlib.redirect_stdout(show):
+      cli(["show", "--dir", dirs["pretraining"], "--all"])
+    with open("show.txt", "w") as f:
+      f.write(show.getvalue())
+    cli(json.loads(run_args))
 """)
 
 
+@pytest.fixture(scope="module", name="choices")
+def _choices(exported):
+  """A multiple-choice model (SWAG), its export and the inputs the fresh process sends it:
+  {model, export_dir, texts, choices, inputs}."""
+  del exported  # for the vocabulary, config and root it writes
+  root = _STATE["root"]
+  keras.utils.set_random_seed(6)
+  model = model_types.build_model("multiple_choice", CONFIG)
+  rng = np.random.default_rng(6)
+  for variable in model.trainable_variables:  # larger than the init's 0.02, so choices score apart
+    variable.assign(rng.normal(scale=0.3, size=variable.shape).astype("float32"))
+  checkpoint = checkpointing.model_checkpoint(model).write(str(root / "mc" / "ckpt-1"))
+  assert weight_names.infer_model_type(weights_io.read_weights(checkpoint).tensors) == (
+      "multiple_choice")
+  export_dir = str(root / "mc" / "export")
+  exporter.export(model_folder.read(checkpoint, _STATE["config_file"], _vocab_file(), True),
+                  export_dir, exporter.ExportOptions("multiple_choice", max_seq_length=SEQ))
+  texts = TEXTS[:3]
+  choices = [[TEXTS_B[i], TEXTS_B[(i + 1) % len(TEXTS_B)], "a dog [MASK] ."] for i in range(3)]
+  flat = _python_inputs([t for t in texts for _ in range(3)], [c for row in choices for c in row])
+  inputs = {name: value.reshape(3, 3, SEQ) for name, value in flat.items()}
+  return dict(model=model, export_dir=export_dir, texts=texts, choices=choices, inputs=inputs)
+
+
 @pytest.fixture(scope="module", name="fresh")
-def _fresh(exported, tmp_path_factory):
-  """Runs the fresh-process checks in parallel; returns their results."""
+def _fresh(exported, choices, tmp_path_factory):
+  """Runs the fresh-process checks (one process: each start imports TensorFlow); returns
+  their results."""
   tmp = tmp_path_factory.mktemp("fresh")
   dirs = {name: d for name, (d, _) in exported.items()}
   ids = _python_inputs(TEXTS[:2])
-  procs = {"snippet": subprocess.Popen(
+  run_args = ["run", "--dir", dirs["pretraining"], "--tag_set", "serve", "--signature_def",
+              "serving_default", "--input_exprs", f"text={json.dumps(TEXTS[:1])}",
+              "--outdir", str(tmp / "cli")]
+  proc = subprocess.run(
       [sys.executable, "-c", _SNIPPET, json.dumps(dirs),
        json.dumps([TEXTS, TEXTS_B, {k: v.tolist() for k, v in ids.items()},
                    os.path.join(REPO, "official_bert", "demo_query.py")]),
-       str(tmp / "out.npz")], cwd=str(tmp), env=_env(), stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True)}
-  cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-  procs["show"] = subprocess.Popen(
-      [cli, "show", "--dir", dirs["pretraining"], "--all"], cwd=str(tmp), env=_env(),
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-  # saved_model_cli's own main(), after importing tensorflow_text to register its ops.
-  procs["run"] = subprocess.Popen(
-      [sys.executable, "-c", "import sys, tensorflow_text; from tensorflow.python.tools."
-       "saved_model_cli import main; sys.argv[0] = 'saved_model_cli'; sys.exit(main())",
-       "run", "--dir", dirs["pretraining"], "--tag_set", "serve", "--signature_def",
-       "serving_default", "--input_exprs", f"text={json.dumps(TEXTS[:1])}",
-       "--outdir", str(tmp / "cli")], cwd=str(tmp), env=_env(), stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE, text=True)
-  results = {}
-  for name, proc in procs.items():
-    out, err = proc.communicate(timeout=400)
-    results[name] = (proc.returncode, out, err)
-  for name in ("snippet", "show", "run"):
-    assert results[name][0] == 0, f"{name}: {results[name][2][-3000:]}"
-  results["outputs"] = dict(np.load(tmp / "out.npz"))
+       str(tmp / "out.npz"), json.dumps(run_args),
+       json.dumps([choices["export_dir"], choices["texts"], choices["choices"],
+                   {k: v[:2].tolist() for k, v in choices["inputs"].items()}])],
+      cwd=str(tmp), env=_env(),
+      capture_output=True, text=True, timeout=400, check=False)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  results = {"show": (tmp / "show.txt").read_text(), "outputs": dict(np.load(tmp / "out.npz")),
+             "choices": dict(np.load(tmp / "choices.npz"))}
   results["cli_dir"] = tmp / "cli"
   return results
 
@@ -358,7 +408,7 @@ def test_an_empty_batch_of_texts_gives_empty_outputs(exported):
 
 
 def test_saved_model_cli_show_lists_signatures(fresh):
-  rc, out, err = fresh["show"]
+  out = fresh["show"]
   for name in ("serving_default", "serving_pair", "serve_ids"):
     assert f"signature_def['{name}']" in out, out
   for name in ("inputs['text']", "inputs['text_b']", "inputs['input_word_ids']",
@@ -464,55 +514,12 @@ def test_truncation_is_the_originals_truncate_seq_pair():
     assert (got_a, got_b) == (len(tokens_a), len(tokens_b)), (a, b, budget)
 
 
-_CHOICES_SNIPPET = textwrap.dedent("""
-    import json, sys
-    import numpy as np
-    import tensorflow as tf
-    import tensorflow_text  # registers the tokenizer's ops
-    export_dir, texts, choices, ids = json.loads(sys.argv[1])
-    sigs = tf.saved_model.load(export_dir).signatures
-    out = {"sigs": np.array(sorted(sigs.keys()))}
-    text = sigs["serving_default"](text=tf.constant(texts), choices=tf.constant(choices))
-    by_ids = sigs["serve_ids"](**{k: tf.constant(v, tf.int32) for k, v in ids.items()})
-    out.update({"text/" + k: v.numpy() for k, v in text.items()})
-    out.update({"ids/" + k: v.numpy() for k, v in by_ids.items()})
-    out["tokens"] = out.pop("text/tokens").astype(bytes)
-    out["imported_ours"] = np.array(sorted(m for m in sys.modules
-                                           if m.split(".")[0] in ("official_bert", "data_prep")))
-    np.savez(sys.argv[2], **out)
-""")
-
-
-def test_multiple_choice_export_scores_every_choice(exported, tmp_path):
+def test_multiple_choice_export_scores_every_choice(choices, fresh):
   """SWAG: text [b] + choices [b, n] strings -> one score per choice, as the Keras model."""
-  del exported  # for the vocabulary, config and root it writes
-  root = _STATE["root"]
-  keras.utils.set_random_seed(6)
-  model = model_types.build_model("multiple_choice", CONFIG)
-  rng = np.random.default_rng(6)
-  for variable in model.trainable_variables:  # larger than the init's 0.02, so choices score apart
-    variable.assign(rng.normal(scale=0.3, size=variable.shape).astype("float32"))
-  checkpoint = checkpointing.model_checkpoint(model).write(str(root / "mc" / "ckpt-1"))
-  assert weight_names.infer_model_type(weights_io.read_weights(checkpoint).tensors) == (
-      "multiple_choice")
-  export_dir = str(tmp_path / "export")
-  exporter.export(model_folder.read(checkpoint, _STATE["config_file"], _vocab_file(), True),
-                  export_dir, exporter.ExportOptions("multiple_choice", max_seq_length=SEQ))
-
-  texts = TEXTS[:3]
-  choices = [[TEXTS_B[i], TEXTS_B[(i + 1) % len(TEXTS_B)], "a dog [MASK] ."] for i in range(3)]
-  flat = _python_inputs([t for t in texts for _ in range(3)], [c for row in choices for c in row])
-  inputs = {name: value.reshape(3, 3, SEQ) for name, value in flat.items()}
-  proc = subprocess.run(
-      [sys.executable, "-c", _CHOICES_SNIPPET,
-       json.dumps([export_dir, texts, choices, {k: v[:2].tolist() for k, v in inputs.items()}]),
-       str(tmp_path / "out.npz")], cwd=str(tmp_path), env=_env(), capture_output=True,
-      text=True, timeout=300, check=False)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  got = dict(np.load(tmp_path / "out.npz"))
+  got, inputs = fresh["choices"], choices["inputs"]
   assert list(got["sigs"]) == ["serve_ids", "serving_default"]
   assert got["imported_ours"].size == 0, got["imported_ours"]
-  logits = model(inputs, training=False)["logits"].numpy()  # [3, 3]
+  logits = choices["model"](inputs, training=False)["logits"].numpy()  # [3, 3]
   assert logits.shape == (3, 3) and np.ptp(logits) > 1e-3  # the choices do score differently
   for name, value in inputs.items():  # (text, choice) packed as a pair, per choice
     np.testing.assert_array_equal(got["text/" + name], value, err_msg=name)

@@ -11,6 +11,7 @@ import math
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -103,15 +104,27 @@ def _assert_close(a, b, atol):
   assert worst <= atol, worst
 
 
-def test_mirrored_on_two_cpus_equals_one_device(data, tmp_path):
+# The runs that the distributed ones must equal: no dropout, the records in order, two loops
+# (3 steps, then 1) and a checkpoint.
+ONE_DEVICE_STEPS = dict(shuffle_buffer_size=1, num_train_steps=4, save_checkpoints_steps=4)
+
+
+@pytest.fixture(scope="module")
+def one_device_run(data, tmp_path_factory):
+  """`ONE_DEVICE_STEPS` on one device, in this process: (output dir, stderr)."""
+  out = tmp_path_factory.mktemp("one_device")
+  return out, _cli(_args(data, out, "nodrop", **ONE_DEVICE_STEPS), process=False).stderr
+
+
+def test_mirrored_on_two_cpus_equals_one_device(data, one_device_run, tmp_path):
   # One device in this process (its CPU split in two as --cpu_devices=2 does, conftest); two
   # replicas in a fresh one, where --cpu_devices splits the CPU before TensorFlow starts.
-  one = _cli(_args(data, tmp_path / "one", "nodrop", cpu_devices=2), process=False)
+  one, one_stderr = one_device_run
   two = _cli(_args(data, tmp_path / "two", "nodrop", cpu_devices=2,
-                   distribution_strategy="mirrored"))
+                   distribution_strategy="mirrored", **ONE_DEVICE_STEPS))
   assert "MirroredStrategy with 2 replica(s)" in two.stderr
-  assert "OneDeviceStrategy with 1 replica(s)" in one.stderr
-  _assert_close(_model_weights(tmp_path / "one"), _model_weights(tmp_path / "two"), 1e-5)
+  assert "OneDeviceStrategy with 1 replica(s)" in one_stderr
+  _assert_close(_model_weights(one), _model_weights(tmp_path / "two"), 1e-5)
 
 
 def _trainer(config, batch, accumulation, dtype="float32", task_cls=PretrainingTask):
@@ -195,9 +208,8 @@ def _free_ports(n):
   return ports
 
 
-def test_two_worker_multi_worker_mirrored_agrees_with_one_device(data, tmp_path):
-  common = dict(shuffle_buffer_size=1, num_train_steps=4, save_checkpoints_steps=4)
-  _cli(_args(data, tmp_path / "single", "nodrop", **common), process=False)
+def test_two_worker_multi_worker_mirrored_agrees_with_one_device(data, one_device_run,
+                                                                 tmp_path):
   cluster = {"worker": [f"localhost:{p}" for p in _free_ports(2)]}
   out = tmp_path / "multi"
   procs = []
@@ -206,7 +218,8 @@ def test_two_worker_multi_worker_mirrored_agrees_with_one_device(data, tmp_path)
         {"cluster": cluster, "task": {"type": "worker", "index": index}}))
     procs.append(subprocess.Popen(
         [sys.executable, "-m", "official_bert.run_pretraining"]
-        + _args(data, out, "nodrop", distribution_strategy="multi_worker_mirrored", **common),
+        + _args(data, out, "nodrop", distribution_strategy="multi_worker_mirrored",
+                **ONE_DEVICE_STEPS),
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
   logs = [p.communicate(timeout=300)[0] for p in procs]
   assert [p.returncode for p in procs] == [0, 0], logs[0][-2000:] + logs[1][-2000:]
@@ -214,7 +227,7 @@ def test_two_worker_multi_worker_mirrored_agrees_with_one_device(data, tmp_path)
   assert len(final) == 2 and final[0].split("| lr")[0].split("]")[-1] == \
       final[1].split("| lr")[0].split("]")[-1]
   assert not glob.glob(str(out / ".worker_*"))  # the non-chief's copy is removed
-  _assert_close(_model_weights(tmp_path / "single"), _model_weights(out), 1e-5)
+  _assert_close(_model_weights(one_device_run[0]), _model_weights(out), 1e-5)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
@@ -348,16 +361,17 @@ def test_records_for_another_vocabulary_or_config_are_named(data, tmp_path, conf
   assert "Traceback" not in proc.stderr
 
 
-def test_a_truncated_checkpoint_in_output_dir_is_named(data, tmp_path):
+def test_a_truncated_checkpoint_in_output_dir_is_named(data, one_device_run, tmp_path):
   out = tmp_path / "o"
-  _cli(_args(data, out, num_train_steps=3), process=False)
+  shutil.copytree(one_device_run[0], out)  # a run's OUTPUT_DIR, its checkpoint then damaged
   latest = tf.train.latest_checkpoint(out)
   shard = glob.glob(latest + ".data-*")[0]
   with open(shard, "rb") as f:
     content = f.read()
   with open(shard, "wb") as f:
     f.write(content[:len(content) // 2])
-  proc = _cli(_args(data, out, num_train_steps=6), check=False, process=False)
+  proc = _cli(_args(data, out, "nodrop", **dict(ONE_DEVICE_STEPS, num_train_steps=6)),
+              check=False, process=False)
   assert proc.returncode == 1, proc.stderr[-2000:]
   assert (f"{latest}.*: cannot read checkpoint {latest} (truncated or corrupt?)" in proc.stderr
           and "delete these files to resume from an earlier one" in proc.stderr), \
