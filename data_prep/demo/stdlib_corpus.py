@@ -42,6 +42,26 @@ def module_files(root):
   return sorted(found)
 
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# The fields that hold statements (a definition is one): those of blocks, their `else` and
+# `finally`, exception handlers and match cases.
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _definitions(tree):
+  """Every function and class definition of a module, at any depth. Only statements are
+  walked: the expressions that are most of a tree hold none (what `ast.walk` also visits)."""
+  found, stack = [], [tree]
+  while stack:
+    node = stack.pop()
+    for field in _BLOCKS:
+      children = getattr(node, field, None)
+      if isinstance(children, list):
+        found.extend(child for child in children if isinstance(child, _DEFINITIONS))
+        stack.extend(children)
+  return found
+
+
 def module_docstrings(path):
   """Docstrings of a source file (module first, then defs in source order); None if unparsable."""
   try:
@@ -49,9 +69,8 @@ def module_docstrings(path):
       tree = ast.parse(f.read(), filename=path)
   except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, OSError):
     return None
-  defs = [n for n in ast.walk(tree)
-          if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-  defs.sort(key=lambda n: (n.lineno, n.col_offset))  # ast.walk is breadth-first
+  defs = _definitions(tree)
+  defs.sort(key=lambda n: (n.lineno, n.col_offset))  # the walk is not in source order
   docs = [ast.get_docstring(n, clean=True) for n in [tree] + defs]
   return [d for d in docs if d]
 
