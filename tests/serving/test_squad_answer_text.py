@@ -26,7 +26,8 @@ CONTEXTS = [
 
 
 class _SpanModel:
-  """Puts the best start logit on window position `start` and the best end on `end`."""
+  """Puts the best start logit on window position `start` and the best end on `end`: one
+  position for every window, or one per window ([windows])."""
 
   def __init__(self):
     self.start = self.end = 0
@@ -34,7 +35,8 @@ class _SpanModel:
   def __call__(self, inputs, training=False):
     columns = tf.range(SEQ)[None, :]
     shape = tf.shape(inputs["input_word_ids"])
-    peak = lambda at: tf.broadcast_to(tf.where(columns == at, 10.0, 0.0), shape)
+    peak = lambda at: tf.broadcast_to(
+        tf.where(columns == tf.reshape(at, [-1, 1]), 10.0, 0.0), shape)
     return {"start_logits": peak(self.start), "end_logits": peak(self.end)}
 
 
@@ -63,18 +65,20 @@ def test_every_span_has_the_original_text(tmp_path, context):
   context_start = len(full.tokenize(QUESTION)) + 2  # [CLS] question [SEP]
   _, num_pieces = _expected(context, 0, 0, full)
   assert "[UNK]" in full.tokenize(context)
-  checked = 0
-  for first in range(num_pieces):
-    for last in range(first, num_pieces):
-      expected, _ = _expected(context, first, last, full)
-      model.start, model.end = context_start + first, context_start + last
-      got = answerer(tf.constant([QUESTION]), tf.constant([context]))
-      assert got["answer_text"].numpy()[0].decode() == expected, (first, last)
-      start, end = got["answer_start"].numpy()[0], got["answer_end"].numpy()[0]
-      # The offsets point at the text as written (the span's words, one space between).
-      assert " ".join(context[start:end].split()) == expected, (first, last)
-      checked += 1
-  assert checked == num_pieces * (num_pieces + 1) // 2 > 20
+  # Every span at once: the context once per span (one window each), each window's peaks
+  # on its span.
+  spans = [(first, last) for first in range(num_pieces) for last in range(first, num_pieces)]
+  model.start = tf.constant([context_start + first for first, _ in spans])
+  model.end = tf.constant([context_start + last for _, last in spans])
+  got = answerer(tf.constant([QUESTION] * len(spans)), tf.constant([context] * len(spans)))
+  texts = got["answer_text"].numpy()
+  starts, ends = got["answer_start"].numpy(), got["answer_end"].numpy()
+  for row, (first, last) in enumerate(spans):
+    expected, _ = _expected(context, first, last, full)
+    assert texts[row].decode() == expected, (first, last)
+    # The offsets point at the text as written (the span's words, one space between).
+    assert " ".join(context[starts[row]:ends[row]].split()) == expected, (first, last)
+  assert len(spans) == num_pieces * (num_pieces + 1) // 2 > 20
 
 
 def test_a_v2_batch_of_contexts_without_windows_answers_null(tmp_path):

@@ -17,14 +17,11 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the exported tokenizer's ops)
 from test_glue_run_classifier import read_results
 from test_glue_run_classifier import run_script
-from test_glue_run_classifier import tiny_config
 
 from data_prep.classification import features as classifier_features
 from data_prep.classification import own_files
 from data_prep.classification import windows
 from official_bert.interop import model_files
-from official_bert.interop import model_folder
-from official_bert.serving import exporter
 from official_bert.tasks import classifier_job
 from official_bert.tasks import metrics
 from official_bert.tasks.classification import ClassificationTask
@@ -139,17 +136,9 @@ def test_single_label_csv_tsv_jsonl_weights_ids_and_export(tmp_path):
              f"--output_dir={out}", "--do_predict")
   assert not (out / "test_results.txt").exists()
 
-  # export without --label_names/--num_labels: label strings from labels.txt.
-  exporter.export(model_folder.read(str(out), tiny_config(tmp_path), need(UNCASED_VOCAB), True),
-                  str(tmp_path / "export"), exporter.ExportOptions("classifier",
-                                                                   max_seq_length=32))
-  served = tf.saved_model.load(str(tmp_path / "export")).signatures["serving_default"](
-      text=tf.constant(["good fine", "awful"]))
-  assert {s.decode() for s in served["predicted_labels"].numpy()} <= {"neg", "neutral", "pos"}
-  assert served["probabilities"].shape == (2, 3)
-
-  # From OUTPUT_DIR alone: the export windows long texts as --do_predict did (--doc_stride from
-  # run_settings.json) and serves the same probabilities and labels.
+  # From OUTPUT_DIR alone (no --label_names/--num_labels: the label strings of labels.txt):
+  # the export windows long texts as --do_predict did (--doc_stride from run_settings.json)
+  # and serves the same probabilities and labels.
   serve = _export_cli(out, tmp_path / "export_windows")
   test_texts = [json.loads(line)["text"] for line in open(test, encoding="utf-8")]
   served = serve(text=tf.constant(test_texts))
