@@ -8,10 +8,19 @@ development environment has them (tf-models-official, the backend tests' JAX and
 each process a test starts spent a third of its start-up importing them. `None` in
 `sys.modules` is Python's own way to say a module cannot be imported: `import` raises
 ModuleNotFoundError and `importlib.util.find_spec` returns None, as when it is absent.
+
+It also sets the garbage collector's thresholds of the test processes ($OFFICIAL_BERT_TESTS_GC).
 """
 
+import gc
 import os
 import sys
 
 for _name in filter(None, os.environ.get("OFFICIAL_BERT_TESTS_HIDDEN", "").split(",")):
   sys.modules.setdefault(_name, None)
+
+# The test processes' garbage collection thresholds (conftest.GC_ENV says why), set before
+# this process imports anything heavy.
+_thresholds = os.environ.get("OFFICIAL_BERT_TESTS_GC")
+if _thresholds:
+  gc.set_threshold(*map(int, _thresholds.split(",")))
