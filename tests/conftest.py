@@ -339,21 +339,26 @@ def run_command(module, *args):
 # The longest test files (minutes each on the 2-core machine, `make test --durations`), run
 # first: `make test`'s two workers (pytest-xdist, one file per worker) then finish together
 # instead of one waiting on a long file collected last. Order only; every test still runs.
+# The first two go to the two workers at once (then the next two, one each): the backend
+# checks, whose JAX and PyTorch processes hold a core for two minutes, beside files that run
+# in the test process, not beside the pretraining loop's processes (killed runs, two workers),
+# which then take turns with them on the same cores.
 LONG_FILES_FIRST = (
     "api/test_backends.py",
-    "training/test_pretraining_loop.py",
+    "api/test_python_api.py",
     "serving/test_tflite_export.py",
     "serving/test_onnx_export.py",
-    "api/test_python_api.py",
+    "training/test_pretraining_loop.py",
+    "tasks/test_distillation_run.py",
     "tasks/test_folder_interchange.py",
-    "interop/test_model_folder.py",
+    "api/test_first_hour.py",
     "api/test_docs_examples.py",
+    "interop/test_model_folder.py",
     "serving/test_export.py",
     "training/test_pretraining_recipes.py",
-    "tasks/test_classifier_own_files.py",
-    "tasks/test_distillation_run.py",
-    "tasks/test_training_controls.py",
     "data_prep/test_create_pretraining_data.py",
+    "tasks/test_classifier_own_files.py",
+    "tasks/test_training_controls.py",
     "serving/test_embeddings.py",
     "api/test_text_embedder.py",
 )
