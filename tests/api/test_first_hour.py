@@ -139,9 +139,12 @@ def test_save_into_the_working_directory(classifier, tmp_path, monkeypatch):
 def test_export_command_overwrite_keeps_other_files(tiny_dir, tmp_path):
   folder = tmp_path / "export"
   model, options = model_folder.read(tiny_dir), exporter.ExportOptions("encoder", max_seq_length=8)
-  # A previous export's entries (what `exporter.export_entries` owns), as stand-ins.
-  for name in ("saved_model.pb", "fingerprint.pb", "variables/variables.index",
-               "assets/vocab.txt"):
+  # A previous export's files (each entry `exporter.SAVED_MODEL_ENTRIES` names), as
+  # stand-ins: the overwrite must replace every one of them.
+  previous = ("saved_model.pb", "fingerprint.pb", "variables/variables.index",
+              "variables/variables.data-00000-of-00001", "assets/vocab.txt",
+              "assets.extra/export_info.json")
+  for name in previous:
     os.makedirs(os.path.dirname(folder / name), exist_ok=True)
     (folder / name).write_text("the previous export")
   files = _user_files(folder)
@@ -154,6 +157,8 @@ def test_export_command_overwrite_keeps_other_files(tiny_dir, tmp_path):
     exporter.export(model, str(folder), options)
   exporter.export(model, str(folder), dataclasses.replace(options, overwrite=True))
   _assert_kept(folder, files)
+  for name in previous:  # replaced or gone, none left as it was
+    assert not (folder / name).exists() or (folder / name).read_bytes() != b"the previous export"
   assert "serving_default" in tf.saved_model.load(str(folder)).signatures  # the new export
 
 
@@ -468,12 +473,13 @@ def test_weights_labels_and_datasets_as_keras_users_give_them(tiny_dir, tmp_path
       clf.evaluate(TEXTS, LABELS, sample_weight=weights, return_dict=True, verbose=0)["loss"],
       clf.evaluate(kept, kept_labels, return_dict=True, verbose=0)["loss"], rtol=1e-5)
   # class_weight by label name is the same as the sample weight of each example's label.
-  histories = []
+  histories, models = [], []
   for weighting in ({"sample_weight": weights}, {"class_weight": {"neg": 0.0, "pos": 1.0}}, {}):
     model = ob.TextClassifier.from_preset(tiny_dir, labels=["neg", "pos"], sequence_length=16)
     model.compile(learning_rate=1e-2, warmup_fraction=0.0)
     histories.append(model.fit(TEXTS, LABELS, batch_size=4, epochs=2, seed=5, verbose=0,
                                **weighting).history["loss"])
+    models.append(model)
   np.testing.assert_allclose(histories[1], histories[0], rtol=1e-5)
   assert abs(histories[2][0] - histories[0][0]) > 1e-3, histories  # unweighted: another loss
   # ... and by label id: the same weight of each example as by name (what fit trains with).
@@ -481,7 +487,7 @@ def test_weights_labels_and_datasets_as_keras_users_give_them(tiny_dir, tmp_path
       clf.class_weights_of_examples({1: 1.0, 0: 0.0}, TEXTS, LABELS, None), weights)
   np.testing.assert_array_equal(
       clf.class_weights_of_examples({"neg": 0.0, "pos": 1.0}, TEXTS, LABELS, None), weights)
-  assert clf.task.class_weights is None  # for this fit only
+  assert models[1].task.class_weights is None  # for that fit only: not kept by the model
   for bad, message in (({"class_weight": {"maybe": 1.0}}, r"class_weight key 'maybe' is not "
                         r"a label \(\['neg', 'pos'\]\) nor a label id 0..1"),
                        ({"sample_weight": [1.0]}, r"sample_weight: expected 8 numbers")):

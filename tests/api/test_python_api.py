@@ -420,16 +420,20 @@ def test_text_embedder_equals_the_encoder_export(tiny_dir, tmp_path):
   assert vectors.shape == (8, 32)
   np.testing.assert_array_equal(embedder.predict(TEXTS, batch_size=3), vectors)
   np.testing.assert_allclose(np.linalg.norm(vectors, axis=-1), 1.0, rtol=1e-5)
-  # (Its folder saved and exported by the command: test_folder_interchange.py; its save and
-  # load round trips: test_text_embedder.py.)
+  # Its folder, read back and exported by the command with no flag but --checkpoint and
+  # --export_dir (mean pooling, normalized: the run record's). (The .keras round trip of an
+  # embedder: test_text_embedder.py's, with cls pooling.)
+  saved = harness.run_save_load_test(embedder, tmp_path, lambda m: m.encode(TEXTS),
+                                     keras_format=False)
+  served = harness.run_export_test(saved, tmp_path / "export", "serving_default",
+                                   {"text": TEXTS}, {"sentence_embedding": vectors})
   embedder.export(str(tmp_path / "api_export"))  # the API's own export
-  served = tf.saved_model.load(str(tmp_path / "api_export")).signatures[
+  api_served = tf.saved_model.load(str(tmp_path / "api_export")).signatures[
       "serving_default"](text=tf.constant(TEXTS))
-  np.testing.assert_allclose(served["sentence_embedding"].numpy(), vectors, atol=1e-5)
-  np.testing.assert_allclose(served["mean_pooled_output"].numpy(), vectors, atol=1e-5)
+  np.testing.assert_allclose(api_served["mean_pooled_output"].numpy(), vectors, atol=1e-5)
   cls = ob.TextEmbedder.from_preset(tiny_dir, pooling="cls", normalize=False,
                                     sequence_length=16).encode(TEXTS[:2])
-  np.testing.assert_allclose(cls, served["sequence_output"].numpy()[:2, 0], atol=1e-5)
+  np.testing.assert_allclose(cls, served["sequence_output"][:2, 0], atol=1e-5)
 
 
 def test_masked_lm_needs_a_masked_lm_head(tmp_path):
@@ -513,8 +517,9 @@ def test_mixed_precision_fit(tiny_dir):
 def test_saved_folder_serves_the_commands(trained_classifier, fresh_process, tmp_path):
   """`save(path)` is a command's OUTPUT_DIR: `export --checkpoint=path` needs no other model
   flag, and `--init_checkpoint=path` (the commands' warm start) loads the same weights. (The
-  folder `fresh_process` saved, which a new process's `from_preset` predicts from, and a
-  `.keras` file of a fitted model: test_keras_callbacks_formats_and_strategies.)"""
+  folder `fresh_process` saved, which a new process's `from_preset` predicts from:
+  test_classifier_fits_saves_and_exports; a `.keras` file of a fitted classifier:
+  test_keras_callbacks_formats_and_strategies.)"""
   from official_bert.interop import checkpointing  # pylint: disable=import-outside-toplevel
   from official_bert.modeling.finetuning_models import BertClassifier  # pylint: disable=import-outside-toplevel
   clf, _ = trained_classifier

@@ -9,7 +9,8 @@ each process a test starts spent a third of its start-up importing them. `None` 
 `sys.modules` is Python's own way to say a module cannot be imported: `import` raises
 ModuleNotFoundError and `importlib.util.find_spec` returns None, as when it is absent.
 
-It also sets the garbage collector's thresholds of the test processes ($OFFICIAL_BERT_TESTS_GC).
+It also sets the garbage collector's thresholds of the processes the tests start
+($OFFICIAL_BERT_TESTS_GC, as conftest sets them in the test processes).
 """
 
 import gc
@@ -19,8 +20,8 @@ import sys
 for _name in filter(None, os.environ.get("OFFICIAL_BERT_TESTS_HIDDEN", "").split(",")):
   sys.modules.setdefault(_name, None)
 
-# The test processes' garbage collection thresholds (conftest.GC_ENV says why), set before
-# this process imports anything heavy.
+# The garbage collector's thresholds that conftest gives the test processes (GC_ENV there
+# says why), in this process the tests started, set before it imports anything heavy.
 _thresholds = os.environ.get("OFFICIAL_BERT_TESTS_GC")
 if _thresholds:
   gc.set_threshold(*map(int, _thresholds.split(",")))

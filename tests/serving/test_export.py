@@ -186,14 +186,31 @@ def _exported(tmp_path_factory):
 
 # A fresh interpreter that imports only TensorFlow (+ tensorflow_text for the ops) and runs
 # every signature; it also runs demo_query.py's `query` from its file, the multiple-choice
-# export, and saved_model_cli's `show` and `run`.
+# export, and saved_model_cli's own main(): `show` before tensorflow_text is imported (the
+# plain command works as is: docs/export.md), `run` after it.
 _SNIPPET = textwrap.dedent("""
-    import json, runpy, sys
+    import contextlib, io, json, runpy, sys
+    from absl import flags
     import numpy as np
     import tensorflow as tf
-    import tensorflow_text  # registers the tokenizer's ops
+    from tensorflow.python.tools.saved_model_cli import main as saved_model_cli
+    def cli(args):
+      sys.argv = ["saved_model_cli", *args]
+      try:
+        saved_model_cli()
+      except SystemExit as e:
+        if e.code:
+          raise
+      flags.FLAGS.unparse_flags()
     dirs, texts, texts_b, ids, demo_query = json.loads(sys.argv[1]), *json.loads(sys.argv[2])
-    run_args, choices_args = sys.argv[4], sys.argv[5]
+    out_file, run_args, choices_args = sys.argv[3], sys.argv[4], sys.argv[5]
+    assert "tensorflow_text" not in sys.modules
+    show = io.StringIO()
+    with contextlib.redirect_stdout(show):
+      cli(["show", "--dir", dirs["pretraining"], "--all"])
+    with open("show.txt", "w") as f:
+      f.write(show.getvalue())
+    import tensorflow_text  # registers the tokenizer's ops
     out = {}
     for name, d in dirs.items():
       if name == "hub":
@@ -234,7 +251,7 @@ _SNIPPET = textwrap.dedent("""
     out["demo_errors"] = np.array(errors)
     out["imported_ours"] = np.array(sorted(m for m in sys.modules
                                            if m.split(".")[0] in ("official_bert", "data_prep")))
-    np.savez(sys.argv[3], **out)
+    np.savez(out_file, **out)
 
     # The multiple-choice export: text [b] + choices [b, n] -> a score per choice.
     export_dir, texts, choices, ids = json.loads(choices_args)
@@ -248,26 +265,7 @@ _SNIPPET = textwrap.dedent("""
     out["imported_ours"] = np.array(sorted(m for m in sys.modules
                                            if m.split(".")[0] in ("official_bert", "data_prep")))
     np.savez("choices.npz", **out)
-
-    # saved_model_cli's own main() (tensorflow_text imported above registers its ops): `show`
-    # into show.txt, then `run` (sys.argv[4]), each as its command line would.
-    import contextlib, io
-    from absl import flags
-    from tensorflow.python.tools.saved_model_cli import main as saved_model_cli
-    def cli(args):
-      sys.argv = ["saved_model_cli", *args]
-      try:
-        saved_model_cli()
-      except SystemExit as e:
-        if e.code:
-          raise
-      flags.FLAGS.unparse_flags()
-    show = io.StringIO()
-    with contextlib.redirect_stdout(show):
-      cli(["show", "--dir", dirs["pretraining"], "--all"])
-    with open("show.txt", "w") as f:
-      f.write(show.getvalue())
-    cli(json.loads(run_args))
+    cli(json.loads(run_args))  # `run`, with tensorflow_text's ops
 """)
 
 
