@@ -202,6 +202,9 @@ _SNIPPET = textwrap.dedent("""
         if e.code:
           raise
       flags.FLAGS.unparse_flags()
+    def imported_ours():
+      return np.array(sorted(m for m in sys.modules
+                             if m.split(".")[0] in ("official_bert", "data_prep")))
     dirs, texts, texts_b, ids, demo_query = json.loads(sys.argv[1]), *json.loads(sys.argv[2])
     out_file, run_args, choices_args = sys.argv[3], sys.argv[4], sys.argv[5]
     assert "tensorflow_text" not in sys.modules
@@ -249,8 +252,7 @@ _SNIPPET = textwrap.dedent("""
       except ValueError as e:
         errors.append(str(e))
     out["demo_errors"] = np.array(errors)
-    out["imported_ours"] = np.array(sorted(m for m in sys.modules
-                                           if m.split(".")[0] in ("official_bert", "data_prep")))
+    out["imported_ours"] = imported_ours()
     np.savez(out_file, **out)
 
     # The multiple-choice export: text [b] + choices [b, n] -> a score per choice.
@@ -262,8 +264,7 @@ _SNIPPET = textwrap.dedent("""
     out.update({"text/" + k: v.numpy() for k, v in text.items()})
     out.update({"ids/" + k: v.numpy() for k, v in by_ids.items()})
     out["tokens"] = out.pop("text/tokens").astype(bytes)
-    out["imported_ours"] = np.array(sorted(m for m in sys.modules
-                                           if m.split(".")[0] in ("official_bert", "data_prep")))
+    out["imported_ours"] = imported_ours()
     np.savez("choices.npz", **out)
     cli(json.loads(run_args))  # `run`, with tensorflow_text's ops
 """)
@@ -313,10 +314,8 @@ def _fresh(exported, choices, tmp_path_factory):
       cwd=str(tmp), env=_env(),
       capture_output=True, text=True, timeout=400, check=False)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  results = {"show": (tmp / "show.txt").read_text(), "outputs": dict(np.load(tmp / "out.npz")),
-             "choices": dict(np.load(tmp / "choices.npz"))}
-  results["cli_dir"] = tmp / "cli"
-  return results
+  return {"show": (tmp / "show.txt").read_text(), "outputs": dict(np.load(tmp / "out.npz")),
+          "choices": dict(np.load(tmp / "choices.npz")), "cli_dir": tmp / "cli"}
 
 
 # ----------------------------------------------------------------------------- tests
